@@ -1,0 +1,1 @@
+"""Host discovery: MPI installations, CPU, environment hazards. Results are cached on disk."""

@@ -1,0 +1,239 @@
+"""`nearmetal doctor`: what this host offers for containerized MPI, and what will go wrong.
+
+Runtimes are judged by a real container start (of /bin/true in a tiny rootfs made from
+the host's own /bin/true and its loader), not by `--version`.
+"""
+
+import os
+import shutil
+import subprocess
+
+from . import __version__
+from .errors import NearmetalError
+
+SMOKE_TIMEOUT = 120
+
+
+def smoke_rootfs():
+    """A minimal rootfs: /bin/true, the libraries it needs, and the mount points runtimes use."""
+    from .elf import LinkerView, read_elf
+    from .home import subdir
+
+    root = subdir("smoke") / "rootfs"
+    if (root / "bin" / "true").exists():
+        return root
+    tmp = root.with_name(f"rootfs.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for d in ("bin", "dev", "proc", "sys", "tmp", "etc", "home", "root", "nm/host-mpi"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    os.chmod(tmp / "tmp", 0o1777)
+    true = shutil.which("true") or "/bin/true"
+    shutil.copy2(true, tmp / "bin" / "true")
+    info = read_elf(true)
+    files = [lib.path for lib in LinkerView("/").closure(true, skip_glibc=False)]
+    if info.interp:
+        files.append(info.interp)
+    for f in files:
+        dst = tmp / f.lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(f), dst)
+    for f in ("passwd", "group", "hosts", "resolv.conf"):
+        (tmp / "etc" / f).touch()
+    os.rename(tmp, root)
+    return root
+
+
+def _smoke(runtime, rootfs):
+    try:
+        if runtime.name == "podman":
+            _podman_smoke_image(runtime, rootfs)
+        argv = runtime.smoke_argv(rootfs)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=SMOKE_TIMEOUT,
+                             env=runtime.env_for_tools(), stdin=subprocess.DEVNULL)
+    except NearmetalError as e:
+        return False, str(e)
+    except subprocess.TimeoutExpired:
+        return False, f"container start timed out after {SMOKE_TIMEOUT}s"
+    except OSError as e:
+        return False, str(e)
+    if out.returncode == 0:
+        return True, "started a container running /bin/true"
+    tail = (out.stderr or out.stdout).strip().splitlines()
+    return False, f"exit {out.returncode}: {tail[-1] if tail else 'no output'}"
+
+
+def _podman_smoke_image(runtime, rootfs):
+    from .runtimes.podman_storage import podman_argv, podman_env
+
+    env = dict(os.environ, **podman_env())
+    base = podman_argv()
+    have = subprocess.run(base + ["image", "exists", "nearmetal-smoke"], env=env, capture_output=True)
+    if have.returncode == 0:
+        return
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    imp = subprocess.run(base + ["import", "-", "nearmetal-smoke"], stdin=tar.stdout, env=env,
+                         capture_output=True, text=True, timeout=SMOKE_TIMEOUT)
+    tar.stdout.close()
+    tar.wait()
+    if imp.returncode != 0:
+        raise NearmetalError(f"podman import failed: {imp.stderr.strip().splitlines()[-1:]}")
+
+
+def runtimes_report():
+    from . import runtimes
+
+    report = []
+    rootfs = None
+    for name in runtimes.NAMES:
+        rt = runtimes.get(name)
+        entry = {"name": name, "path": rt.path(), "version": rt.version(), "works": False, "detail": ""}
+        if not entry["path"]:
+            entry["detail"] = f"{rt.binary} not installed"
+        else:
+            rootfs = rootfs or smoke_rootfs()
+            entry["works"], entry["detail"] = _smoke(rt, rootfs)
+        report.append(entry)
+    for name in ("apptainer", "singularity"):
+        exe = shutil.which(name)
+        if exe:
+            report.append({"name": name, "path": exe, "version": None, "works": False,
+                           "detail": "found, but nearmetal has no tested backend for it yet"})
+    return report
+
+
+def mpi_report():
+    from .discovery.mpi import discover
+
+    out = []
+    for fam, m in discover().items():
+        out.append({k: m[k] for k in ("family", "version", "library", "soname", "abi", "compiler", "launcher", "pmi")}
+                   | {"plugin_dirs": m.get("plugin_dirs", {})})
+    return out
+
+
+def image_report(spec, programs=()):
+    from . import image as image_mod
+    from .discovery.mpi import ABI_BY_SONAME, discover
+    from .elf import LinkerView, glibc_version, read_elf
+    from .models.program import container_program
+
+    img = image_mod.resolve(spec)
+    view = LinkerView(img.rootfs)
+    glibc = glibc_version(img.rootfs)
+    report = {"name": img.name, "path": str(img.rootfs), "distro": img.distro,
+              "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": []}
+    for fam in img.mpis:
+        meta = (img.meta.get("mpi") or {}).get(fam, {})
+        report["mpi"].append({"family": fam, "version": meta.get("version"), "library": meta.get("library"),
+                              "soname": meta.get("soname")})
+    paths = []
+    if programs:
+        for p in programs:
+            paths.append(container_program(img, p, img.mpis[0] if img.mpis else "openmpi")[0])
+    else:
+        for fam in img.mpis:
+            bindir = view.host_path(img.kernel_bin(fam))
+            if bindir.is_dir():
+                paths += [f"{img.kernel_bin(fam)}/{f}" for f in sorted(os.listdir(bindir))]
+    host_mpis = discover()
+    for path in paths:
+        info = read_elf(view.host_path(path))
+        abi, soname = None, None
+        for s in info.needed:
+            if s in ABI_BY_SONAME:
+                abi, soname = ABI_BY_SONAME[s], s
+        entry = {"path": path,
+                 "linkage": "runpath" if info.runpath else ("rpath" if info.rpath else "none"),
+                 "rpath": list(info.rpath), "runpath": list(info.runpath),
+                 "mpi_soname": soname, "mpi_abi": abi, "simd": simd_of(view.host_path(path)), "bind": []}
+        for fam, m in host_mpis.items():
+            entry["bind"].append(_bind_check(img, path, fam, m))
+        report["programs"].append(entry)
+    return report
+
+
+def _bind_check(img, path, family, mpi):
+    from .models import bind
+    from .run import RunRequest
+
+    req = RunRequest(path, mode="bind", image=img, mpi=family)
+    req.mpi = mpi
+    try:
+        plan = bind.prepare(req)
+    except NearmetalError as e:
+        return {"host_mpi": family, "possible": False, "reason": str(e)}
+    how = "ld.so --preload" if plan.argv and "--preload" in plan.argv else "LD_LIBRARY_PATH"
+    return {"host_mpi": family, "possible": True, "reason": f"ABI and glibc compatible; host library preferred via {how}"}
+
+
+def simd_of(path):
+    """The x86-64 ISA level an ELF file declares it needs (GNU property note), if any."""
+    try:
+        from elftools.elf.elffile import ELFFile
+
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            for sec in elf.iter_sections():
+                if sec.name != ".note.gnu.property":
+                    continue
+                for note in sec.iter_notes():
+                    for prop in note.get("n_desc", []) or []:
+                        if prop.get("pr_type") == "GNU_PROPERTY_X86_ISA_1_NEEDED":
+                            bits = prop.get("pr_data", 0)
+                            for level, bit in (("x86-64-v4", 8), ("x86-64-v3", 4), ("x86-64-v2", 2), ("x86-64-baseline", 1)):
+                                if isinstance(bits, int) and bits & bit:
+                                    return level
+    except Exception:  # a note we cannot parse must not break the report
+        return "unknown"
+    return "unknown"
+
+
+def collect(image=None, programs=()):
+    from .discovery import cpu, hazards
+
+    report = {
+        "nearmetal_version": __version__,
+        "mpi": mpi_report(),
+        "runtimes": runtimes_report(),
+        "cpu": cpu.describe(),
+        "hazards": hazards.find(),
+    }
+    if image:
+        report["image"] = image_report(image, programs)
+    return report
+
+
+def render(report, console):
+    from rich.table import Table
+
+    t = Table(title="MPI installations", title_justify="left")
+    for col in ("family", "version", "soname", "library", "launcher", "pmi"):
+        t.add_column(col)
+    for m in report["mpi"]:
+        t.add_row(m["family"], m["version"], m["soname"], m["library"], m["launcher"], ",".join(m["pmi"]))
+    console.print(t)
+    t = Table(title="Container runtimes", title_justify="left")
+    for col in ("name", "version", "works", "detail"):
+        t.add_column(col)
+    for r in report["runtimes"]:
+        t.add_row(r["name"], r["version"] or "-", "[green]yes[/]" if r["works"] else "[red]no[/]", r["detail"])
+    console.print(t)
+    c = report["cpu"]
+    console.print(f"CPU: {c['model']}, {c['cores']} cores, SIMD {c['simd']}")
+    if report["hazards"]:
+        for h in report["hazards"]:
+            console.print(f"[yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}")
+    else:
+        console.print("No environment hazards (LD_AUDIT, LD_PRELOAD, ...) found.")
+    img = report.get("image")
+    if img:
+        console.print(f"\nImage {img['name']} ({img['distro']}, glibc {img['glibc']}) at {img['path']}")
+        for m in img["mpi"]:
+            console.print(f"  MPI {m['family']} {m['version'] or ''} {m['library'] or ''}")
+        t = Table(title="Programs", title_justify="left")
+        for col in ("program", "linkage", "MPI", "SIMD", "bind"):
+            t.add_column(col)
+        for p in img["programs"]:
+            binds = "\n".join(f"{b['host_mpi']}: {'yes' if b['possible'] else 'no'} - {b['reason']}" for b in p["bind"])
+            t.add_row(p["path"], p["linkage"], p["mpi_soname"] or "-", p["simd"], binds)
+        console.print(t)

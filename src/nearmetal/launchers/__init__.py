@@ -1,0 +1,13 @@
+"""Launchers, one module each, chosen by MPI family. A new launcher is one module plus a line here."""
+
+_REGISTRY = {
+    "openmpi": ("openmpi", "OpenMpiLauncher"),
+    "mpich": ("mpich", "HydraLauncher"),
+}
+
+
+def for_mpi(mpi):
+    from importlib import import_module
+
+    module, cls = _REGISTRY[mpi["family"]]
+    return getattr(import_module(f"{__name__}.{module}"), cls)(mpi)

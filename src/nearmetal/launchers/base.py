@@ -1,0 +1,29 @@
+"""What a launcher must provide: start N copies of one rank command.
+
+The launcher decides how ranks are started and placed (mpirun, mpiexec.hydra, and
+later srun); what each rank runs (native program, or a runtime's container wrapper)
+is handed to it as an argv, so launchers and runtimes combine freely.
+"""
+
+
+class LaunchRequest:
+    """ranks, ranks_per_node (None: launcher default), threads per rank, env for the ranks
+    (forwarded by the launcher: native runs), and rank_argv (what every rank runs)."""
+
+    __slots__ = ("ranks", "ranks_per_node", "threads", "env", "rank_argv", "pmi_port", "cores")
+
+    def __init__(self, ranks, rank_argv, ranks_per_node=None, threads=1, env=None, pmi_port=False, cores=1):
+        self.ranks, self.rank_argv = ranks, list(rank_argv)
+        self.ranks_per_node, self.threads = ranks_per_node, threads
+        self.env, self.pmi_port, self.cores = dict(env or {}), pmi_port, cores
+
+
+class Launcher:
+    family = ""
+
+    def __init__(self, mpi):
+        self.mpi = mpi  # the host MPI installation (discovery.mpi record)
+
+    def command(self, req):
+        """(argv, env additions for the launcher process)."""
+        raise NotImplementedError

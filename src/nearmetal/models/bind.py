@@ -1,0 +1,226 @@
+"""Bind: the host's MPI library and its dependency closure, mounted read-only into the
+container and preferred over the image's own MPI.
+
+Steps, each of which can refuse with the exact reason:
+1. ABI: the program's MPI SONAME family must match the host MPI's (MPICH ABI
+   libmpi.so.12 / libmpich.so.12 are aliased to each other).
+2. Closure: the host library's DT_NEEDED closure, found by emulating ld.so (never glibc
+   or the loader), plus the directories of plugins the MPI loads at run time.
+3. glibc: the highest GLIBC_x.y the staged libraries need must not exceed the image's.
+4. Staging: the closure is hard-linked (or copied) into one directory under the
+   nearmetal home, keyed by content, and that directory is bind-mounted read-only at
+   /nm/host-mpi (a mount point every nearmetal image has).
+5. Preference: LD_LIBRARY_PATH when the program lets it win; when the program's DT_RPATH
+   would pin the container's MPI, launch through the image's ld.so with --library-path and
+   --preload so the host library still wins.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+
+from ..errors import NearmetalError
+from . import ModelPlan
+from .program import container_program, mpi_abi
+
+MOUNT_POINT = "/nm/host-mpi"
+LIBDIR = f"{MOUNT_POINT}/lib"
+STAGE_VERSION = 1
+
+# Sonames that are the same ABI under two names: provide the one the program asks for.
+ABI_ALIASES = {
+    "libmpi.so.12": "libmpich.so.12",
+    "libmpich.so.12": "libmpi.so.12",
+    "libmpifort.so.12": "libmpichfort.so.12",
+    "libmpichfort.so.12": "libmpifort.so.12",
+    "libmpicxx.so.12": "libmpichcxx.so.12",
+    "libmpichcxx.so.12": "libmpicxx.so.12",
+}
+
+# Environment that points each plugin loader at the staged plugin directory.
+PLUGIN_ENV = {
+    "openmpi": "OMPI_MCA_mca_base_component_path",
+    "pmix": "PMIX_MCA_mca_base_component_path",
+    "ucx": "UCX_MODULE_DIR",
+}
+
+FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH-ABI"}
+
+
+def _fmt_glibc(v):
+    return f"{v[0]}.{v[1]}"
+
+
+def host_closure(mpi, program_sonames):
+    """Host libraries to stage: (soname -> ResolvedLib) in load order, and plugin dirs.
+
+    The MPI sonames the program needs are resolved on the host (through the ABI aliases),
+    then the closure of each, then the closure of every plugin.
+    """
+    from ..elf import LinkerView, read_elf
+
+    host = LinkerView("/")
+    ordered = {}
+    aliases = {}
+    anchor = read_elf(mpi["library"])
+
+    def add_closure(path):
+        for lib in host.closure(path):
+            ordered.setdefault(lib.soname, lib)
+
+    roots = []
+    for soname in program_sonames:
+        lib = host.resolve(soname, anchor)
+        if lib is None and soname in ABI_ALIASES:
+            lib = host.resolve(ABI_ALIASES[soname], anchor)
+            if lib is not None:
+                aliases[soname] = lib.soname
+        if lib is None:
+            raise NearmetalError(f"bind mode: the program needs {soname}, which the host {mpi['family']} "
+                                 f"does not provide")
+        roots.append(lib)
+    for lib in roots:
+        add_closure(str(lib.host_path))
+        ordered.setdefault(lib.soname, lib)
+    plugins = {}
+    for kind, directory in sorted(mpi.get("plugin_dirs", {}).items()):
+        files = []
+        for entry in sorted(os.listdir(directory)):
+            full = os.path.join(directory, entry)
+            if entry.endswith(".so") or ".so." in entry:
+                if os.path.isfile(full) and not entry.endswith(".a"):
+                    files.append(full)
+        for f in files:
+            try:
+                add_closure(f)
+            except NearmetalError:
+                # A plugin whose own dependencies are missing on the host cannot load
+                # there either; the MPI skips it at run time, so do we.
+                continue
+        plugins[kind] = (directory, files)
+    return ordered, aliases, plugins
+
+
+def _stage_key(mpi, libs, aliases, plugins):
+    h = hashlib.sha256()
+    h.update(json.dumps([STAGE_VERSION, mpi["family"], mpi["library"], sorted(aliases.items())]).encode())
+    paths = [str(l.host_path) for l in libs.values()]
+    for kind, (_, files) in plugins.items():
+        paths += files
+    for p in sorted(paths):
+        st = os.stat(p)
+        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _place(src, dst):
+    """Hard link when possible (no copy, same inode), else copy."""
+    try:
+        os.link(os.path.realpath(src), dst)
+    except OSError:
+        shutil.copy2(os.path.realpath(src), dst)
+
+
+def stage(mpi, libs, aliases, plugins):
+    """The staging directory for this closure, built once and reused."""
+    from ..home import subdir
+
+    key = _stage_key(mpi, libs, aliases, plugins)
+    root = subdir("bind") / f"{mpi['family']}-{key}"
+    if (root / "manifest.json").exists():
+        return root
+    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "lib").mkdir(parents=True)
+    for soname, lib in libs.items():
+        _place(lib.host_path, tmp / "lib" / soname)
+    for alias, target in aliases.items():
+        os.symlink(target, tmp / "lib" / alias)
+    for kind, (directory, files) in plugins.items():
+        (tmp / "lib" / kind).mkdir()
+        for f in files:
+            _place(f, tmp / "lib" / kind / os.path.basename(f))
+    manifest = {
+        "family": mpi["family"], "version": mpi["version"], "library": mpi["library"],
+        "libraries": {s: str(l.host_path) for s, l in libs.items()},
+        "aliases": aliases,
+        "plugins": {k: d for k, (d, _) in plugins.items()},
+    }
+    (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    try:
+        os.rename(tmp, root)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # a concurrent run staged it first
+    return root
+
+
+def prepare(req):
+    from ..discovery.mpi import ABI_BY_SONAME
+    from ..elf import LinkerView, glibc_requirement, glibc_version, read_elf
+
+    image, mpi = req.image, req.mpi
+    path, host_file = container_program(image, req.program, mpi["family"])
+    view = LinkerView(image.rootfs)
+    prog_abi, prog_soname = mpi_abi(view, path)
+    host_abi = ABI_BY_SONAME.get(mpi["soname"], mpi["family"])
+    if prog_abi is None:
+        raise NearmetalError(f"bind mode: {path} in image '{image.name}' does not link an MPI library "
+                             f"(no libmpi/libmpich in its dependencies)")
+    if prog_abi != host_abi:
+        raise NearmetalError(
+            f"bind mode refused: {path} is built against {FAMILY_NAMES.get(prog_abi, prog_abi)} ({prog_soname}) "
+            f"but the host MPI is {mpi['family']} {mpi['version']} ({mpi['soname']}): the ABIs differ; "
+            f"use --mpi {prog_abi} or --mode hybrid")
+
+    # Every MPI-family soname the program loads (C, C++ and Fortran bindings).
+    prog_info = read_elf(host_file)
+    try:
+        inner = view.closure(path)
+    except NearmetalError as e:
+        raise NearmetalError(f"bind mode: cannot resolve {path}'s libraries inside the image: {e}")
+    mpi_sonames = [l.soname for l in inner if l.soname.startswith(("libmpi", "libmpich"))]
+    libs, aliases, plugins = host_closure(mpi, mpi_sonames or [prog_soname])
+
+    # glibc: the host libraries are linked against the host's glibc symbol versions.
+    need = glibc_requirement(libs.values())
+    have = glibc_version(image.rootfs)
+    if have is None:
+        raise NearmetalError(f"bind mode refused: cannot find glibc in image '{image.name}'")
+    if need and need[0] > have:
+        raise NearmetalError(
+            f"bind mode refused: host {mpi['family']} library {os.path.basename(need[1])} needs "
+            f"GLIBC_{_fmt_glibc(need[0])} but image '{image.name}' has glibc {_fmt_glibc(have)}; "
+            f"use an image whose glibc is at least {_fmt_glibc(need[0])}, or --mode hybrid")
+
+    staged = stage(mpi, libs, aliases, plugins)
+    from ..runtimes.base import Mount
+
+    env = {}
+    for kind in plugins:
+        if kind in PLUGIN_ENV:
+            env[PLUGIN_ENV[kind]] = f"{LIBDIR}/{kind}"
+    notes = [f"bind: host {mpi['family']} {mpi['version']} ({len(libs)} libraries, plugins: "
+             f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT} (read-only)"]
+    for alias, target in aliases.items():
+        notes.append(f"bind: {alias} provided as an alias of the host's {target} (same MPICH ABI)")
+
+    # Would the program's DT_RPATH pin the image's own MPI ahead of LD_LIBRARY_PATH?
+    pinned = None
+    probe = LinkerView(image.rootfs, ld_library_path=[LIBDIR])
+    for soname in mpi_sonames or [prog_soname]:
+        hit = probe.resolve(soname, prog_info, prog_info)
+        if hit is not None and hit.found_via == "rpath":
+            pinned = hit
+            break
+    if pinned is None:
+        env["LD_LIBRARY_PATH"] = LIBDIR
+        argv = [path] + list(req.args)
+    else:
+        interp = prog_info.interp or "/lib64/ld-linux-x86-64.so.2"
+        preload = " ".join(f"{LIBDIR}/{s}" for s in libs)
+        argv = [interp, "--library-path", LIBDIR, "--preload", preload, path] + list(req.args)
+        notes.append(f"bind: {path} carries DT_RPATH {':'.join(prog_info.rpath)} which would load the image's "
+                     f"{pinned.path}; launching through {interp} --preload so the host library wins")
+    mounts = [Mount(staged, MOUNT_POINT, readonly=True)]
+    return ModelPlan(argv, env=env, mounts=mounts, notes=notes, program=path)

@@ -1,0 +1,9 @@
+"""Native: the host program with the host MPI, started by the host launcher."""
+
+from . import ModelPlan
+from .program import host_program
+
+
+def prepare(req):
+    path = host_program(req.program, req.mpi["family"])
+    return ModelPlan([path] + list(req.args), program=path)

@@ -1,0 +1,74 @@
+"""Finding the program a rank runs, on the host or inside an image."""
+
+import os
+import shutil
+
+from ..errors import NearmetalError
+
+# Where a bare program name is looked up inside an image (after nearmetal's own kernels).
+CONTAINER_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def is_kernel(name):
+    return "/" not in name and name.startswith("nm-")
+
+
+def host_program(name, family):
+    """A host path for PROGRAM: nearmetal kernels come from the host kernel build."""
+    if is_kernel(name):
+        from .. import kernels
+
+        path = os.path.join(kernels.host_bin(family), name)
+        if os.access(path, os.X_OK):
+            return path
+        raise NearmetalError(f"no nearmetal kernel '{name}' for {family} (known: {', '.join(kernels.PROGRAMS)})")
+    if "/" in name:
+        if not os.path.isfile(name):
+            raise NearmetalError(f"program not found: {name}")
+        if not os.access(name, os.X_OK):
+            raise NearmetalError(f"program is not executable: {name}")
+        return os.path.abspath(name)
+    found = shutil.which(name)
+    if not found:
+        raise NearmetalError(f"program not found on PATH: {name}")
+    return found
+
+
+def container_program(image, name, family):
+    """(path inside the image, host path of that file) for PROGRAM in IMAGE."""
+    from ..elf import LinkerView
+
+    view = LinkerView(image.rootfs)
+    if is_kernel(name):
+        candidates = [f"{image.kernel_bin(family)}/{name}"]
+    elif "/" in name:
+        if not name.startswith("/"):
+            raise NearmetalError(f"program path inside the image must be absolute: {name}")
+        candidates = [name]
+    else:
+        candidates = [f"{d}/{name}" for d in CONTAINER_PATH]
+    for cand in candidates:
+        host = view.host_path(cand)
+        if host.is_file():
+            if not os.access(host, os.X_OK):
+                raise NearmetalError(f"program is not executable in image '{image.name}': {cand}")
+            return cand, host
+    raise NearmetalError(f"program not found in image '{image.name}': {name}")
+
+
+def mpi_abi(view, in_image_path):
+    """The MPI ABI family a program links against (through any depth), or None."""
+    from ..discovery.mpi import ABI_BY_SONAME
+    from ..elf import read_elf
+
+    info = read_elf(view.host_path(in_image_path))
+    for soname in info.needed:
+        if soname in ABI_BY_SONAME:
+            return ABI_BY_SONAME[soname], soname
+    try:
+        for lib in view.closure(in_image_path):
+            if lib.soname in ABI_BY_SONAME:
+                return ABI_BY_SONAME[lib.soname], lib.soname
+    except NearmetalError:
+        pass
+    return None, None

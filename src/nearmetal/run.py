@@ -1,0 +1,167 @@
+"""`nearmetal run`: compose launcher x runtime x MPI model into one command and start it.
+
+Flow: resolve the host MPI (launcher family) -> the model prepares what each rank runs
+(program, env, mounts) -> the runtime wraps that in a container (not for native) -> the
+launcher starts N copies. The result is a Plan: the exact argv and environment.
+"""
+
+import os
+import shlex
+import sys
+
+from .errors import NearmetalError
+from .models import MODES
+
+
+class RunRequest:
+    __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
+                 "program", "args", "use_sqfs")
+
+    def __init__(self, program, args=(), mode="native", runtime="charliecloud", image=None, mpi=None,
+                 ranks=2, ranks_per_node=None, threads=1, env=None):
+        self.program, self.args, self.mode, self.runtime = program, list(args), mode, runtime
+        self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
+        self.threads, self.env, self.use_sqfs = threads, dict(env or {}), False
+
+
+class Plan:
+    __slots__ = ("argv", "env_delta", "notes")
+
+    def __init__(self, argv, env_delta, notes):
+        self.argv, self.env_delta, self.notes = argv, env_delta, notes
+
+    def environ(self):
+        env = dict(os.environ)
+        env.update(self.env_delta)
+        return env
+
+    def describe(self):
+        lines = [f"# {n}" for n in self.notes]
+        lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_delta.items())]
+        lines.append(shlex.join(self.argv))
+        return "\n".join(lines)
+
+
+def _validate(req):
+    if req.mode not in MODES:
+        raise NearmetalError(f"unknown mode '{req.mode}' (choose from: {', '.join(MODES)})")
+    if req.ranks is None or req.ranks < 1:
+        raise NearmetalError(f"-n must be a positive number of ranks, got {req.ranks}")
+    if req.threads < 1:
+        raise NearmetalError(f"--threads must be at least 1, got {req.threads}")
+    if req.ranks_per_node is not None and req.ranks_per_node < 1:
+        raise NearmetalError(f"--ranks-per-node must be at least 1, got {req.ranks_per_node}")
+    if not req.program:
+        raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
+
+
+def _default_family(req):
+    from .discovery.mpi import discover
+
+    found = discover()
+    if not found:
+        raise NearmetalError("no MPI installation found on this host: install Open MPI or MPICH "
+                             "(Debian: openmpi-bin libopenmpi-dev, mpich libmpich-dev)")
+    if req.mode == "native" and "/" in req.program and os.path.isfile(req.program):
+        # The program's own MPI decides which launcher can start it.
+        from .discovery.mpi import ABI_BY_SONAME
+        from .elf import read_elf
+
+        try:
+            for soname in read_elf(req.program).needed:
+                fam = ABI_BY_SONAME.get(soname)
+                if fam in found:
+                    return fam
+        except NearmetalError:
+            pass
+    return "openmpi" if "openmpi" in found else next(iter(found))
+
+
+def plan(req):
+    _validate(req)
+    from . import launchers
+    from .discovery import mpi as mpi_mod
+    from .launchers.base import LaunchRequest
+    from .models import prepare
+
+    runtime = None
+    if req.mode != "native":
+        from . import runtimes
+
+        runtime = runtimes.get(req.runtime)
+        if not runtime.path():
+            raise NearmetalError(f"runtime '{req.runtime}' is not installed ({runtime.binary} not on PATH)")
+    family = req.mpi or None
+    if family is not None and family not in mpi_mod.FAMILIES:
+        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(mpi_mod.FAMILIES)})")
+    if req.mode != "native":
+        from . import image as image_mod
+
+        spec = req.image or image_mod.default_name(image_mod.host_distro(), ("openmpi", "mpich"))
+        req.use_sqfs = spec.endswith(".sqfs")
+        req.image = image_mod.resolve(spec)
+        if family is None:
+            family = _family_from_image(req)
+    mpi = mpi_mod.get(family or _default_family(req))
+    req.mpi = mpi
+    model = prepare(req.mode, req)
+    notes = list(model.notes)
+
+    launch_env = {}
+    rank_env = dict(req.env)
+    if runtime is None:
+        rank_argv = model.argv
+    else:
+        from .runtimes.base import RankSpec
+
+        container_env = dict(model.env)
+        # User --env goes into the container: the runtime sets it there.
+        container_env.update(rank_env)
+        rank_env = {}
+        spec = RankSpec(req.image, model.argv, env=container_env, mounts=model.mounts,
+                        launcher=mpi["family"], ranks_per_node=req.ranks_per_node or req.ranks,
+                        tag=f"nm{os.getpid()}", use_sqfs=req.use_sqfs)
+        rank_argv = runtime.wrap(spec)
+        launch_env.update(runtime.launch_env())
+        if req.threads > 1:
+            container_env.setdefault("OMP_NUM_THREADS", str(req.threads))
+    launcher = launchers.for_mpi(mpi)
+    lreq = LaunchRequest(req.ranks, rank_argv, ranks_per_node=req.ranks_per_node, threads=req.threads,
+                         env=rank_env, pmi_port=bool(runtime and runtime.needs_pmi_port),
+                         cores=os.cpu_count() or 1)
+    argv, extra = launcher.command(lreq)
+    launch_env.update(extra)
+    launch_env = {k: v for k, v in launch_env.items() if os.environ.get(k) != v}
+    return Plan(argv, launch_env, notes)
+
+
+def _family_from_image(req):
+    """Without --mpi, a container run uses the MPI family the program was built against."""
+    from .elf import LinkerView
+    from .models.program import container_program, mpi_abi
+
+    from .models.program import is_kernel
+
+    image = req.image
+    if is_kernel(req.program):
+        return None  # nearmetal's kernels exist for every MPI in the image
+    for fam in image.mpis or ["openmpi", "mpich"]:
+        try:
+            path, _ = container_program(image, req.program, fam)
+        except NearmetalError:
+            continue
+        abi, _ = mpi_abi(LinkerView(image.rootfs), path)
+        if abi:
+            return abi
+    return image.mpis[0] if image.mpis else None
+
+
+def execute(plan, verbose=False):
+    """Replace this process with the launcher: the exit status is the program's."""
+    if verbose:
+        print(plan.describe(), file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    try:
+        os.execve(plan.argv[0], plan.argv, plan.environ())
+    except OSError as e:
+        raise NearmetalError(f"cannot start {plan.argv[0]}: {e.strerror}")

@@ -1,0 +1,95 @@
+"""What a container runtime must provide: wrap one rank's command in a container.
+
+A runtime knows nothing about how ranks are started (that is the launcher's job), so
+every runtime works under every launcher: the launcher starts N copies of the argv
+that `wrap` returns.
+"""
+
+import os
+import shutil
+import subprocess
+
+
+class Mount:
+    """A host path made visible in the container; read-only unless a write is needed."""
+
+    __slots__ = ("source", "target", "readonly")
+
+    def __init__(self, source, target, readonly=True):
+        self.source, self.target, self.readonly = str(source), str(target), readonly
+
+    def __repr__(self):
+        return f"Mount({self.source}:{self.target}{':ro' if self.readonly else ''})"
+
+
+class RankSpec:
+    """Everything a runtime needs to wrap one rank.
+
+    argv: the command inside the container; env: variables to set inside the container
+    only; mounts: extra bind mounts; launcher: the launcher family ("openmpi", "mpich",
+    ...) so the runtime can apply what that launcher's wire-up needs; ranks_per_node:
+    peers sharing a node (for namespace joining); tag: unique per job.
+    """
+
+    __slots__ = ("image", "argv", "env", "mounts", "launcher", "ranks_per_node", "tag", "use_sqfs")
+
+    def __init__(self, image, argv, env=None, mounts=(), launcher="openmpi", ranks_per_node=1, tag="nm", use_sqfs=False):
+        self.image, self.argv, self.env = image, list(argv), dict(env or {})
+        self.mounts, self.launcher = list(mounts), launcher
+        self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
+
+
+class Runtime:
+    name = ""
+    binary = ""
+    # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
+    needs_pmi_port = False
+    # Does the launcher's environment reach the process inside the container as is?
+    inherits_env = True
+
+    def path(self):
+        return shutil.which(self.binary)
+
+    def version(self):
+        exe = self.path()
+        if not exe:
+            return None
+        try:
+            out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30,
+                                 env=self.env_for_tools())
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0].split()[-1] if text else None
+
+    def env_for_tools(self):
+        env = dict(os.environ)
+        env.setdefault("USER", _user())
+        return env
+
+    def launch_env(self):
+        """Variables the launcher's environment must carry for this runtime to work."""
+        return {}
+
+    def wrap(self, spec):
+        raise NotImplementedError
+
+    def smoke_argv(self, rootfs):
+        """A real container start of /bin/true in a rootfs directory."""
+        return self.wrap(RankSpec(_RootfsOnly(rootfs), ["/bin/true"]))
+
+
+class _RootfsOnly:
+    """Stand-in image for smoke runs: just a directory with a filesystem."""
+
+    def __init__(self, rootfs):
+        self.rootfs, self.sqfs, self.podman_ref, self.name = rootfs, None, None, "smoke"
+
+
+def _user():
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

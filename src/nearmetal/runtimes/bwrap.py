@@ -1,0 +1,30 @@
+"""bubblewrap: a mount namespace over a rootfs directory; shares the host's IPC and network."""
+
+from ..errors import NearmetalError
+from .base import Runtime
+
+
+class Bubblewrap(Runtime):
+    name = "bwrap"
+    binary = "bwrap"
+
+    def version(self):
+        v = super().version()
+        return v
+
+    def wrap(self, spec):
+        if spec.use_sqfs:
+            raise NearmetalError("bwrap runs directory images only; use the image directory or charliecloud for .sqfs")
+        argv = [self.path() or self.binary,
+                "--ro-bind", str(spec.image.rootfs), "/",
+                "--dev-bind", "/dev", "/dev",
+                "--proc", "/proc",
+                "--ro-bind", "/sys", "/sys",
+                # MPI session directories and shared-memory segments live here: a write is needed.
+                "--bind", "/tmp", "/tmp",
+                "--die-with-parent"]
+        for m in spec.mounts:
+            argv += ["--ro-bind" if m.readonly else "--bind", m.source, m.target]
+        for key, value in spec.env.items():
+            argv += ["--setenv", key, value]
+        return argv + ["--"] + spec.argv

@@ -1,0 +1,36 @@
+"""Charliecloud: unprivileged user-namespace containers from a directory or a SquashFS image."""
+
+from ..errors import NearmetalError
+from .base import Runtime
+
+
+class Charliecloud(Runtime):
+    name = "charliecloud"
+    binary = "ch-run"
+
+    def launch_env(self):
+        # ch-run refuses to start without $USER.
+        env = self.env_for_tools()
+        return {"USER": env["USER"]}
+
+    def wrap(self, spec):
+        image = spec.image
+        source = str(image.rootfs)
+        if spec.use_sqfs:
+            if not image.sqfs:
+                raise NearmetalError(f"image '{image.name}' has no SquashFS file: rebuild with `nearmetal image build --format squashfs`")
+            source = str(image.sqfs)
+        argv = [self.path() or self.binary]
+        # Ranks on one node share one namespace: without it Open MPI loses CMA
+        # single-copy and MPICH/UCX shared memory fails between separate namespaces.
+        if spec.ranks_per_node > 1:
+            if spec.launcher == "openmpi":
+                argv += ["--join", f"--join-tag={spec.tag}"]
+            else:
+                argv += [f"--join-ct={spec.ranks_per_node}", f"--join-tag={spec.tag}"]
+        for m in spec.mounts:
+            argv.append(f"--bind={m.source}:{m.target}")
+        for key, value in spec.env.items():
+            argv.append(f"--set-env={key}={value}")
+        argv += [source, "--"] + spec.argv
+        return argv
