@@ -1,22 +1,36 @@
 """Where nearmetal keeps its state: images, staged bind libraries, host kernels, caches."""
 
 import os
-from pathlib import Path
 
 # The repository's kernels/ directory (the package is installed editable from the checkout).
-KERNELS_SRC = Path(__file__).resolve().parents[2] / "kernels"
+KERNELS_SRC_STR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kernels")
 
 
-def home() -> Path:
-    """$NEARMETAL_HOME, else $XDG_CACHE_HOME/nearmetal, else ~/.cache/nearmetal."""
+def home_str() -> str:
+    """$NEARMETAL_HOME, else $XDG_CACHE_HOME/nearmetal, else ~/.cache/nearmetal (no pathlib: hot path)."""
     env = os.environ.get("NEARMETAL_HOME")
     if env:
-        return Path(env).expanduser().resolve()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return (Path(cache) / "nearmetal").resolve()
+        return os.path.abspath(os.path.expanduser(env))
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.abspath(os.path.join(cache, "nearmetal"))
 
 
-def subdir(name: str) -> Path:
+def home():
+    from pathlib import Path
+
+    return Path(home_str())
+
+
+def subdir(name: str):
     path = home() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def __getattr__(name):
+    # KERNELS_SRC as a Path, built on first use so importing this module stays cheap.
+    if name == "KERNELS_SRC":
+        from pathlib import Path
+
+        return Path(KERNELS_SRC_STR)
+    raise AttributeError(name)

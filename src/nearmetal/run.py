@@ -6,7 +6,6 @@ launcher starts N copies. The result is a Plan: the exact argv and environment.
 """
 
 import os
-import shlex
 import sys
 
 from .errors import NearmetalError
@@ -36,6 +35,8 @@ class Plan:
         return env
 
     def describe(self):
+        import shlex
+
         lines = [f"# {n}" for n in self.notes]
         lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_delta.items())]
         lines.append(shlex.join(self.argv))

@@ -11,6 +11,7 @@ CHECKS = (
      "unset APPTAINERENV_LD_AUDIT"),
     ("LD_PRELOAD", "preloads libraries into every process, including MPI ranks inside containers where the paths may not exist",
      "unset LD_PRELOAD, or pass it to the ranks only with --env"),
+)
 
 
 def find(environ=None):

@@ -1,7 +1,6 @@
 """Finding the program a rank runs, on the host or inside an image."""
 
 import os
-import shutil
 
 from ..errors import NearmetalError
 
@@ -28,6 +27,8 @@ def host_program(name, family):
         if not os.access(name, os.X_OK):
             raise NearmetalError(f"program is not executable: {name}")
         return os.path.abspath(name)
+    import shutil
+
     found = shutil.which(name)
     if not found:
         raise NearmetalError(f"program not found on PATH: {name}")

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""What `nearmetal run` adds over invoking the same launcher command directly.
+
+For each MPI: the launcher argv comes from `nearmetal run --dry-run`; then both are timed
+interleaved (nearmetal, direct, nearmetal, ...) for N rounds with 2 ranks of /bin/true.
+Discovery is cached by the first call. Prints medians, the difference and the ratio.
+usage: bench/run_overhead.py [--rounds 20]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
+
+
+def timed(argv, env):
+    t = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
+    return time.perf_counter() - t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--mpi", default="openmpi,mpich")
+    a = ap.parse_args()
+    true = shutil.which("true")
+    print(f"{'MPI':8s} {'direct ms':>10s} {'nearmetal ms':>13s} {'added ms':>9s} {'ratio':>6s}")
+    for mpi in a.mpi.split(","):
+        nm = [NEARMETAL, "run", "--mpi", mpi, "-n", "2", "--", true]
+        dry = subprocess.run(nm[:2] + ["--dry-run"] + nm[2:], capture_output=True, text=True, check=True)
+        lines = [l for l in dry.stdout.splitlines() if l and not l.startswith("#")]
+        env = dict(os.environ)
+        for l in lines[:-1]:
+            k, _, v = l.partition("=")
+            env[k] = v
+        direct = lines[-1].split()  # nearmetal's argv has no quoting for these plain paths
+        timed(nm, env), timed(direct, env)  # warm caches
+        d, n = [], []
+        for _ in range(a.rounds):
+            n.append(timed(nm, env))
+            d.append(timed(direct, env))
+        md, mn = statistics.median(d) * 1e3, statistics.median(n) * 1e3
+        print(f"{mpi:8s} {md:10.1f} {mn:13.1f} {mn - md:9.1f} {mn / md:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

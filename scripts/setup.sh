@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set up nearmetal on a Debian 12 machine: system packages, a virtual environment with the
+# package, the host kernels and the default image. Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  openmpi-bin libopenmpi-dev mpich libmpich-dev            # both MPI families
+  charliecloud-runtime bubblewrap podman runc uidmap       # container runtimes
+  squashfs-tools squashfuse fuse3 debootstrap              # image building and SquashFS images
+  gcc make pkg-config libc6-dev tar                        # kernels
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=(); [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# A plain path entry (compat mode) keeps interpreter start-up lean for `nearmetal run`.
+if ! .venv/bin/python -c "import nearmetal, pytest, elftools, rich, jsonschema" 2>/dev/null; then
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
+fi
+
+export USER=${USER:-$(id -un)}
+.venv/bin/nearmetal kernels build
+# The default image: host distro, both MPIs, as a directory, a SquashFS file and a podman image.
+.venv/bin/nearmetal image build --format dir
+.venv/bin/nearmetal image build --format squashfs
+.venv/bin/nearmetal image build --format podman

@@ -1,0 +1,129 @@
+"""The argparse definition of nearmetal's command line: help, validation and error messages.
+
+argparse (standard library) rather than click: it imports faster, and `nearmetal run`
+sits in front of every MPI launch. Even so, argparse pulls in `re` (~6 ms here), so a
+well-formed `run` command line is parsed by cli.fast_parse_run and only falls back to
+this parser for help and errors; tests check that both agree.
+"""
+
+import argparse
+import os
+import sys
+
+from .errors import NearmetalError  # noqa: F401  (re-exported for callers)
+
+def _formatter(prog):
+    # An explicit width keeps argparse from importing shutil (and bz2, lzma) on every start.
+    try:
+        width = os.get_terminal_size(sys.stderr.fileno()).columns - 2
+    except (OSError, ValueError):
+        width = 78
+    return argparse.HelpFormatter(prog, width=max(width, 40))
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        # One line, no usage dump: the user sees what was wrong and where to look.
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _env_pair(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
+        raise argparse.ArgumentTypeError(f"expected K=V with a variable name K, got '{text}'")
+    return key, value
+
+
+def _positive(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _csv(choices):
+    def parse(text):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        bad = [i for i in items if i not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"unknown value '{','.join(bad) or text}' (choose from: {', '.join(choices)})")
+        return items
+    return parse
+
+
+MODES = ("native", "hybrid", "bind")
+RUNTIMES = ("charliecloud", "bwrap", "podman")
+MPIS = ("openmpi", "mpich")
+
+
+def _add_doctor(sub):
+    d = sub.add_parser("doctor", help="report MPI installations, container runtimes, CPU, hazards")
+    d.add_argument("--image", help="also inspect an image (name or path)")
+    d.add_argument("--program", action="append", default=[], help="program inside the image to inspect (repeatable)")
+    d.add_argument("--json", action="store_true", help="machine-readable output (see docs/doctor-json.md)")
+
+
+def _add_image(sub):
+    im = sub.add_parser("image", help="build and list container images")
+    isub = im.add_subparsers(dest="image_command", metavar="ACTION", parser_class=_Parser)
+    isub.required = True
+    b = isub.add_parser("build", help="build a Debian image with MPI and nearmetal's kernels")
+    b.add_argument("--distro", choices=("bookworm", "trixie", "bullseye"), help="Debian release (default: the host's)")
+    b.add_argument("--mpi", type=_csv(MPIS), default=list(MPIS), help="MPI families to install, comma-separated (default: openmpi,mpich)")
+    b.add_argument("--format", choices=("dir", "squashfs", "podman"), default="dir", help="dir (always), plus a .sqfs or a podman image")
+    b.add_argument("--name", help="image name (default: nm-DISTRO-MPIS)")
+    isub.add_parser("list", help="list built images")
+
+
+def _add_run(sub):
+    r = sub.add_parser("run", help="launch an MPI program natively or in a container")
+    r.add_argument("--mode", choices=MODES, default="native", help="MPI model (default: native)")
+    r.add_argument("--runtime", choices=RUNTIMES, default="charliecloud", help="container runtime (default: charliecloud)")
+    r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
+    r.add_argument("--mpi", choices=MPIS, help="host MPI family (default: what the program was built with)")
+    r.add_argument("-n", dest="ranks", type=_positive, default=2, help="number of ranks (default: 2)")
+    r.add_argument("--ranks-per-node", type=_positive, help="ranks per node")
+    r.add_argument("--threads", type=_positive, default=1, help="OpenMP threads per rank")
+    r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
+    r.add_argument("--dry-run", action="store_true", help="print the argv and environment, run nothing")
+    r.add_argument("-v", "--verbose", action="store_true", help="print the argv and environment before running")
+    r.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+
+
+def _add_kernels(sub):
+    k = sub.add_parser("kernels", help="build nearmetal's C kernels on the host")
+    ksub = k.add_subparsers(dest="kernels_command", metavar="ACTION", parser_class=_Parser)
+    ksub.required = True
+    kb = ksub.add_parser("build", help="build the kernels for each host MPI")
+    kb.add_argument("--mpi", type=_csv(MPIS), help="MPI families (default: all found)")
+
+
+SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "kernels": _add_kernels}
+
+
+def build_parser(only=None):
+    """The full parser, or (only=NAME) one with just that subcommand: `run` is on every
+    launch's critical path and building every subparser costs milliseconds."""
+    p = _Parser(prog="nearmetal", description="Does my MPI application run as fast in a container as on bare metal?")
+    p.add_argument("--version", action="version", version=f"nearmetal {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, add in SUBCOMMANDS.items():
+        if only in (None, name):
+            add(sub)
+    return p
+
+
+def _version():
+    from . import __version__
+
+    return __version__
+
+
