@@ -1,7 +1,9 @@
 /* nm-mpi-info: "which MPI am I really running?"
  * Every rank prints one line: rank, size, host, the MPI library version string and
  * the path of the shared object that actually provides MPI_Init in this process
- * (taken from the loader via dladdr, i.e. what /proc/self/maps shows).
+ * (taken from the loader via dladdr, i.e. what /proc/self/maps shows), with that
+ * file's inode: a host file bound into a container keeps its host inode, an image's
+ * own copy does not, so the inode tells whose library it really is.
  * With --json each line is a JSON object instead. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -9,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void json_escape(const char *in, char *out, size_t cap)
@@ -49,6 +52,9 @@ int main(int argc, char **argv)
     first_line(version);
     if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
     if (dladdr((void *)&MPI_Init, &info) && info.dli_fname) library = info.dli_fname;
+    struct stat st;
+    unsigned long long inode = 0;
+    if (stat(library, &st) == 0) inode = (unsigned long long)st.st_ino;
 
     /* Print in rank order so the output is stable to read and to parse. */
     for (int r = 0; r < size; r++) {
@@ -59,10 +65,10 @@ int main(int argc, char **argv)
                 json_escape(library, l, sizeof l);
                 json_escape(host, h, sizeof h);
                 printf("{\"rank\": %d, \"size\": %d, \"host\": \"%s\", \"library\": \"%s\", "
-                       "\"version\": \"%s\"}\n", rank, size, h, l, v);
+                       "\"inode\": %llu, \"version\": \"%s\"}\n", rank, size, h, l, inode, v);
             } else {
-                printf("rank=%d size=%d host=%s library=%s version=%s\n",
-                       rank, size, host, library, version);
+                printf("rank=%d size=%d host=%s library=%s inode=%llu version=%s\n",
+                       rank, size, host, library, inode, version);
             }
             fflush(stdout);
         }
