@@ -24,20 +24,23 @@ def _stamp(paths):
     return out
 
 
-def _key(files):
+def _key(files, inputs):
     path = os.environ.get("PATH", "")
     dirs = [d for d in path.split(os.pathsep) if d]
-    return {"version": CACHE_VERSION, "path": path, "dirs": _stamp(dirs), "files": _stamp(sorted(set(files)))}
+    return {"version": CACHE_VERSION, "path": path, "dirs": _stamp(dirs), "inputs": _stamp(inputs),
+            "files": _stamp(sorted(set(files)))}
 
 
-def cached(name, compute, files_of):
+def cached(name, compute, files_of, inputs=()):
+    """compute() once; reuse while PATH, the PATH directories, `inputs` (always checked,
+    e.g. the probing code) and the files named by files_of(value) are unchanged."""
     from ..home import home_str
 
     path = os.path.join(home_str(), "cache", f"{name}.marshal")
     try:
         with open(path, "rb") as f:
             data = marshal.load(f)
-        if data.get("key") == _key(data.get("files", [])):
+        if data.get("key") == _key(data.get("files", []), inputs):
             return data["value"]
     except (OSError, ValueError, TypeError, EOFError, AttributeError):
         pass
@@ -46,6 +49,6 @@ def cached(name, compute, files_of):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
-        marshal.dump({"key": _key(files), "files": files, "value": value}, f)
+        marshal.dump({"key": _key(files, inputs), "files": files, "value": value}, f)
     os.replace(tmp, path)
     return value

@@ -48,7 +48,8 @@ def discover():
     def files_of(found):
         return [m[k] for m in found.values() for k in ("compiler", "launcher", "library")]
 
-    return cached("mpi", compute, files_of)
+    # The probing code is an input too: a nearmetal upgrade re-probes.
+    return cached("mpi", compute, files_of, inputs=[__file__.replace("mpi.py", "mpi_probe.py")])
 
 
 def get(family):

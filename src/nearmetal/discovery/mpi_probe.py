@@ -63,7 +63,7 @@ def _find_library(libdirs, names):
 def _version(family, launcher):
     if family == "openmpi":
         info = shutil.which("ompi_info", path=os.path.dirname(launcher)) or "ompi_info"
-        m = re.search(r"ompi:version:full:(\S+)", _run([info, "--parsable", "--version"]) or "")
+        m = re.search(r"Open MPI v?(\d+\.\d+(?:\.\d+)?)", _run([info, "--version"]))
         if not m:
             m = re.search(r"Open MPI\D*(\d+\.\d+\.\d+)", _run([launcher, "--version"]))
         return m.group(1) if m else "unknown"

@@ -1,0 +1,75 @@
+"""Shared fixtures: the real CLI, the real images (built once, reused from the nearmetal home)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NEARMETAL = REPO / ".venv" / "bin" / "nearmetal"
+
+os.environ.setdefault("USER", "root" if os.geteuid() == 0 else str(os.getuid()))
+
+
+def nearmetal(*args, env=None, timeout=600, check=False):
+    """Run the installed `nearmetal` command as a user would; returns CompletedProcess."""
+    full_env = dict(os.environ, **(env or {}))
+    exe = str(NEARMETAL) if NEARMETAL.exists() else None
+    argv = [exe] if exe else [sys.executable, "-m", "nearmetal.cli"]
+    out = subprocess.run(argv + [str(a) for a in args], capture_output=True, text=True, timeout=timeout,
+                         env=full_env, stdin=subprocess.DEVNULL)
+    if check and out.returncode != 0:
+        raise AssertionError(f"nearmetal {' '.join(map(str, args))} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
+    return out
+
+
+def ranks_json(stdout):
+    """nm-mpi-info --json lines, sorted by rank."""
+    rows = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+    return sorted(rows, key=lambda r: r["rank"])
+
+
+def assert_one_line_error(out):
+    assert out.returncode != 0, out.stdout
+    err = out.stderr.strip()
+    assert "Traceback" not in err, err
+    assert len(err.splitlines()) == 1, err
+    assert "error" in err
+    return err
+
+
+@pytest.fixture(scope="session")
+def host_mpis():
+    from nearmetal.discovery.mpi import discover
+
+    found = discover()
+    assert set(found) >= {"openmpi", "mpich"}, f"both MPI families must be installed, found {list(found)}"
+    return found
+
+
+@pytest.fixture(scope="session")
+def default_image():
+    """The host distro's default image with both MPIs: directory, SquashFS and podman formats."""
+    from nearmetal import image
+
+    img = None
+    for fmt in ("dir", "squashfs", "podman"):
+        img = image.build(fmt=fmt, progress=False)
+    return image.resolve(img.name)
+
+
+@pytest.fixture(scope="session")
+def bullseye_image():
+    from nearmetal import image
+
+    return image.build(distro="bullseye", mpis=("mpich",), progress=False)
+
+
+@pytest.fixture(scope="session")
+def trixie_image():
+    from nearmetal import image
+
+    return image.build(distro="trixie", mpis=("mpich",), progress=False)

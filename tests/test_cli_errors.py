@@ -1,0 +1,85 @@
+"""Bad input: a clear one-line error, a non-zero exit, never a traceback."""
+
+import pytest
+
+from conftest import assert_one_line_error, nearmetal
+from nearmetal.cli import fast_parse_run
+
+
+@pytest.mark.parametrize("args, expect", [
+    (["run", "--runtime", "singularity", "--", "nm-mpi-info"], "singularity"),
+    (["run", "--mode", "teleport", "--", "nm-mpi-info"], "teleport"),
+    (["run", "--mpi", "lam", "--", "nm-mpi-info"], "lam"),
+    (["run", "-n", "0", "--", "nm-mpi-info"], "-n"),
+    (["run", "-n", "two", "--", "nm-mpi-info"], "two"),
+    (["run", "--threads", "0", "--", "nm-mpi-info"], "threads"),
+    (["run", "--env", "NOEQUALS", "--", "nm-mpi-info"], "K=V"),
+    (["run"], "no program"),
+    (["run", "--"], "no program"),
+    (["run", "--mpi", "mpich", "--", "/no/such/program"], "program not found"),
+    (["run", "--mpi", "mpich", "--", "no-such-program-anywhere"], "not found"),
+    (["run", "--mpi", "mpich", "--", "nm-no-such-kernel"], "nm-no-such-kernel"),
+    (["run", "--mode", "hybrid", "--image", "no-such-image", "--", "nm-mpi-info"], "no-such-image"),
+    (["run", "--mode", "bind", "--image", "/no/such/dir", "--", "nm-mpi-info"], "/no/such/dir"),
+    (["image", "build", "--distro", "jessie"], "jessie"),
+    (["image", "build", "--mpi", "openmpi,lam"], "lam"),
+    (["image", "build", "--format", "qcow2"], "qcow2"),
+    (["doctor", "--program", "x"], "--image"),
+    (["doctor", "--image", "no-such-image"], "no-such-image"),
+    (["frobnicate"], "frobnicate"),
+])
+def test_bad_input_one_line(args, expect):
+    out = nearmetal(*args)
+    err = assert_one_line_error(out)
+    assert expect in err
+
+
+def test_program_missing_in_image(default_image):
+    out = nearmetal("run", "--mode", "hybrid", "--mpi", "mpich", "--image", default_image.name, "--", "/opt/none")
+    assert "program not found in image" in assert_one_line_error(out)
+
+
+def test_hybrid_needs_mpi_in_image(bullseye_image):
+    """The bullseye test image has MPICH only: hybrid with Open MPI has nothing to run."""
+    out = nearmetal("run", "--mode", "hybrid", "--mpi", "openmpi", "--image", bullseye_image.name,
+                    "--", "/bin/true")
+    err = assert_one_line_error(out)
+    assert "openmpi" in err and "image" in err
+
+
+def test_bind_refuses_abi_mismatch(default_image):
+    """A program built against Open MPI cannot take the host's MPICH."""
+    out = nearmetal("run", "--mode", "bind", "--mpi", "mpich", "--image", default_image.name,
+                    "--", "/opt/nearmetal/openmpi/bin/nm-mpi-info")
+    err = assert_one_line_error(out)
+    assert "refused" in err and "libmpi.so.40" in err and "libmpich.so.12" in err
+
+
+def test_bind_refuses_old_glibc(bullseye_image):
+    out = nearmetal("run", "--mode", "bind", "--mpi", "mpich", "--image", bullseye_image.name, "--", "nm-mpi-info")
+    err = assert_one_line_error(out)
+    assert "GLIBC_2." in err and "2.31" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--", "prog", "-x"],
+    ["-n", "4", "--mode", "bind", "--runtime", "podman", "--image", "img", "--mpi", "mpich", "prog", "a"],
+    ["--mode=hybrid", "--threads=2", "--ranks-per-node", "2", "--env", "A=1", "--env", "B=x=y", "-v", "--dry-run", "--", "p"],
+    ["--verbose", "-n", "1", "--", "p", "--mode", "x"],
+])
+def test_fast_run_parser_agrees_with_argparse(argv):
+    from nearmetal.cli_parser import build_parser
+
+    fast = fast_parse_run(argv)
+    assert fast is not None
+    slow = build_parser("run").parse_args(["run"] + argv)
+    slow_prog = slow.program_argv[1:] if slow.program_argv[:1] == ["--"] else slow.program_argv
+    for key in ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env", "dry_run", "verbose"):
+        assert getattr(fast, key) == getattr(slow, key), key
+    assert fast.program_argv == slow_prog
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--mod", "bind", "p"], ["-n", "0", "p"], ["--mode", "x", "p"],
+                                  ["--env", "1A=2", "p"], ["--image"]])
+def test_fast_run_parser_defers_to_argparse(argv):
+    assert fast_parse_run(argv) is None
