@@ -164,10 +164,13 @@ def prepare(req):
     view = LinkerView(image.rootfs)
     prog_abi, prog_soname = mpi_abi(view, path)
     host_abi = ABI_BY_SONAME.get(mpi["soname"], mpi["family"])
+    notes = []
     if prog_abi is None:
-        raise NearmetalError(f"bind mode: {path} in image '{image.name}' does not link an MPI library "
-                             f"(no libmpi/libmpich in its dependencies)")
-    if prog_abi != host_abi:
+        # A script or launcher wrapper: stage the host MPI for whatever it starts.
+        notes.append(f"bind: {path} does not link an MPI library itself; the host {mpi['family']} is "
+                     f"staged and put first on LD_LIBRARY_PATH for the programs it starts (ABI not checked)")
+        prog_soname = mpi["soname"]
+    elif prog_abi != host_abi:
         raise NearmetalError(
             f"bind mode refused: {path} is built against {FAMILY_NAMES.get(prog_abi, prog_abi)} ({prog_soname}) "
             f"but the host MPI is {mpi['family']} {mpi['version']} ({mpi['soname']}): the ABIs differ; "
@@ -200,7 +203,7 @@ def prepare(req):
     for kind in plugins:
         if kind in PLUGIN_ENV:
             env[PLUGIN_ENV[kind]] = f"{LIBDIR}/{kind}"
-    notes = [f"bind: host {mpi['family']} {mpi['version']} ({len(libs)} libraries, plugins: "
+    notes += [f"bind: host {mpi['family']} {mpi['version']} ({len(libs)} libraries, plugins: "
              f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT} (read-only)"]
     for alias, target in aliases.items():
         notes.append(f"bind: {alias} provided as an alias of the host's {target} (same MPICH ABI)")
