@@ -204,36 +204,40 @@ def collect(image=None, programs=()):
 
 
 def render(report, console):
+    """Human-readable report: short tables for the overview, indented lines for long paths."""
     from rich.table import Table
 
-    t = Table(title="MPI installations", title_justify="left")
-    for col in ("family", "version", "soname", "library", "launcher", "pmi"):
-        t.add_column(col)
+    console.print("[bold]MPI installations[/]")
+    if not report["mpi"]:
+        console.print("  none found: install Open MPI or MPICH (Debian: openmpi-bin libopenmpi-dev, mpich libmpich-dev)")
     for m in report["mpi"]:
-        t.add_row(m["family"], m["version"], m["soname"], m["library"], m["launcher"], ",".join(m["pmi"]))
-    console.print(t)
-    t = Table(title="Container runtimes", title_justify="left")
+        console.print(f"  [bold]{m['family']}[/] {m['version']}  ABI {m['abi']} ({m['soname']})  PMI: {', '.join(m['pmi'])}")
+        console.print(f"    library  {m['library']}", highlight=False)
+        console.print(f"    compiler {m['compiler']}   launcher {m['launcher']}", highlight=False)
+    t = Table(title="Container runtimes", title_justify="left", title_style="bold")
     for col in ("name", "version", "works", "detail"):
         t.add_column(col)
     for r in report["runtimes"]:
         t.add_row(r["name"], r["version"] or "-", "[green]yes[/]" if r["works"] else "[red]no[/]", r["detail"])
     console.print(t)
     c = report["cpu"]
-    console.print(f"CPU: {c['model']}, {c['cores']} cores, SIMD {c['simd']}")
+    console.print(f"[bold]CPU[/] {c['model']}, {c['cores']} cores, widest SIMD: {c['simd']}")
     if report["hazards"]:
         for h in report["hazards"]:
-            console.print(f"[yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}")
+            console.print(f"[yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}", highlight=False)
     else:
         console.print("No environment hazards (LD_AUDIT, LD_PRELOAD, ...) found.")
     img = report.get("image")
     if img:
-        console.print(f"\nImage {img['name']} ({img['distro']}, glibc {img['glibc']}) at {img['path']}")
+        console.print(f"\n[bold]Image {img['name']}[/] ({img['distro']}, glibc {img['glibc']})", highlight=False)
+        console.print(f"  {img['path']}", highlight=False)
         for m in img["mpi"]:
-            console.print(f"  MPI {m['family']} {m['version'] or ''} {m['library'] or ''}")
-        t = Table(title="Programs", title_justify="left")
-        for col in ("program", "linkage", "MPI", "SIMD", "bind"):
-            t.add_column(col)
+            console.print(f"  MPI {m['family']} {m['version'] or '?'}  {m['library'] or ''}", highlight=False)
         for p in img["programs"]:
-            binds = "\n".join(f"{b['host_mpi']}: {'yes' if b['possible'] else 'no'} - {b['reason']}" for b in p["bind"])
-            t.add_row(p["path"], p["linkage"], p["mpi_soname"] or "-", p["simd"], binds)
-        console.print(t)
+            console.print(f"  [bold]{p['path']}[/]  MPI {p['mpi_soname'] or 'none'}, linkage {p['linkage']}"
+                          f"{' ' + ':'.join(p['rpath'] or p['runpath']) if p['linkage'] != 'none' else ''}, SIMD {p['simd']}",
+                          highlight=False)
+            for b in p["bind"]:
+                mark = "[green]bind ok[/]" if b["possible"] else "[red]no bind[/]"
+                reason = b["reason"].replace("bind mode refused: ", "")
+                console.print(f"    {mark} with host {b['host_mpi']}: {reason}", highlight=False)
