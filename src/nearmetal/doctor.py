@@ -114,12 +114,12 @@ def mpi_report():
 def image_report(spec, programs=()):
     from . import image as image_mod
     from .discovery.mpi import ABI_BY_SONAME, discover
-    from .elf import LinkerView, glibc_version, read_elf
+    from .elf import LinkerView, glibc_release, read_elf
     from .models.program import container_program
 
     img = image_mod.resolve(spec)
     view = LinkerView(img.rootfs)
-    glibc = glibc_version(img.rootfs)
+    glibc = glibc_release(img.rootfs)
     report = {"name": img.name, "path": str(img.rootfs), "distro": img.distro,
               "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": []}
     for fam in img.mpis:

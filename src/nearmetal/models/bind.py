@@ -157,7 +157,7 @@ def stage(mpi, libs, aliases, plugins):
 
 def prepare(req):
     from ..discovery.mpi import ABI_BY_SONAME
-    from ..elf import LinkerView, glibc_requirement, glibc_version, read_elf
+    from ..elf import LinkerView, glibc_missing, glibc_release, read_elf
 
     image, mpi = req.image, req.mpi
     path, host_file = container_program(image, req.program, mpi["family"])
@@ -185,16 +185,18 @@ def prepare(req):
     mpi_sonames = [l.soname for l in inner if l.soname.startswith(("libmpi", "libmpich"))]
     libs, aliases, plugins = host_closure(mpi, mpi_sonames or [prog_soname])
 
-    # glibc: the host libraries are linked against the host's glibc symbol versions.
-    need = glibc_requirement(libs.values())
-    have = glibc_version(image.rootfs)
-    if have is None:
+    # glibc: the host libraries are linked against the host's glibc symbol versions; each
+    # one they need must be defined by the image's libc.so.6.
+    release = glibc_release(image.rootfs)
+    if release is None:
         raise NearmetalError(f"bind mode refused: cannot find glibc in image '{image.name}'")
-    if need and need[0] > have:
+    missing = glibc_missing(libs.values(), image.rootfs)
+    if missing:
+        tag, needer = missing[0]
         raise NearmetalError(
-            f"bind mode refused: host {mpi['family']} library {os.path.basename(need[1])} needs "
-            f"GLIBC_{_fmt_glibc(need[0])} but image '{image.name}' has glibc {_fmt_glibc(have)}; "
-            f"use an image whose glibc is at least {_fmt_glibc(need[0])}, or --mode hybrid")
+            f"bind mode refused: host {mpi['family']} library {os.path.basename(needer)} needs {tag} "
+            f"but image '{image.name}' has glibc {_fmt_glibc(release)}; use an image whose glibc is at "
+            f"least {tag[len('GLIBC_'):]}, or --mode hybrid")
 
     staged = stage(mpi, libs, aliases, plugins)
     from ..runtimes.base import Mount
