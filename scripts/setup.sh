@@ -32,6 +32,9 @@ if ! .venv/bin/python -c "import nearmetal, pytest, elftools, rich, jsonschema" 
   .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
 fi
 
+# Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every `nearmetal run` would recompile.
+.venv/bin/python -m compileall -q src >/dev/null
+
 export USER=${USER:-$(id -un)}
 .venv/bin/nearmetal kernels build
 # The default image: host distro, both MPIs, as a directory, a SquashFS file and a podman image.
