@@ -21,6 +21,11 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     while ((opt = getopt(argc, argv, "s:i:x:")) != -1) {
+        if (opt == '?') {
+            if (rank == 0) fprintf(stderr, "usage: nm-pingpong [-s SIZE]... [-i ITERS] [-x WARMUP]\n");
+            MPI_Finalize();
+            return 2;
+        }
         char *end;
         long v = strtol(optarg, &end, 10);
         if (*end || v < 0 || (opt != 's' && v == 0)) {

@@ -29,6 +29,46 @@ def cmd_run(args):
     return 0  # not reached: execute replaces the process
 
 
+def cmd_bench(args):
+    import json
+
+    from . import kernels
+    from .run import RunRequest, capture, plan
+
+    spec = kernels.get(args.kernel)
+    kargs = args.kernel_args or list(spec.default_args)
+    ranks = args.ranks if args.ranks is not None else max(spec.min_ranks, 2 if spec.min_ranks > 1 else 1)
+    if ranks < spec.min_ranks or (spec.max_ranks and ranks > spec.max_ranks):
+        limit = f"{spec.min_ranks}..{spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}"
+        raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
+    req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
+                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env))
+    p = plan(req)
+    if args.dry_run:
+        print(p.describe())
+        return 0
+    if args.verbose:
+        print(p.describe(), file=sys.stderr)
+    rc, out, err = capture(p, timeout=args.timeout)
+    params = {"mode": args.mode, "mpi": req.mpi["family"], "ranks": ranks, "threads": args.threads}
+    if args.mode != "native":
+        params |= {"runtime": args.runtime, "image": req.image.name}
+    records = kernels.parse(spec, out, params)
+    if args.json:
+        for r in records:
+            print(json.dumps(r))
+    else:
+        sys.stdout.write(out)
+    if err.strip():
+        sys.stderr.write(err)
+    if rc != 0:
+        raise NearmetalError(f"kernel '{spec.name}' failed with exit status {rc}" +
+                             (f": {err.strip().splitlines()[-1]}" if err.strip() else ""))
+    if not records:
+        raise NearmetalError(f"kernel '{spec.name}' printed no results")
+    return 0
+
+
 def cmd_doctor(args):
     from . import doctor
 
@@ -68,7 +108,7 @@ def cmd_kernels(args):
     return 0
 
 
-COMMANDS = {"run": cmd_run, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
 
 
 class _Args:
@@ -136,7 +176,14 @@ def main(argv=None):
         from .cli_parser import SUBCOMMANDS, build_parser
 
         only = argv[0] if argv and argv[0] in SUBCOMMANDS else None
+        extra = []
+        if only == "bench" and "--" in argv:
+            # argparse's REMAINDER after a positional swallows options: split by hand.
+            cut = argv.index("--")
+            argv, extra = argv[:cut], argv[cut + 1:]
         args = build_parser(only).parse_args(argv)
+        if only == "bench":
+            args.kernel_args = extra
     try:
         return COMMANDS[args.command](args)
     except NearmetalError as e:

@@ -82,8 +82,8 @@ def _add_image(sub):
     isub.add_parser("list", help="list built images")
 
 
-def _add_run(sub):
-    r = sub.add_parser("run", help="launch an MPI program natively or in a container")
+def _launch_options(r):
+    """Options shared by `run` and `bench`: how ranks are launched."""
     r.add_argument("--mode", choices=MODES, default="native", help="MPI model (default: native)")
     r.add_argument("--runtime", choices=RUNTIMES, default="charliecloud", help="container runtime (default: charliecloud)")
     r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
@@ -94,7 +94,27 @@ def _add_run(sub):
     r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
     r.add_argument("--dry-run", action="store_true", help="print the argv and environment, run nothing")
     r.add_argument("-v", "--verbose", action="store_true", help="print the argv and environment before running")
+
+
+def _add_run(sub):
+    r = sub.add_parser("run", help="launch an MPI program natively or in a container")
+    _launch_options(r)
     r.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+
+
+def _add_bench(sub):
+    from .kernels import REGISTRY
+
+    kernels = ", ".join(sorted(REGISTRY))
+    b = sub.add_parser("bench", help="run one of nearmetal's benchmark kernels",
+                       description=f"Kernels: {kernels}. Launch options are those of `run`; "
+                                   f"KERNEL_ARGS go to the kernel (OSU-style -m, -i, -x, -f for the MPI benchmarks).")
+    b.add_argument("kernel", metavar="KERNEL", help=f"one of: {kernels}")
+    _launch_options(b)
+    b.set_defaults(ranks=None)
+    b.add_argument("--json", action="store_true", help="one JSON record per measured point")
+    b.add_argument("--timeout", type=_positive, default=1800, help="seconds before the run is killed (default: 1800)")
+    # KERNEL_ARGS (after "--") are split off before parsing: see cli.main.
 
 
 def _add_kernels(sub):
@@ -105,7 +125,8 @@ def _add_kernels(sub):
     kb.add_argument("--mpi", type=_csv(MPIS), help="MPI families (default: all found)")
 
 
-SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "kernels": _add_kernels}
+SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
+               "kernels": _add_kernels}
 
 
 def build_parser(only=None):

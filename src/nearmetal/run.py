@@ -166,3 +166,31 @@ def execute(plan, verbose=False):
         os.execve(plan.argv[0], plan.argv, plan.environ())
     except OSError as e:
         raise NearmetalError(f"cannot start {plan.argv[0]}: {e.strerror}")
+
+
+def capture(plan, timeout=None):
+    """Run a plan as a child in its own process group; (exit status, stdout, stderr).
+
+    On timeout the whole group (launcher, containers, ranks) is killed.
+    """
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(plan.argv, env=plan.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        raise NearmetalError(f"timed out after {timeout}s: {plan.argv[0]} (process group killed)")
+    except KeyboardInterrupt:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        raise
+    return proc.returncode, out, err

@@ -15,12 +15,12 @@ def is_kernel(name):
 def host_program(name, family):
     """A host path for PROGRAM: nearmetal kernels come from the host kernel build."""
     if is_kernel(name):
-        from .. import kernels
+        from ..kernels.build import PROGRAMS, host_bin
 
-        path = os.path.join(kernels.host_bin(family), name)
+        path = os.path.join(host_bin(family), name)
         if os.access(path, os.X_OK):
             return path
-        raise NearmetalError(f"no nearmetal kernel '{name}' for {family} (known: {', '.join(kernels.PROGRAMS)})")
+        raise NearmetalError(f"no nearmetal kernel '{name}' for {family} (known: {', '.join(PROGRAMS)})")
     if "/" in name:
         if not os.path.isfile(name):
             raise NearmetalError(f"program not found: {name}")

@@ -2,8 +2,8 @@
 
 import os
 
-from .errors import NearmetalError
-from .home import KERNELS_SRC_STR, home_str
+from ..errors import NearmetalError
+from ..home import KERNELS_SRC_STR, home_str
 
 PROGRAMS = ("nm-mpi-info", "nm-mpi-info-rpath", "nm-pingpong")
 
@@ -32,7 +32,7 @@ def _stale(bindir):
 def build(family):
     import subprocess
 
-    from .discovery.mpi import get
+    from ..discovery.mpi import get
 
     mpi = get(family)
     prefix = host_prefix(family)
