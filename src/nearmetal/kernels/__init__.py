@@ -6,7 +6,7 @@ A new kernel is one C file (plus its Makefile line) and one KernelSpec line here
 """
 
 from ..errors import NearmetalError
-from .build import PROGRAMS, build, host_bin  # noqa: F401  (public API)
+from .build import build, host_bin, programs  # noqa: F401  (public API)
 
 
 class KernelSpec:
@@ -31,6 +31,22 @@ def register(spec):
 
 register(KernelSpec("mpi-info", "nm-mpi-info", "mpi_info", "which MPI library every rank really maps"))
 register(KernelSpec("pingpong", "nm-pingpong", "pingpong", "blocking ping-pong latency and bandwidth", min_ranks=2))
+# OSU-compatible micro-benchmarks (OSU methodology and output format).
+register(KernelSpec("latency", "nm-latency", "osu", "OSU latency: blocking ping-pong, half round trip (us)", 2, 2))
+register(KernelSpec("bw", "nm-bw", "osu", "OSU bandwidth: window of non-blocking sends (MB/s)", 2, 2))
+register(KernelSpec("bibw", "nm-bibw", "osu", "OSU bidirectional bandwidth (MB/s)", 2, 2))
+for _coll in ("allgather", "alltoall", "allreduce", "bcast", "barrier"):
+    register(KernelSpec(_coll, f"nm-{_coll}", "osu", f"OSU {_coll}: average latency over ranks (us)", 2))
+register(KernelSpec("pairs", "nm-pairs", "pairs", "all-pairs ping-pong latency and bandwidth matrix", 2))
+# Compute proxies, each in a host-optimized and a portable (SSE2) build.
+for _name, _parser, _what in (("stream", "stream", "STREAM copy/scale/add/triad with OpenMP (GB/s)"),
+                              ("cg", "cg", "HPCG-like preconditioned CG on a 27-point stencil (GFLOP/s)"),
+                              ("phases", "phases", "BT-MZ-like stencil mini-app: compute vs MPI time per step")):
+    register(KernelSpec(_name, f"nm-{_name}", _parser, _what + ", host-optimized build"))
+    register(KernelSpec(f"{_name}-portable", f"nm-{_name}-portable", _parser, _what + ", portable build"))
+# Start-up and metadata probes.
+register(KernelSpec("startup", "nm-startup", "startup", "process start to main: wall vs CPU time"))
+register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm"))
 
 
 def get(name):

@@ -1,11 +1,15 @@
-"""nearmetal's C kernels on the host: built from kernels/ with each host MPI's wrapper."""
+"""Building nearmetal's C kernels on the host, from the repository's kernels/ directory.
+
+The Makefile is the one list of programs (`make -s list`); the image builder uses the
+same Makefile inside every image.
+"""
 
 import os
 
 from ..errors import NearmetalError
 from ..home import KERNELS_SRC_STR, home_str
 
-PROGRAMS = ("nm-mpi-info", "nm-mpi-info-rpath", "nm-pingpong")
+STAMP = ".built"
 
 
 def host_prefix(family):
@@ -14,19 +18,37 @@ def host_prefix(family):
 
 def host_bin(family):
     """The host kernel directory for an MPI family, built on first use or when sources changed."""
-    bindir = os.path.join(host_prefix(family), "bin")
-    if _stale(bindir):
+    prefix = host_prefix(family)
+    if _stale(prefix):
         build(family)
-    return bindir
+    return os.path.join(prefix, "bin")
 
 
-def _stale(bindir):
+def _newest_source():
+    newest = 0.0
+    for dirpath, dirnames, filenames in os.walk(KERNELS_SRC_STR):
+        dirnames[:] = [d for d in dirnames if d != "build" and not d.startswith(".")]
+        for f in filenames:
+            newest = max(newest, os.stat(os.path.join(dirpath, f)).st_mtime)
+    return newest
+
+
+def _stale(prefix):
     try:
-        oldest_bin = min(os.stat(os.path.join(bindir, p)).st_mtime for p in PROGRAMS)
+        built = os.stat(os.path.join(prefix, STAMP)).st_mtime
     except OSError:
         return True
-    newest_src = max(e.stat().st_mtime for e in os.scandir(KERNELS_SRC_STR) if e.is_file())
-    return oldest_bin < newest_src
+    return built < _newest_source()
+
+
+def programs():
+    """Program names the Makefile builds (for one MPI family; the same for all)."""
+    import subprocess
+
+    out = subprocess.run(["make", "-s", "-C", KERNELS_SRC_STR, "list"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise NearmetalError(f"cannot list the kernels: {out.stderr.strip()[-200:]}")
+    return out.stdout.split()
 
 
 def build(family):
@@ -42,4 +64,6 @@ def build(family):
     if out.returncode != 0:
         tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise NearmetalError(f"building the kernels for {family} failed: {tail[0]}")
+    with open(os.path.join(prefix, STAMP), "w") as f:
+        f.write("built by nearmetal\n")
     return os.path.join(prefix, "bin")

@@ -15,12 +15,14 @@ def is_kernel(name):
 def host_program(name, family):
     """A host path for PROGRAM: nearmetal kernels come from the host kernel build."""
     if is_kernel(name):
-        from ..kernels.build import PROGRAMS, host_bin
+        from ..kernels.build import host_bin
 
-        path = os.path.join(host_bin(family), name)
+        bindir = host_bin(family)
+        path = os.path.join(bindir, name)
         if os.access(path, os.X_OK):
             return path
-        raise NearmetalError(f"no nearmetal kernel '{name}' for {family} (known: {', '.join(PROGRAMS)})")
+        known = ", ".join(sorted(os.listdir(bindir)))
+        raise NearmetalError(f"no nearmetal kernel '{name}' for {family} (known: {known})")
     if "/" in name:
         if not os.path.isfile(name):
             raise NearmetalError(f"program not found: {name}")
