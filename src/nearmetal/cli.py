@@ -69,6 +69,62 @@ def cmd_bench(args):
     return 0
 
 
+def cmd_study(args):
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from .study import runner
+    from .study.executor import Executor
+
+    cfg, text = runner.load(args.file)
+    if args.dry_run:
+        runner.dry_run(cfg, print)
+        return 0
+    db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
+    store, study_id, new = runner.prepare(cfg, text, db, args.resume)
+    err = Console(stderr=True)
+    counts = store.counts(study_id)
+    total = sum(counts.values())
+    pending = counts.get("planned", 0)
+    err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {pending} to run; results in {db}", highlight=False)
+    ex = Executor(cfg, store, study_id, console=err, progress=not args.no_progress)
+    try:
+        done, failed = ex.run_all()
+    except KeyboardInterrupt:
+        finished = total - store.counts(study_id).get("planned", 0)
+        resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
+        err.print(f"interrupted: {finished} of {total} runs finished and stored; resume with: {' '.join(resume)}",
+                  highlight=False)
+        return 130
+    return _report(store, cfg.study.name, Path(args.out) if args.out else db.parent, "html", failed)
+
+
+def cmd_report(args):
+    from pathlib import Path
+
+    from .study.store import Store
+
+    db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
+    store = Store(db, create=False)
+    return _report(store, args.study, Path(args.out) if args.out else db.parent, args.format, None)
+
+
+def _report(store, study_name, out_dir, fmt, failed):
+    from rich.console import Console
+
+    from .report import render_terminal, write_report
+    from .study.analysis import analyze
+
+    analysis = analyze(store, study_name)
+    console = Console()
+    if fmt == "html" or failed is not None:
+        render_terminal(analysis, console)
+    path = write_report(analysis, out_dir, fmt)
+    console.print(f"report: {path}", highlight=False)
+    return 0
+
+
 def cmd_doctor(args):
     from . import doctor
 
@@ -108,7 +164,7 @@ def cmd_kernels(args):
     return 0
 
 
-COMMANDS = {"run": cmd_run, "bench": cmd_bench, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
 
 
 class _Args:

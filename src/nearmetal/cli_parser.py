@@ -117,6 +117,25 @@ def _add_bench(sub):
     # KERNEL_ARGS (after "--") are split off before parsing: see cli.main.
 
 
+def _add_study(sub):
+    s = sub.add_parser("study", help="run a study: variants x benchmarks x placements, repeated in randomized blocks",
+                       description="Without STUDY.toml, runs the built-in quickstart study.")
+    s.add_argument("file", nargs="?", metavar="STUDY.toml", help="study file (default: the built-in quickstart)")
+    s.add_argument("--db", help="results database (default: results/<study name>/study.db)")
+    s.add_argument("--resume", action="store_true", help="complete an interrupted study: run exactly the missing runs")
+    s.add_argument("--dry-run", action="store_true", help="print the plan (every run, in order, with its argv)")
+    s.add_argument("--out", help="report directory (default: beside the database)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_report(sub):
+    r = sub.add_parser("report", help="statistics, verdicts and plots from a results database")
+    r.add_argument("--db", help="results database (default: results/quickstart/study.db)")
+    r.add_argument("--study", help="study name (needed when the database holds several)")
+    r.add_argument("--out", help="output directory (default: beside the database)")
+    r.add_argument("--format", choices=("html", "md", "csv", "json"), default="html", help="report format (default: html)")
+
+
 def _add_kernels(sub):
     k = sub.add_parser("kernels", help="build nearmetal's C kernels on the host")
     ksub = k.add_subparsers(dest="kernels_command", metavar="ACTION", parser_class=_Parser)
@@ -126,7 +145,7 @@ def _add_kernels(sub):
 
 
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
-               "kernels": _add_kernels}
+               "study": _add_study, "report": _add_report, "kernels": _add_kernels}
 
 
 def build_parser(only=None):

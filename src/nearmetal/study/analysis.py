@@ -1,0 +1,112 @@
+"""From stored records to per-point statistics and verdicts.
+
+A point is one (benchmark, metric, point parameters such as message size, ranks,
+threads) measured under one variant. Each variant's point is compared with the same
+point under its baseline variant, paired by randomized block where both have a value.
+The result is a plain dict (documented in docs/analysis.md) that every report renders.
+"""
+
+import json
+from collections import defaultdict
+
+from ..errors import NearmetalError
+from . import config as config_mod
+from .plan import baseline_of, variant_id
+from .store import Store
+
+
+def analyze(store: Store, study_name=None, n_boot=2000):
+    from . import stats
+
+    studies = store.studies()
+    if not studies:
+        raise NearmetalError(f"{store.path} holds no study")
+    if study_name is None:
+        if len(studies) > 1:
+            names = ", ".join(s["name"] for s in studies)
+            raise NearmetalError(f"{store.path} holds several studies ({names}): choose one with --study")
+        study = studies[0]
+    else:
+        study = store.study(study_name)
+        if study is None:
+            raise NearmetalError(f"no study '{study_name}' in {store.path}")
+    cfg = None
+    if study["config_toml"]:
+        try:
+            cfg = config_mod.parse(study["config_toml"], source=f"study '{study['name']}'")
+        except NearmetalError:
+            cfg = None  # imported studies carry their own baseline in baseline_json
+    baseline_sel = json.loads(study["baseline_json"])
+
+    runs = store.runs(study["id"])
+    variants = {}
+    for r in runs:
+        variants.setdefault(r["variant"], json.loads(r["variant_json"]))
+
+    def baseline_id(vid):
+        v = variants[vid]
+        if cfg is not None:
+            return variant_id(baseline_of(cfg, v))
+        return baseline_sel.get("variant")
+
+    # group values: key -> variant -> {block: value}
+    groups = defaultdict(lambda: defaultdict(dict))
+    units = {}
+    for rec in store.records(study["id"]):
+        point = rec["point_json"]
+        key = (rec["benchmark"], rec["kernel"], rec["metric"], point, rec["ranks"], rec["threads"])
+        units[key] = rec["unit"]
+        bucket = groups[key][rec["variant"]]
+        block = rec["block"]
+        # several values for one block (shouldn't happen) are kept apart with a sub-key
+        while block in bucket:
+            block = (block, len(bucket)) if not isinstance(block, tuple) else (block[0], block[1] + 1)
+        bucket[block] = rec["value"]
+
+    points = []
+    for key in sorted(groups, key=_sort_key):
+        bench, kernel, metric, point_json, ranks, threads = key
+        unit = units[key]
+        hib = stats.direction_for_unit(unit)
+        for vid in sorted(groups[key]):
+            byblock = groups[key][vid]
+            values = list(byblock.values())
+            entry = {"benchmark": bench, "kernel": kernel, "metric": metric, "unit": unit, "higher_is_better": hib,
+                     "point": json.loads(point_json), "ranks": ranks, "threads": threads, "variant": vid,
+                     "variant_dims": variants.get(vid, {}), "values": values, "stats": stats.summarize(values),
+                     "baseline": None, "comparison": None}
+            bid = baseline_id(vid) if vid in variants else None
+            if bid and bid != vid and bid in groups[key]:
+                base = groups[key][bid]
+                pairs = [(base[b], byblock[b]) for b in byblock if b in base]
+                entry["baseline"] = bid
+                entry["comparison"] = stats.compare(list(base.values()), values, higher_is_better=hib,
+                                                    margin=study["margin"], pairs=pairs if len(pairs) >= 2 else None,
+                                                    n_boot=n_boot)
+            points.append(entry)
+
+    counts = defaultdict(int)
+    failures = []
+    for r in runs:
+        counts[r["status"]] += 1
+        if r["status"] in ("failed", "timeout"):
+            failures.append({"run_key": r["run_key"], "variant": r["variant"], "benchmark": r["benchmark"],
+                             "status": r["status"], "exit_status": r["exit_status"],
+                             "stderr_tail": (r["stderr_tail"] or "")[-500:]})
+    return {
+        "study": {"name": study["name"], "seed": study["seed"], "margin": study["margin"],
+                  "created": study["created"], "nearmetal_version": study["nearmetal_version"],
+                  "config_toml": study["config_toml"], "baseline": baseline_sel,
+                  "description": cfg.study.description if cfg else ""},
+        "variants": [{"id": vid, **variants[vid], "baseline": baseline_id(vid)} for vid in sorted(variants)],
+        "points": points,
+        "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
+        "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
+    }
+
+
+def _sort_key(key):
+    bench, kernel, metric, point_json, ranks, threads = key
+    point = json.loads(point_json)
+    size = point.get("size", 0)
+    return (bench, metric, ranks, threads, size if isinstance(size, (int, float)) else 0, point_json)

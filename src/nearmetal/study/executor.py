@@ -1,0 +1,166 @@
+"""Running a study's planned runs, one subprocess (process group) each, storing each
+result the moment it finishes.
+
+A run that fails, times out or cannot even be planned is recorded with its status,
+exit code and the tail of its stderr, and the study goes on.
+"""
+
+import os
+import platform
+import signal
+import subprocess
+import time
+from datetime import datetime, timezone
+
+from .. import __version__
+from ..errors import NearmetalError
+
+STDERR_TAIL = 2000
+
+
+def _now():
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class Executor:
+    def __init__(self, config, store, study_id, console=None, progress=True):
+        self.config, self.store, self.study_id = config, store, study_id
+        self.console, self.progress = console, progress
+        self._plans = {}      # cell key -> (Plan, RunRequest) or NearmetalError
+        self._contexts = {}   # cell key -> context id
+        self._runtime_versions = {}
+        self._static = None
+
+    # -- planning, cached per cell: argv and environment do not change between repetitions
+    def plan_for(self, row):
+        key = row["run_key"].rsplit("#", 1)[0]
+        if key not in self._plans:
+            import json
+
+            from .. import kernels
+            from ..run import RunRequest, plan
+
+            variant = json.loads(row["variant_json"])
+            bench = next(b for b in self.config.benchmark if b.label == row["benchmark"])
+            spec = kernels.get(bench.kernel)
+            image = variant["image"]
+            if image == "default":
+                image = None
+            env = {}
+            if self.config.study.pin:
+                env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+            req = RunRequest(spec.program, list(bench.args or spec.default_args), mode=variant["mode"],
+                             runtime=variant["runtime"] or "charliecloud", image=image, mpi=variant["mpi"],
+                             ranks=row["ranks"], threads=row["threads"], env=env)
+            try:
+                self._plans[key] = (plan(req), req, spec, bench)
+            except NearmetalError as e:
+                self._plans[key] = e
+        return key, self._plans[key]
+
+    def _static_context(self):
+        if self._static is None:
+            from ..discovery import cpu
+            from ..discovery.mpi import discover
+
+            u = platform.uname()
+            self._static = {
+                "host": u.node, "kernel": f"{u.system} {u.release}", "machine": u.machine,
+                "cpu": cpu.describe(), "nearmetal_version": __version__,
+                "mpi": {f: {"version": m["version"], "library": m["library"]} for f, m in discover().items()},
+            }
+        return self._static
+
+    def _runtime_version(self, name):
+        if name not in self._runtime_versions:
+            from .. import runtimes
+
+            self._runtime_versions[name] = runtimes.get(name).version()
+        return self._runtime_versions[name]
+
+    def context_for(self, key, req):
+        if key not in self._contexts:
+            ctx = dict(self._static_context())
+            ctx["mode"] = req.mode
+            if req.mode != "native":
+                ctx["runtime"] = {"name": req.runtime, "version": self._runtime_version(req.runtime)}
+                ctx["image"] = {"name": req.image.name, "digest": req.image.meta.get("digest"),
+                                "distro": req.image.distro, "sqfs": req.use_sqfs}
+            self._contexts[key] = self.store.context_id(ctx)
+        return self._contexts[key]
+
+    # -- one run
+    def execute(self, row):
+        key, planned = self.plan_for(row)
+        started = _now()
+        if isinstance(planned, NearmetalError):
+            self.store.finish_run(row["id"], "failed", None, [], {}, None, started, 0.0, f"not started: {planned}", [])
+            return "failed"
+        p, req, spec, bench = planned
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(p.argv, env=p.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        status = "ok"
+        try:
+            out, err = proc.communicate(timeout=self.config.study.timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            out, err = proc.communicate()
+            status = "timeout"
+        except BaseException:
+            _kill_group(proc.pid)
+            proc.communicate()
+            raise
+        wall = time.perf_counter() - t0
+        records = []
+        if status == "ok" and proc.returncode != 0:
+            status = "failed"
+        if status == "ok":
+            from .. import kernels
+
+            try:
+                parsed = kernels.parse(spec, out, {})
+            except Exception as e:  # a kernel printing garbage is a failed run, not a crashed study
+                parsed, err = [], f"{err}\nunparseable output: {e}"
+            wanted = set(bench.metrics)
+            records = [{"metric": r["metric"], "unit": r["unit"], "value": r["value"], "point": r["params"]}
+                       for r in parsed if not wanted or r["metric"] in wanted]
+            if not records:
+                status, err = "failed", f"{err}\nno results in the kernel's output"
+        ctx = self.context_for(key, req)
+        tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
+        self.store.finish_run(row["id"], status, proc.returncode, p.argv, p.env_delta, ctx, started, wall, tail, records)
+        return status
+
+    def run_all(self):
+        pending = self.store.pending(self.study_id)
+        done = failed = 0
+        if not pending:
+            return 0, 0
+        bar = None
+        if self.progress:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TextColumn("failed: {task.fields[failed]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                           TimeRemainingColumn(), console=self.console, transient=False)
+            task = bar.add_task(self.config.study.name, total=len(pending), failed=0)
+            bar.start()
+        try:
+            for row in pending:
+                status = self.execute(row)
+                done += 1
+                failed += status != "ok"
+                if bar:
+                    bar.update(task, advance=1, failed=failed)
+        finally:
+            if bar:
+                bar.stop()
+        return done, failed
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

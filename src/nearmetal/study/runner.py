@@ -1,0 +1,81 @@
+"""`nearmetal study`: plan a study into the store, then execute what is still pending."""
+
+import os
+import random
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import __version__
+from ..errors import NearmetalError
+from . import config as config_mod
+from .plan import baseline_of, make_plan, variant_id
+from .store import Store
+
+
+def default_db(name):
+    return Path("results") / name / "study.db"
+
+
+def load(path):
+    if path is None:
+        return config_mod.builtin_quickstart()
+    return config_mod.load(path)
+
+
+def prepare(cfg, text, db_path, resume):
+    """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new)."""
+    store = Store(db_path)
+    row = store.study(cfg.study.name)
+    if row is not None:
+        if not resume:
+            store.close()
+            raise NearmetalError(f"study '{cfg.study.name}' already exists in {db_path}: use --resume to complete it, "
+                                 f"or --db for a new database")
+        if row["config_toml"] != text:
+            store.close()
+            raise NearmetalError(f"study '{cfg.study.name}' in {db_path} was planned from a different study file; "
+                                 f"resume needs the same file (or use a new --db)")
+        return store, row["id"], False
+    seed = cfg.study.seed if cfg.study.seed is not None else random.SystemRandom().randrange(2**31)
+    runs = make_plan(cfg, seed)
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
+                                  __version__, created)
+    store.add_planned(study_id, [_row(r) for r in runs])
+    return store, study_id, True
+
+
+def _row(r):
+    c = r.cell
+    return {"run_key": r.key, "position": r.position, "block": r.block, "repetition": r.repetition,
+            "warmup": r.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel,
+            "variant": variant_id(c.variant), "variant_json": c.variant, "ranks": c.ranks, "threads": c.threads}
+
+
+def dry_run(cfg, out):
+    """Print every run, in order, with its argv — without touching a database."""
+    from .executor import Executor
+
+    seed = cfg.study.seed if cfg.study.seed is not None else 0
+    runs = make_plan(cfg, seed)
+    ex = Executor(cfg, store=None, study_id=None, progress=False)
+    out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
+        f"{cfg.study.repetitions} randomized blocks, seed {seed}{'' if cfg.study.seed is not None else ' (a random seed is drawn at run time)'})")
+    for r in runs:
+        row = {"run_key": r.key, "variant_json": _json(r.cell.variant), "benchmark": r.cell.benchmark.label,
+               "ranks": r.cell.ranks, "threads": r.cell.threads}
+        _, planned = ex.plan_for(row)
+        tag = "warmup" if r.warmup else f"block {r.block}"
+        vs = variant_id(baseline_of(cfg, r.cell.variant))
+        if isinstance(planned, NearmetalError):
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      cannot run: {planned}")
+        else:
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      {shlex.join(planned[0].argv)}")
+    return len(runs)
+
+
+def _json(v):
+    import json
+
+    return json.dumps(v)
