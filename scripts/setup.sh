@@ -27,7 +27,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # A plain path entry (compat mode) keeps interpreter start-up lean for `nearmetal run`.
-if ! .venv/bin/python -c "import nearmetal, pytest, elftools, rich, jsonschema" 2>/dev/null; then
+if ! .venv/bin/python -c "import nearmetal, pytest, elftools, rich, jsonschema, pydantic, numpy, scipy, matplotlib, jinja2" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip >/dev/null
   .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
 fi
