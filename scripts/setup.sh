@@ -26,10 +26,14 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# A plain path entry (compat mode) keeps interpreter start-up lean for `nearmetal run`.
-if ! .venv/bin/python -c "import nearmetal, pytest, elftools, rich, jsonschema, pydantic, numpy, scipy, matplotlib, jinja2" 2>/dev/null; then
+# Reinstall only when pyproject.toml changed (its hash is kept in the venv).
+stamp=.venv/.nearmetal-pyproject
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c "import nearmetal" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip >/dev/null
+  # compat mode: a plain path entry keeps interpreter start-up lean for `nearmetal run`.
   .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
+  echo "$want" > "$stamp"
 fi
 
 # Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every `nearmetal run` would recompile.
