@@ -110,6 +110,21 @@ def cmd_report(args):
     return _report(store, args.study, Path(args.out) if args.out else db.parent, args.format, None)
 
 
+def cmd_import(args):
+    from pathlib import Path
+
+    from .study.importer import import_csv
+    from .study.runner import default_db
+
+    if not 0 < args.margin < 1:
+        raise NearmetalError(f"--margin must be between 0 and 1, got {args.margin}")
+    db = Path(args.db) if args.db else default_db(args.study)
+    store, _, n = import_csv(args.csv, db, args.study, args.baseline, metric=args.metric, unit=args.unit,
+                             margin=args.margin)
+    print(f"imported {n} rows into study '{args.study}' in {db}")
+    return _report(store, args.study, Path(args.out) if args.out else db.parent, "html", 0)
+
+
 def _report(store, study_name, out_dir, fmt, failed):
     from rich.console import Console
 
@@ -164,7 +179,7 @@ def cmd_kernels(args):
     return 0
 
 
-COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "import": cmd_import, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
 
 
 class _Args:

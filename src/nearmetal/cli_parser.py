@@ -136,6 +136,21 @@ def _add_report(sub):
     r.add_argument("--format", choices=("html", "md", "csv", "json"), default="html", help="report format (default: html)")
 
 
+def _add_import(sub):
+    i = sub.add_parser("import", help="store results measured elsewhere (CSV) so the same statistics and reports apply",
+                       description="CSV columns: variant, metric, value (one run per row) or mean|median, n, std "
+                                   "(summary rows); optional unit, benchmark, block; other columns are point "
+                                   "parameters (e.g. cores). See docs/import.md.")
+    i.add_argument("csv", metavar="CSV")
+    i.add_argument("--study", required=True, help="name for the imported study")
+    i.add_argument("--baseline", required=True, help="the variant the others are compared with (e.g. native)")
+    i.add_argument("--db", help="results database (default: results/<study>/study.db)")
+    i.add_argument("--metric", help="metric name when the CSV has no metric column")
+    i.add_argument("--unit", default="s", help="unit when the CSV has no unit column (default: s)")
+    i.add_argument("--margin", type=float, default=0.03, help="equivalence margin (default: 0.03)")
+    i.add_argument("--out", help="report directory (default: beside the database)")
+
+
 def _add_kernels(sub):
     k = sub.add_parser("kernels", help="build nearmetal's C kernels on the host")
     ksub = k.add_subparsers(dest="kernels_command", metavar="ACTION", parser_class=_Parser)
@@ -145,7 +160,8 @@ def _add_kernels(sub):
 
 
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
-               "study": _add_study, "report": _add_report, "kernels": _add_kernels}
+               "study": _add_study, "report": _add_report, "import": _add_import,
+               "kernels": _add_kernels}
 
 
 def build_parser(only=None):

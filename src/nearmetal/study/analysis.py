@@ -51,6 +51,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
 
     # group values: key -> variant -> {block: value}
     groups = defaultdict(lambda: defaultdict(dict))
+    summaries = {}  # (key, variant) -> {n, mean, std} for imported summary rows
     units = {}
     for rec in store.records(study["id"]):
         point = rec["point_json"]
@@ -62,6 +63,8 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         while block in bucket:
             block = (block, len(bucket)) if not isinstance(block, tuple) else (block[0], block[1] + 1)
         bucket[block] = rec["value"]
+        if rec["n"] is not None:
+            summaries[(key, rec["variant"])] = {"n": rec["n"], "mean": rec["value"], "std": rec["std"] or 0.0}
 
     points = []
     for key in sorted(groups, key=_sort_key):
@@ -71,12 +74,20 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         for vid in sorted(groups[key]):
             byblock = groups[key][vid]
             values = list(byblock.values())
+            summary = summaries.get((key, vid))
             entry = {"benchmark": bench, "kernel": kernel, "metric": metric, "unit": unit, "higher_is_better": hib,
                      "point": json.loads(point_json), "ranks": ranks, "threads": threads, "variant": vid,
-                     "variant_dims": variants.get(vid, {}), "values": values, "stats": stats.summarize(values),
+                     "variant_dims": variants.get(vid, {}), "values": values,
+                     "stats": _summary_stats(summary) if summary else stats.summarize(values),
                      "baseline": None, "comparison": None}
             bid = baseline_id(vid) if vid in variants else None
-            if bid and bid != vid and bid in groups[key]:
+            if summary and bid and bid != vid and (key, bid) in summaries:
+                from .summary import compare_summary
+
+                entry["baseline"] = bid
+                entry["comparison"] = compare_summary(summaries[(key, bid)], summary, higher_is_better=hib,
+                                                      margin=study["margin"])
+            elif bid and bid != vid and bid in groups[key]:
                 base = groups[key][bid]
                 pairs = [(base[b], byblock[b]) for b in byblock if b in base]
                 entry["baseline"] = bid
@@ -103,6 +114,16 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
+
+
+def _summary_stats(s):
+    """stats.summarize's keys for an imported summary row (n, mean, std only)."""
+    import math
+
+    n, mean, std = s["n"], s["mean"], s["std"]
+    return {"n": n, "min": None, "median": mean, "mean": mean, "std": std, "sem": std / math.sqrt(n) if n else None,
+            "p5": None, "p95": None, "mad": None, "cv": std / mean if mean else None, "outliers": [],
+            "from_summary": True}
 
 
 def _sort_key(key):

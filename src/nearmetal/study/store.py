@@ -6,7 +6,9 @@ Schema version 1 (documented in docs/store.md):
   runs(id, study_id, run_key, position, block, repetition, warmup, benchmark, kernel,
        variant, variant_json, ranks, threads, status, exit_status, argv_json, env_json,
        context_id, started, wall_s, stderr_tail)          status: planned | ok | failed | timeout
-  records(id, run_id, metric, unit, value, point_json)   one row per measured point
+  records(id, run_id, metric, unit, value, point_json, n, std)
+                                        one row per measured point; n/std only for imported
+                                        summary rows (value is then their mean)
   contexts(id, digest, context_json)                      host, kernel, CPU, MPI, runtime, image, ...
 
 Every finished run is committed at once (its status, records and context in one
@@ -38,7 +40,7 @@ CREATE TABLE IF NOT EXISTS runs (
   started TEXT, wall_s REAL, stderr_tail TEXT, UNIQUE(study_id, run_key));
 CREATE TABLE IF NOT EXISTS records (
   id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id), metric TEXT NOT NULL,
-  unit TEXT NOT NULL, value REAL NOT NULL, point_json TEXT NOT NULL);
+  unit TEXT NOT NULL, value REAL NOT NULL, point_json TEXT NOT NULL, n INTEGER, std REAL);
 CREATE INDEX IF NOT EXISTS runs_status ON runs(study_id, status, position);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 """
@@ -121,8 +123,9 @@ class Store:
                 " stderr_tail=? WHERE id=? AND status='planned'",
                 (status, exit_status, json.dumps(argv), json.dumps(env), context_id, started, wall_s, stderr_tail, run_id))
             self.db.executemany(
-                "INSERT INTO records (run_id, metric, unit, value, point_json) VALUES (?,?,?,?,?)",
-                [(run_id, r["metric"], r["unit"], r["value"], json.dumps(r["point"], sort_keys=True)) for r in records])
+                "INSERT INTO records (run_id, metric, unit, value, point_json, n, std) VALUES (?,?,?,?,?,?,?)",
+                [(run_id, r["metric"], r["unit"], r["value"], json.dumps(r["point"], sort_keys=True),
+                  r.get("n"), r.get("std")) for r in records])
 
     # -- reading -------------------------------------------------------------------------
     def runs(self, study_id):
@@ -131,7 +134,7 @@ class Store:
     def records(self, study_id):
         return self.db.execute(
             "SELECT r.id AS run_id, r.block, r.benchmark, r.kernel, r.variant, r.ranks, r.threads, "
-            "c.metric, c.unit, c.value, c.point_json FROM records c JOIN runs r ON r.id = c.run_id "
+            "c.metric, c.unit, c.value, c.point_json, c.n, c.std FROM records c JOIN runs r ON r.id = c.run_id "
             "WHERE r.study_id=? AND r.status='ok' AND r.warmup=0", (study_id,)).fetchall()
 
     def contexts(self, study_id):

@@ -1,0 +1,43 @@
+"""Comparisons from summary statistics (n, mean, standard deviation) when raw values are
+not available, e.g. results imported from a paper's table.
+
+Ratio of means with a 95% confidence interval by the delta method on log(ratio), and
+Welch's t-test for the p-value. With n = 1 on either side nothing can be said about
+noise: the ratio is reported and the verdict is "inconclusive".
+"""
+
+import math
+
+
+def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.05):
+    """base/var: dicts with n, mean, std. Same keys as stats.compare's result."""
+    from scipy import stats as st
+
+    nb, mb, sb = base["n"], base["mean"], base.get("std") or 0.0
+    nv, mv, sv = var["n"], var["mean"], var.get("std") or 0.0
+    ratio = mv / mb if mb else float("nan")
+    out = {"ratio": ratio, "ci_low": None, "ci_high": None, "p_value": None, "test": None, "paired": False,
+           "margin": margin, "n_baseline": nb, "n_variant": nv,
+           "overhead_pct": ((1 / ratio if higher_is_better else ratio) - 1) * 100 if ratio else None,
+           "baseline_noise": {"cv": (sb / mb) if mb and nb > 1 else None, "rel_spread": None,
+                              "median_ci_halfwidth_rel": None},
+           "verdict": "inconclusive", "from_summary": True}
+    if nb < 2 or nv < 2 or mb <= 0 or mv <= 0:
+        return out
+    var_log = (sb / mb) ** 2 / nb + (sv / mv) ** 2 / nv
+    dof_num = ((sb ** 2) / nb + (sv ** 2) / nv) ** 2
+    dof_den = ((sb ** 2 / nb) ** 2 / (nb - 1) if sb else 0) + ((sv ** 2 / nv) ** 2 / (nv - 1) if sv else 0)
+    dof = dof_num / dof_den if dof_den else float(nb + nv - 2)
+    tcrit = st.t.ppf(1 - alpha / 2, dof)
+    half = tcrit * math.sqrt(var_log)
+    out["ci_low"], out["ci_high"] = math.exp(math.log(ratio) - half), math.exp(math.log(ratio) + half)
+    if sb or sv:
+        t = st.ttest_ind_from_stats(mv, sv, nv, mb, sb, nb, equal_var=False)
+        out["p_value"], out["test"] = float(t.pvalue), "welch"
+    lo, hi = out["ci_low"], out["ci_high"]
+    if 1 - margin <= lo and hi <= 1 + margin:
+        out["verdict"] = "equivalent"
+    elif out["p_value"] is not None and out["p_value"] < alpha and (lo > 1 or hi < 1):
+        worse = hi < 1 if higher_is_better else lo > 1
+        out["verdict"] = "slower" if worse else "faster"
+    return out
