@@ -54,9 +54,9 @@ static int nm_pairs_options(int argc, char **argv, int rank, struct nm_pairs_opt
             return 0;
         }
         if (opt == ':' || opt == '?') {
-            if (rank == 0) {
-                fprintf(stderr, "nm-pairs: %s [-%c]\n", opt == ':' ? "option needs a value" : "invalid option", optopt);
+            if (rank == 0) {  /* the reason last: launchers and nearmetal quote the last line */
                 nm_pairs_usage(stderr);
+                fprintf(stderr, "nm-pairs: %s [-%c]\n", opt == ':' ? "option needs a value" : "invalid option", optopt);
             }
             return 2;
         }
@@ -64,8 +64,8 @@ static int nm_pairs_options(int argc, char **argv, int rank, struct nm_pairs_opt
         long lo = (opt == 'i' || opt == 'I') ? 1 : 0;
         if (v < lo || v > ((opt == 's' || opt == 'S') ? NM_OSU_MAX_MSG_LIMIT : 1000000000L)) {
             if (rank == 0) {
-                fprintf(stderr, "nm-pairs: invalid value [-%c %s]\n", opt, optarg);
                 nm_pairs_usage(stderr);
+                fprintf(stderr, "nm-pairs: invalid value [-%c %s]\n", opt, optarg);
             }
             return 2;
         }
@@ -80,8 +80,8 @@ static int nm_pairs_options(int argc, char **argv, int rank, struct nm_pairs_opt
     }
     if (optind < argc) {
         if (rank == 0) {
-            fprintf(stderr, "nm-pairs: unexpected argument '%s'\n", argv[optind]);
             nm_pairs_usage(stderr);
+            fprintf(stderr, "nm-pairs: unexpected argument '%s'\n", argv[optind]);
         }
         return 2;
     }

@@ -284,6 +284,7 @@ def test_bad_options_exit_2_with_usage(program, args, words, host_mpis):
     out = nearmetal("run", "--mpi", "mpich", "--", program, *args, timeout=120)
     assert out.returncode == 2, (out.returncode, out.stderr)
     assert words in out.stderr and f"usage: {program}" in out.stderr, out.stderr
+    assert words in out.stderr.strip().splitlines()[-1], "the reason comes last (nearmetal quotes the last line)"
     assert "Traceback" not in out.stderr and not out.stdout.strip()
 
 

@@ -64,12 +64,12 @@ static void nm_osu_usage(const struct nm_osu_opts *cur, FILE *f)
 
 static int nm_osu_bad_usage(const struct nm_osu_opts *o, const char *msg, int opt, const char *arg)
 {
-    if (o->rank == 0) {
+    if (o->rank == 0) {  /* the reason last: launchers and nearmetal quote the last line */
+        nm_osu_usage(o, stderr);
         if (arg)
             fprintf(stderr, "%s: %s [-%c %s]\n", o->prog, msg, opt, arg);
         else
             fprintf(stderr, "%s: %s [-%c]\n", o->prog, msg, opt);
-        nm_osu_usage(o, stderr);
         fflush(stderr);
     }
     return 2;
@@ -176,17 +176,17 @@ int nm_osu_options(int argc, char **argv, struct nm_osu_opts *o)
     }
     if (optind < argc) {
         if (o->rank == 0) {
-            fprintf(stderr, "%s: unexpected argument '%s'\n", o->prog, argv[optind]);
             nm_osu_usage(o, stderr);
+            fprintf(stderr, "%s: unexpected argument '%s'\n", o->prog, argv[optind]);
             fflush(stderr);
         }
         return 2;
     }
     if (o->max_size > NM_OSU_MAX_MSG_LIMIT || o->min_size > o->max_size) {
         if (o->rank == 0) {
+            nm_osu_usage(o, stderr);
             fprintf(stderr, "%s: invalid message sizes %ld:%ld (need MIN <= MAX <= %ld)\n", o->prog,
                     o->min_size, o->max_size, NM_OSU_MAX_MSG_LIMIT);
-            nm_osu_usage(o, stderr);
             fflush(stderr);
         }
         return 2;
