@@ -195,3 +195,51 @@ def test_resume_refuses_a_changed_study_file(tmp_path):
     path.write_text(path.read_text().replace("repetitions = 1", "repetitions = 2"))
     err = assert_one_line_error(nearmetal("study", str(path), "--db", str(db), "--resume"))
     assert "different study file" in err
+
+
+def test_import_aquaplanet_table3(tmp_path):
+    """Seed 000, Table 3: hybrid 12% -> 102% slower than bare metal, bind within 1-7%."""
+    csv_path = Path(__file__).resolve().parents[1] / "examples" / "aquaplanet_table3.csv"
+    db = tmp_path / "a.db"
+    out = nearmetal("import", str(csv_path), "--study", "aquaplanet", "--baseline", "bare-metal", "--db", str(db),
+                    "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "report.html").exists()
+    out = nearmetal("report", "--db", str(db), "--format", "json", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    analysis = json.loads((tmp_path / "analysis.json").read_text())
+    ratios = {(p["variant"], p["point"]["cores"]): p["comparison"]["ratio"] for p in analysis["points"] if p["comparison"]}
+    assert ratios[("hybrid", 216)] == pytest.approx(1745.50 / 1533.07)
+    assert ratios[("hybrid", 1728)] == pytest.approx(2.016, abs=0.001)
+    assert all(0.98 < ratios[("bind", c)] < 1.07 for c in (216, 384, 432, 576, 864, 1152, 1728))
+    # one run per point: nothing can be said about noise
+    assert {p["comparison"]["verdict"] for p in analysis["points"] if p["comparison"]} == {"inconclusive"}
+
+
+def test_import_summary_rows(tmp_path):
+    csv_path = tmp_path / "s.csv"
+    csv_path.write_text("variant,metric,unit,size,mean,n,std\n"
+                        "native,latency,us,8,1.00,20,0.01\nbind,latency,us,8,1.005,20,0.01\n"
+                        "hybrid,latency,us,8,1.50,20,0.02\n")
+    db = tmp_path / "s.db"
+    out = nearmetal("import", str(csv_path), "--study", "s", "--baseline", "native", "--db", str(db),
+                    "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    nearmetal("report", "--db", str(db), "--format", "json", "--out", str(tmp_path), check=True)
+    pts = {p["variant"]: p for p in json.loads((tmp_path / "analysis.json").read_text())["points"]}
+    assert pts["bind"]["comparison"]["verdict"] == "equivalent"
+    assert pts["hybrid"]["comparison"]["verdict"] == "slower"
+
+
+@pytest.mark.parametrize("content, baseline, expect", [
+    ("metric,value\nx,1\n", "native", "variant"),
+    ("variant,metric,value\nnative,t,abc\n", "native", "line 2"),
+    ("variant,metric,value\nnative,t,1\n", "bare", "baseline variant 'bare'"),
+    ("variant,metric,mean\nnative,t,1\n", "native", "summary rows"),
+])
+def test_import_bad_input(tmp_path, content, baseline, expect):
+    p = tmp_path / "bad.csv"
+    p.write_text(content)
+    err = assert_one_line_error(nearmetal("import", str(p), "--study", "b", "--baseline", baseline,
+                                          "--db", str(tmp_path / "b.db")))
+    assert expect in err
