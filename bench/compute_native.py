@@ -104,10 +104,16 @@ def main():
         med[name] = statistics.median(vals)
         kernel = name.split()[0]
         print(f"{name:30s} {simd.get(kernel, '-'):>7s} {med[name]:10.3f} [{min(vals):9.3f} - {max(vals):9.3f}]")
-    print()
-    print(f"triad / memcpy:                 {med['stream triad GB/s'] / med['memcpy GB/s']:.3f}")
-    print(f"stream portable / optimized:    {med['stream-portable triad GB/s'] / med['stream triad GB/s']:.3f}")
-    print(f"cg portable / optimized:        {med['cg-portable GFLOP/s'] / med['cg GFLOP/s']:.3f}")
+    print(f"\n{'ratio':32s} {'of medians':>10s} {'per-repetition: median [min - max]':>36s}")
+    for label, num, den in (("triad / memcpy", "stream triad GB/s", "memcpy GB/s"),
+                            ("stream portable / optimized", "stream-portable triad GB/s", "stream triad GB/s"),
+                            ("cg portable / optimized", "cg-portable GFLOP/s", "cg GFLOP/s")):
+        by_rep = {}
+        for r in runs:
+            by_rep.setdefault(r["repetition"], {})[r["config"]] = r["value"]
+        paired = [v[num] / v[den] for v in by_rep.values() if num in v and den in v]
+        print(f"{label:32s} {med[num] / med[den]:10.3f} {statistics.median(paired):14.3f} "
+              f"[{min(paired):6.3f} - {max(paired):6.3f}]")
     print(f"\nraw runs: {out / 'compute_native.json'}")
 
 
