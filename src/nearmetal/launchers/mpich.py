@@ -13,8 +13,6 @@ class HydraLauncher(Launcher):
         if req.pmi_port:
             # PMI over a TCP port instead of an inherited fd (runtimes that drop fds).
             argv.append("-pmi-port")
-        if req.threads > 1:
-            req.env.setdefault("OMP_NUM_THREADS", str(req.threads))
         for key, value in req.env.items():
             argv += ["-genv", key, value]
         return argv + req.rank_argv, {}

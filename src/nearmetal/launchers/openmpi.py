@@ -20,7 +20,6 @@ class OpenMpiLauncher(Launcher):
             argv += ["--map-by", f"ppr:{req.ranks_per_node}:node"]
         if req.threads > 1:
             argv += ["--bind-to", "none"]
-            req.env.setdefault("OMP_NUM_THREADS", str(req.threads))
         for key, value in req.env.items():
             argv += ["-x", f"{key}={value}"]
         return argv + req.rank_argv, env

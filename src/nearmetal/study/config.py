@@ -82,10 +82,16 @@ class Matrix(_Strict):
 
 
 class Benchmark(_Strict):
+    """One kernel with its arguments; any matrix dimension may be overridden per benchmark."""
+
     kernel: str
     name: str | None = None
     args: list[str] = []
     metrics: list[str] = []
+    mode: list[Literal["native", "hybrid", "bind"]] | None = None
+    runtime: list[Literal["charliecloud", "bwrap", "podman"]] | None = None
+    mpi: list[Literal["openmpi", "mpich"]] | None = None
+    image: list[str] | None = None
     ranks: list[int] | None = None
     threads: list[int] | None = None
     zips: list[list[str]] | None = None

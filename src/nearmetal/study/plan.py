@@ -62,8 +62,7 @@ def cells(config):
     m = config.matrix
     out = []
     for bench in config.benchmark:
-        dims = {"mode": m.mode, "runtime": m.runtime, "mpi": m.mpi, "image": m.image,
-                "ranks": bench.ranks or m.ranks, "threads": bench.threads or m.threads}
+        dims = {d: getattr(bench, d) or getattr(m, d) for d in ("mode", "runtime", "mpi", "image", "ranks", "threads")}
         zips = bench.zips if bench.zips is not None else m.zips
         seen = set()
         for row in _expand(dims, zips, m.exclude):
