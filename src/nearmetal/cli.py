@@ -82,8 +82,9 @@ def cmd_study(args):
         runner.dry_run(cfg, print)
         return 0
     db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
-    store, study_id, new = runner.prepare(cfg, text, db, args.resume)
     err = Console(stderr=True)
+    store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None,
+                                          say=lambda m: err.print(m, highlight=False))
     counts = store.counts(study_id)
     total = sum(counts.values())
     pending = counts.get("planned", 0)

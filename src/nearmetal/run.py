@@ -30,8 +30,14 @@ class Plan:
         self.argv, self.env_delta, self.notes = argv, env_delta, notes
 
     def environ(self):
+        """The launcher's environment, stamped with the launch time: NM_LAUNCH_NS (CLOCK_REALTIME
+        ns) reaches every rank through the launcher and runtime, so nm-startup can time the
+        whole launch (launcher + container + loader) up to main()."""
+        import time
+
         env = dict(os.environ)
         env.update(self.env_delta)
+        env["NM_LAUNCH_NS"] = str(time.time_ns())
         return env
 
     def describe(self):

@@ -88,6 +88,7 @@ class Benchmark(_Strict):
     name: str | None = None
     args: list[str] = []
     metrics: list[str] = []
+    where: dict[str, str | int | float] = {}
     mode: list[Literal["native", "hybrid", "bind"]] | None = None
     runtime: list[Literal["charliecloud", "bwrap", "podman"]] | None = None
     mpi: list[Literal["openmpi", "mpich"]] | None = None

@@ -124,7 +124,8 @@ class Executor:
                 parsed, err = [], f"{err}\nunparseable output: {e}"
             wanted = set(bench.metrics)
             records = [{"metric": r["metric"], "unit": r["unit"], "value": r["value"], "point": r["params"]}
-                       for r in parsed if not wanted or r["metric"] in wanted]
+                       for r in parsed if (not wanted or r["metric"] in wanted)
+                       and all(str(r["params"].get(k)) == str(v) for k, v in bench.where.items())]
             if not records:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
         ctx = self.context_for(key, req)

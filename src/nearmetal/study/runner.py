@@ -23,10 +23,23 @@ def load(path):
     return config_mod.load(path)
 
 
-def prepare(cfg, text, db_path, resume):
-    """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new)."""
+def prepare(cfg, text, db_path, resume, builtin=False, say=print):
+    """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
+
+    For the built-in quickstart, a database planned from an older quickstart is kept aside
+    (renamed) rather than refused, so the README's first command always works."""
     store = Store(db_path)
     row = store.study(cfg.study.name)
+    if builtin and row is not None and row["config_toml"] != text:
+        store.close()
+        kept = Path(db_path).with_name(f"{Path(db_path).stem}-{row['created'].replace(':', '')}.db")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(db_path) + suffix)
+            if src.exists():
+                src.rename(str(kept) + suffix)
+        say(f"the built-in quickstart changed since {row['created']}: previous results kept in {kept}")
+        store = Store(db_path)
+        row = None
     if row is not None:
         if not resume:
             store.close()
