@@ -11,7 +11,9 @@ Printed per configuration: medians of wall, CPU, idle = wall - CPU, MPI_Init; th
 instantiation overhead: per repetition (idle in the container) - (idle natively in the same
 repetition), median [min-max] over repetitions, in ms and in percent of the native idle
 (seed 001's overhead %); the in-process part (from /proc/self/stat: what ran inside the
-rank's own process before main, e.g. ch-run exec'ing in place) likewise.
+rank's own process before main, e.g. ch-run exec'ing in place) likewise, and the part that
+is nearmetal's own planning (`nearmetal bench --dry-run` time, container minus native, one
+dry run after every measured run).
 
 usage: bench/startup_overhead.py [--repetitions 10] [--mpi mpich,openmpi]
                                  [--runtimes charliecloud,bwrap,podman] [--modes hybrid,bind]
@@ -34,15 +36,35 @@ if not os.path.exists(NEARMETAL):
     NEARMETAL = None
 
 
-def run_once(mpi, mode, runtime, ranks, image):
+def bench_argv(mpi, mode, runtime, ranks, image):
     argv = [NEARMETAL] if NEARMETAL else [sys.executable, "-m", "nearmetal.cli"]
     argv += ["bench", "startup", "--json", "--mpi", mpi, "-n", str(ranks), "--mode", mode]
     if mode != "native":
         argv += ["--runtime", runtime] + (["--image", image] if image else [])
-    launch = time.time_ns()
-    out = subprocess.run(argv + ["--env", f"NM_LAUNCH_NS={launch}"], capture_output=True, text=True, timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"{mpi} {mode} {runtime}: exit {out.returncode}: {out.stderr.strip()[-400:]}")
+    return argv
+
+
+def plan_time(mpi, mode, runtime, ranks, image):
+    """Seconds `nearmetal bench --dry-run` takes: start-up and planning, no launch."""
+    t = time.perf_counter()
+    subprocess.run(bench_argv(mpi, mode, runtime, ranks, image) + ["--dry-run"], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True, timeout=300)
+    return time.perf_counter() - t
+
+
+def run_once(mpi, mode, runtime, ranks, image, tries=3):
+    argv = bench_argv(mpi, mode, runtime, ranks, image)
+    for attempt in range(tries):
+        launch = time.time_ns()
+        out = subprocess.run(argv + ["--env", f"NM_LAUNCH_NS={launch}"], capture_output=True, text=True, timeout=300)
+        if out.returncode == 0:
+            break
+        error = f"{mpi} {mode} {runtime}: exit {out.returncode}: {out.stderr.strip()[-400:]}"
+        if attempt + 1 == tries:
+            raise RuntimeError(error)
+        # a shared machine: the image may be being rebuilt under us; wait and retry
+        print(f"  retrying in 30 s: {error}", file=sys.stderr, flush=True)
+        time.sleep(30)
     recs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     row = {r["metric"]: r["value"] for r in recs if r["params"]["rank"] == "max"}
     sources = {r["params"]["source"] for r in recs if r["metric"] == "wall_to_main"}
@@ -88,6 +110,7 @@ def main():
         rng.shuffle(order)
         for mpi, mode, rt in order:
             r = run_once(mpi, mode, rt, a.ranks, a.image)
+            r["plan"] = plan_time(mpi, mode, rt, a.ranks, a.image)
             runs.append({"repetition": rep, "mpi": mpi, "mode": mode, "runtime": rt, **r})
             print(f"  rep {rep + 1}/{a.repetitions} {mpi:8s} {rt:12s} {mode:7s} wall {r['wall_to_main'] * 1e3:8.1f} ms"
                   f"  cpu {r['cpu_to_main'] * 1e3:6.1f} ms  idle {r['idle'] * 1e3:8.1f} ms", file=sys.stderr, flush=True)
@@ -99,7 +122,7 @@ def main():
           f"per run the max over ranks; ms, median [min .. max]")
     print(f"{'MPI':8s} {'runtime':12s} {'mode':7s} {'wall to main':>12s} {'CPU':>6s} {'idle=wall-CPU':>13s} "
           f"{'MPI_Init':>8s}   {'instantiation overhead (idle - native idle)':>44s} {'%':>6s}   "
-          f"{'of it in-process':>32s}")
+          f"{'of it in-process':>32s}   {'of it nearmetal planning':>32s}")
     for mpi in a.mpi.split(","):
         native = {r["repetition"]: r for r in runs if r["mpi"] == mpi and r["mode"] == "native"}
         native_idle = statistics.median(r["idle"] for r in native.values())
@@ -111,8 +134,9 @@ def main():
             if mode != "native":
                 diff = [r["idle"] - native[r["repetition"]]["idle"] for r in sel]
                 pdiff = [r["proc_idle"] - native[r["repetition"]]["proc_idle"] for r in sel]
+                plan = [r["plan"] - native[r["repetition"]]["plan"] for r in sel]
                 pct = 100.0 * statistics.median(diff) / native_idle if native_idle > 0 else float("nan")
-                line += f"   {fmt(diff, width=10):>44s} {pct:6.0f}   {fmt(pdiff):>32s}"
+                line += f"   {fmt(diff, width=10):>44s} {pct:6.0f}   {fmt(pdiff):>32s}   {fmt(plan):>32s}"
             print(line)
     print(f"\nraw runs: {out / 'startup_overhead.json'}")
 
