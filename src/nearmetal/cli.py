@@ -62,8 +62,8 @@ def cmd_bench(args):
     if err.strip():
         sys.stderr.write(err)
     if rc != 0:
-        raise NearmetalError(f"kernel '{spec.name}' failed with exit status {rc}" +
-                             (f": {err.strip().splitlines()[-1]}" if err.strip() else ""))
+        reason = _kernel_reason(err, spec.program)
+        raise NearmetalError(f"kernel '{spec.name}' failed with exit status {rc}" + (f": {reason}" if reason else ""))
     if not records:
         raise NearmetalError(f"kernel '{spec.name}' printed no results")
     return 0
@@ -139,6 +139,13 @@ def _report(store, study_name, out_dir, fmt, failed):
     path = write_report(analysis, out_dir, fmt)
     console.print(f"report: {path}", highlight=False)
     return 0
+
+
+def _kernel_reason(stderr, program):
+    """The kernel's own last word from stderr, skipping launcher banners (Open MPI's '-----')."""
+    lines = [l.strip() for l in stderr.splitlines() if l.strip() and set(l.strip()) != {"-"}]
+    own = [l for l in lines if program in l.split(":")[0]]
+    return (own or lines or [""])[-1]
 
 
 def cmd_doctor(args):
