@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Container instantiation overhead, as in seed 001 section 9:
     overhead = wall - CPU;  instantiation overhead = (wall - CPU)container - (wall - CPU)native
-measured with `nearmetal bench startup` (nm-startup): wall from NM_LAUNCH_NS (taken here,
-just before each run, and passed with --env so it reaches every rank) to main(), CPU of the
-rank process at main(). Natively and in each runtime x mode, for each MPI, N interleaved
-repetitions (every configuration once per repetition, in a shuffled order). Per run the
-job's figure is the max over ranks (the slowest rank gates the job).
+measured with `nearmetal bench startup` (nm-startup): wall from a launch timestamp to
+main(), CPU of the rank process at main(). Natively and in each runtime x mode, for each
+MPI, N interleaved repetitions (every configuration once per repetition, in a shuffled
+order). Per run the job's figure is the max over ranks (the slowest rank gates the job).
 
-Printed per configuration: medians of wall, CPU, idle = wall - CPU, MPI_Init; then the
-instantiation overhead: per repetition (idle in the container) - (idle natively in the same
-repetition), median [min-max] over repetitions, in ms and in percent of the native idle
-(seed 001's overhead %); the in-process part (from /proc/self/stat: what ran inside the
-rank's own process before main, e.g. ch-run exec'ing in place) likewise, and the part that
-is nearmetal's own planning (`nearmetal bench --dry-run` time, container minus native, one
-dry run after every measured run).
+Each configuration runs twice per repetition:
+  total   NM_LAUNCH_NS taken here just before starting `nearmetal` and passed with --env
+          (it reaches every rank): nearmetal's start-up and planning (image resolution, bind
+          staging, ELF checks) + launcher + runtime + loader;
+  launch  no --env: the stamp nearmetal itself puts on the launcher when it starts it:
+          launcher + runtime + loader only.
+Printed per configuration: medians of wall, CPU, idle = wall - CPU and MPI_Init (total
+runs); then the instantiation overhead: per repetition (idle in the container) - (idle
+natively in the same repetition), median [min .. max] over repetitions, in ms and in percent
+of the native idle (seed 001's overhead %), for total and launch; and the in-process part
+(from /proc/self/stat: what ran inside the rank's own process before main, e.g. ch-run
+setting up the container and exec'ing in place).
 
 usage: bench/startup_overhead.py [--repetitions 10] [--mpi mpich,openmpi]
                                  [--runtimes charliecloud,bwrap,podman] [--modes hybrid,bind]
@@ -44,19 +48,13 @@ def bench_argv(mpi, mode, runtime, ranks, image):
     return argv
 
 
-def plan_time(mpi, mode, runtime, ranks, image):
-    """Seconds `nearmetal bench --dry-run` takes: start-up and planning, no launch."""
-    t = time.perf_counter()
-    subprocess.run(bench_argv(mpi, mode, runtime, ranks, image) + ["--dry-run"], stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=True, timeout=300)
-    return time.perf_counter() - t
-
-
-def run_once(mpi, mode, runtime, ranks, image, tries=3):
+def run_once(mpi, mode, runtime, ranks, image, own_stamp, tries=3):
+    """The max-over-ranks row of one run (+ proc_idle), with our NM_LAUNCH_NS or nearmetal's."""
     argv = bench_argv(mpi, mode, runtime, ranks, image)
     for attempt in range(tries):
         launch = time.time_ns()
-        out = subprocess.run(argv + ["--env", f"NM_LAUNCH_NS={launch}"], capture_output=True, text=True, timeout=300)
+        out = subprocess.run(argv + (["--env", f"NM_LAUNCH_NS={launch}"] if own_stamp else []),
+                             capture_output=True, text=True, timeout=300)
         if out.returncode == 0:
             break
         error = f"{mpi} {mode} {runtime}: exit {out.returncode}: {out.stderr.strip()[-400:]}"
@@ -69,7 +67,10 @@ def run_once(mpi, mode, runtime, ranks, image, tries=3):
     row = {r["metric"]: r["value"] for r in recs if r["params"]["rank"] == "max"}
     sources = {r["params"]["source"] for r in recs if r["metric"] == "wall_to_main"}
     if sources != {"launch_env"}:
-        raise RuntimeError(f"{mpi} {mode} {runtime}: NM_LAUNCH_NS did not reach every rank (sources {sources})")
+        who = "--env NM_LAUNCH_NS" if own_stamp else "nearmetal's own NM_LAUNCH_NS stamp"
+        raise RuntimeError(f"{mpi} {mode} {runtime}: {who} did not reach every rank (sources {sources})")
+    if own_stamp and row["wall_to_main"] * 1e9 > time.time_ns() - launch:
+        raise RuntimeError(f"{mpi} {mode} {runtime}: wall to main exceeds the time the whole run took")
     # in-process part: the rank's own age at main() minus its CPU, max over ranks
     per_rank = {}
     for r in recs:
@@ -103,40 +104,46 @@ def main():
         configs += [(mpi, mode, rt) for rt in a.runtimes.split(",") for mode in a.modes.split(",")]
     # one warm-up run per configuration (host kernel build, image resolution, bind staging, caches)
     for mpi, mode, rt in configs:
-        run_once(mpi, mode, rt, a.ranks, a.image)
+        run_once(mpi, mode, rt, a.ranks, a.image, own_stamp=True)
     runs = []
     for rep in range(a.repetitions):
-        order = configs[:]
+        order = [(c, own) for c in configs for own in (True, False)]
         rng.shuffle(order)
-        for mpi, mode, rt in order:
-            r = run_once(mpi, mode, rt, a.ranks, a.image)
-            r["plan"] = plan_time(mpi, mode, rt, a.ranks, a.image)
-            runs.append({"repetition": rep, "mpi": mpi, "mode": mode, "runtime": rt, **r})
-            print(f"  rep {rep + 1}/{a.repetitions} {mpi:8s} {rt:12s} {mode:7s} wall {r['wall_to_main'] * 1e3:8.1f} ms"
-                  f"  cpu {r['cpu_to_main'] * 1e3:6.1f} ms  idle {r['idle'] * 1e3:8.1f} ms", file=sys.stderr, flush=True)
+        rows = {}
+        for (mpi, mode, rt), own in order:
+            rows[mpi, mode, rt, own] = run_once(mpi, mode, rt, a.ranks, a.image, own_stamp=own)
+        for mpi, mode, rt in configs:
+            total, launch = rows[mpi, mode, rt, True], rows[mpi, mode, rt, False]
+            runs.append({"repetition": rep, "mpi": mpi, "mode": mode, "runtime": rt, "total": total, "launch": launch})
+            print(f"  rep {rep + 1}/{a.repetitions} {mpi:8s} {rt:12s} {mode:7s} wall {total['wall_to_main'] * 1e3:8.1f} ms"
+                  f"  cpu {total['cpu_to_main'] * 1e3:6.1f} ms  idle {total['idle'] * 1e3:8.1f} ms"
+                  f"  (from the launcher: idle {launch['idle'] * 1e3:8.1f} ms)", file=sys.stderr, flush=True)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "startup_overhead.json").write_text(json.dumps({"seed": seed, "ranks": a.ranks, "runs": runs}, indent=1))
 
-    print(f"\nnm-startup, {a.ranks} ranks, {a.repetitions} interleaved repetitions (seed {seed}); "
-          f"per run the max over ranks; ms, median [min .. max]")
-    print(f"{'MPI':8s} {'runtime':12s} {'mode':7s} {'wall to main':>12s} {'CPU':>6s} {'idle=wall-CPU':>13s} "
-          f"{'MPI_Init':>8s}   {'instantiation overhead (idle - native idle)':>44s} {'%':>6s}   "
-          f"{'of it in-process':>32s}   {'of it nearmetal planning':>32s}")
+    print(f"\nnm-startup, {a.ranks} ranks, {a.repetitions} interleaved repetitions (seed {seed}); per run the max "
+          f"over ranks; ms, median [min .. max]")
+    print("instantiation overhead = idle - native idle (same repetition); total: from before `nearmetal` starts; "
+          "launch: from nearmetal starting the launcher; in-process: /proc/self/stat age - CPU (total runs)")
+    print(f"{'MPI':8s} {'runtime':12s} {'mode':7s} {'wall':>7s} {'CPU':>5s} {'idle':>7s} {'MPI_Init':>8s}   "
+          f"{'overhead total':>32s} {'%':>5s}   {'overhead launch':>32s} {'%':>5s}   {'in-process':>27s}")
     for mpi in a.mpi.split(","):
         native = {r["repetition"]: r for r in runs if r["mpi"] == mpi and r["mode"] == "native"}
-        native_idle = statistics.median(r["idle"] for r in native.values())
+        base = {k: statistics.median(r[k]["idle"] for r in native.values()) for k in ("total", "launch")}
         for m, mode, rt in [c for c in configs if c[0] == mpi]:
             sel = [r for r in runs if r["mpi"] == mpi and r["mode"] == mode and r["runtime"] == rt]
-            med = {k: statistics.median(r[k] for r in sel) * 1e3 for k in ("wall_to_main", "cpu_to_main", "idle", "mpi_init")}
-            line = (f"{mpi:8s} {rt:12s} {mode:7s} {med['wall_to_main']:12.1f} {med['cpu_to_main']:6.1f} "
-                    f"{med['idle']:13.1f} {med['mpi_init']:8.1f}")
+            med = {k: statistics.median(r["total"][k] for r in sel) * 1e3
+                   for k in ("wall_to_main", "cpu_to_main", "idle", "mpi_init")}
+            line = (f"{mpi:8s} {rt:12s} {mode:7s} {med['wall_to_main']:7.1f} {med['cpu_to_main']:5.1f} "
+                    f"{med['idle']:7.1f} {med['mpi_init']:8.1f}")
             if mode != "native":
-                diff = [r["idle"] - native[r["repetition"]]["idle"] for r in sel]
-                pdiff = [r["proc_idle"] - native[r["repetition"]]["proc_idle"] for r in sel]
-                plan = [r["plan"] - native[r["repetition"]]["plan"] for r in sel]
-                pct = 100.0 * statistics.median(diff) / native_idle if native_idle > 0 else float("nan")
-                line += f"   {fmt(diff, width=10):>44s} {pct:6.0f}   {fmt(pdiff):>32s}   {fmt(plan):>32s}"
+                for k in ("total", "launch"):
+                    diff = [r[k]["idle"] - native[r["repetition"]][k]["idle"] for r in sel]
+                    pct = 100.0 * statistics.median(diff) / base[k] if base[k] > 0 else float("nan")
+                    line += f"   {fmt(diff, width=7):>32s} {pct:5.0f}"
+                pdiff = [r["total"]["proc_idle"] - native[r["repetition"]]["total"]["proc_idle"] for r in sel]
+                line += f"   {fmt(pdiff, width=5):>27s}"
             print(line)
     print(f"\nraw runs: {out / 'startup_overhead.json'}")
 

@@ -4,9 +4,11 @@
  * Seed 001 (section 9): overhead = wallclock - CPU; the container instantiation overhead is
  * (wall - CPU)container - (wall - CPU)native. Here, at the first statement of main():
  *   wall_to_main_s  time from the launch timestamp to main(). Source, in this order:
- *                   launch_env: NM_LAUNCH_NS, CLOCK_REALTIME nanoseconds the caller took just
- *                               before launching (covers nearmetal, the MPI launcher, the
- *                               container runtime and its helper processes, the loader);
+ *                   launch_env: NM_LAUNCH_NS (if not empty), CLOCK_REALTIME nanoseconds taken
+ *                               just before launching (nearmetal stamps it when it starts
+ *                               the launcher; --env NM_LAUNCH_NS=... overrides); covers the
+ *                               MPI launcher, the container runtime and its helper
+ *                               processes, the loader;
  *                   proc_stat:  /proc/self/stat field 22 (starttime: clock ticks since boot,
  *                               when this process was forked) vs CLOCK_BOOTTIME (covers what
  *                               ran in this process before main: a runtime that execs the

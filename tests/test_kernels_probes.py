@@ -1,9 +1,10 @@
 """nm-startup and nm-metadata: real MPI ranks, natively and in containers (hybrid and bind).
 
 nm-startup: with NM_LAUNCH_NS (given with --env, so it must reach every rank, also inside
-the container) the wall time is measured from that timestamp (source=launch_env) and must
-lie between 0 and the time the whole command took; without it, from the process start in
-/proc/self/stat (source=proc_stat). Nonsense timestamps are refused.
+the container, and win over the stamp nearmetal itself puts on the launcher) the wall time
+is measured from that timestamp (source=launch_env) and must lie between 0 and the time the
+whole command took; with an empty NM_LAUNCH_NS, from the process start in /proc/self/stat
+(source=proc_stat). Nonsense timestamps are refused.
 nm-metadata: the counts are those asked for; a changed file, a library that is not its own
 object, NM_CORRUPT=1 and -C all fail verification; a missing tree is a clear exit-2 error.
 Timings are never asserted (2 shared cores), only their consistency.
@@ -57,8 +58,9 @@ def _container(mode, image):
 
 # ---------------------------------------------------------------- nm-startup
 
-def _startup_with_launch_ns(*args, ranks=2):
-    launch = time.time_ns()
+def _startup_with_launch_ns(*args, ranks=2, back=0.0):
+    """nm-startup with NM_LAUNCH_NS = now - back seconds; also returns the elapsed time from it."""
+    launch = time.time_ns() - int(back * 1e9)
     out = _bench("startup", *args, "--env", f"NM_LAUNCH_NS={launch}", ranks=ranks)
     elapsed = (time.time_ns() - launch) * 1e-9
     return _records(out), elapsed
@@ -99,8 +101,27 @@ def test_startup_native_launch_env(family):
 
 def test_startup_native_proc_stat_one_rank():
     start = time.time()
-    recs = _records(_bench("startup", "--mpi", "mpich", ranks=1))
+    recs = _records(_bench("startup", "--mpi", "mpich", "--env", "NM_LAUNCH_NS=", ranks=1))
     _check_startup(recs, 1, "proc_stat", time.time() - start)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_startup_native_nearmetal_stamp(family):
+    """Without --env, nearmetal stamps NM_LAUNCH_NS itself when it starts the launcher."""
+    start = time.time()
+    recs = _records(_bench("startup", "--mpi", family))
+    _check_startup(recs, 2, "launch_env", time.time() - start)
+
+
+@pytest.mark.parametrize("mode", ["native", "hybrid", "bind"])
+def test_startup_given_launch_ns_wins(mode, request):
+    """A timestamp 30 s back must show as a wall of at least 30 s: the rank used the value
+    given with --env, not nearmetal's own stamp."""
+    args = _container(mode, request.getfixturevalue("default_image")) if mode != "native" else ()
+    recs, elapsed = _startup_with_launch_ns("--mpi", "mpich", *args, back=30.0)
+    _check_startup(recs, 2, "launch_env", elapsed)
+    assert all(r["value"] >= 30.0 for r in recs if r["metric"] in ("wall_to_main", "idle", "to_after_init"))
+    assert all(r["value"] < 30.0 for r in recs if r["metric"] == "proc_wall_to_main")
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "bind"])
@@ -113,7 +134,7 @@ def test_startup_container_launch_env(family, mode, default_image):
 
 def test_startup_container_proc_stat(default_image):
     start = time.time()
-    recs = _records(_bench("startup", "--mpi", "mpich", *_container("hybrid", default_image)))
+    recs = _records(_bench("startup", "--mpi", "mpich", *_container("hybrid", default_image), "--env", "NM_LAUNCH_NS="))
     _check_startup(recs, 2, "proc_stat", time.time() - start)
 
 
