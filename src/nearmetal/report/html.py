@@ -1,0 +1,384 @@
+"""The HTML report: one self-contained file (inline CSS, inline SVG figures, no scripts,
+no fonts, nothing fetched) rendered from templates/report.html with jinja2.
+
+Sections (each omitted when the study has nothing for it): verdict summary, size sweeps,
+overhead per point, scaling, all-pairs matrices, dispersion, compute vs communication,
+full table, failures, environment, study file. docs/reports.md explains how to read them.
+"""
+
+import json
+import multiprocessing as mp
+import os
+import threading
+from collections import OrderedDict
+from importlib import resources
+from pathlib import Path
+
+from . import common as C
+from . import plots as P
+
+MAX_FAILURE_ROWS = 200
+FIGURE_FAILED = "This figure could not be drawn"
+
+
+def _template():
+    import jinja2
+
+    text = resources.files(__package__).joinpath("templates/report.html").read_text(encoding="utf-8")
+    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(text)
+
+
+def _by_benchmark(points):
+    out = OrderedDict()
+    for p in points:
+        out.setdefault(p.get("benchmark"), OrderedDict()).setdefault(p.get("metric"), []).append(p)
+    return out
+
+
+def _is_pairs(entries):
+    return C.kernel_base(entries[0].get("kernel")) == "pairs" or any(
+        "src" in (p.get("point") or {}) and "dst" in (p.get("point") or {}) for p in entries[:50])
+
+
+def _flatten(d, prefix=""):
+    out = OrderedDict()
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        elif isinstance(v, (list, tuple)):
+            out[f"{prefix}{k}"] = ", ".join(map(str, v))
+        else:
+            out[f"{prefix}{k}"] = "" if v is None else str(v)
+    return out
+
+
+def _env_row(e):
+    """One environment (context) as display columns: the documented fields condensed
+    (cpu, mpi, runtime, image in one cell each), anything else flattened with dots."""
+    e = dict(e or {})
+    out = OrderedDict()
+    for k in ("host", "kernel", "machine"):
+        if k in e:
+            out[k] = "" if e[k] is None else str(e.pop(k))
+    cpu = e.pop("cpu", None)
+    if isinstance(cpu, dict):
+        bits = [str(cpu.get("model") or "")]
+        if cpu.get("cores") is not None:
+            bits.append(f"{cpu['cores']} cores")
+        if cpu.get("simd"):
+            bits.append(str(cpu["simd"]))
+        rest = {k: v for k, v in cpu.items() if k not in ("model", "cores", "simd")}
+        def show(v):
+            return " ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+        out["cpu"] = ", ".join(b for b in bits if b) + ("; " + "; ".join(f"{k}: {show(v)}" for k, v in rest.items())
+                                                       if rest else "")
+    elif cpu is not None:
+        out["cpu"] = str(cpu)
+    if "nearmetal_version" in e:
+        out["nearmetal"] = str(e.pop("nearmetal_version") or "")
+    mpi = e.pop("mpi", None)
+    if isinstance(mpi, dict):
+        out["mpi"] = "; ".join(
+            f"{fam} {(d or {}).get('version') or ''} ({(d or {}).get('library') or '?'})".replace(" (?)", "")
+            if isinstance(d, dict) else f"{fam} {d}" for fam, d in mpi.items())
+    elif mpi is not None:
+        out["mpi"] = str(mpi)
+    if "mode" in e:
+        out["mode"] = str(e.pop("mode") or "")
+    rt = e.pop("runtime", None)
+    out["runtime"] = (f"{rt.get('name') or ''} {rt.get('version') or ''}".strip() if isinstance(rt, dict)
+                      else ("" if rt is None else str(rt)))
+    img = e.pop("image", None)
+    if isinstance(img, dict):
+        dig = str(img.get("digest") or "")
+        short = dig.split(":", 1)[-1][:12] if dig else ""
+        bits = [str(img.get("name") or ""), str(img.get("distro") or ""), short]
+        out["image"] = " · ".join(b for b in bits if b)
+    else:
+        out["image"] = "" if img is None else str(img)
+    out.update(_flatten(e))
+    return out
+
+
+def _grid(analysis, groups, vorder):
+    """Verdict overview: one row per benchmark·metric, one column per compared variant."""
+    cols = []
+    for p in analysis.get("points") or []:
+        if C.comparison(p) and p.get("variant") not in cols:
+            cols.append(p.get("variant"))
+    cols.sort(key=lambda v: vorder.get(v, 1e9))
+    rows = []
+    for (bench, metric), entries in groups.items():
+        cells = {v: {v2: 0 for v2 in C.VERDICTS} | {"worst": None, "best": None} for v in cols}
+        for p in entries:
+            c = C.comparison(p)
+            if not c or p.get("variant") not in cells:
+                continue
+            cell = cells[p["variant"]]
+            verdict = C.verdict_of(p)
+            cell[verdict] += 1
+            oh = c.get("overhead_pct")
+            if C.is_num(oh):
+                if verdict == "slower" and (cell["worst"] is None or oh > cell["worst"]):
+                    cell["worst"] = oh
+                if verdict == "faster" and (cell["best"] is None or oh < cell["best"]):
+                    cell["best"] = oh
+        out_cells = []
+        for v in cols:
+            cell = cells[v]
+            n = sum(cell[x] for x in C.VERDICTS)
+            if not n:
+                out_cells.append({"cls": "na", "text": "—", "title": "not compared"})
+                continue
+            bits = [f"{cell['equivalent']}/{n} ≈"]
+            if cell["slower"]:
+                bits.append(f"{cell['slower']} slower ({C.fmt_pct(cell['worst'], digits=0)})")
+            if cell["faster"]:
+                bits.append(f"{cell['faster']} faster ({C.fmt_pct(cell['best'], digits=0)})")
+            if cell["inconclusive"]:
+                bits.append(f"{cell['inconclusive']} ?")
+            cls = ("slower" if cell["slower"] else "faster" if cell["faster"] else
+                   "equivalent" if cell["equivalent"] == n else "inconclusive")
+            title = ", ".join(f"{x} {cell[x]}" for x in C.VERDICTS if cell[x])
+            out_cells.append({"cls": cls, "text": " · ".join(bits), "title": title})
+        rows.append({"bench": bench, "metric": metric, "anchor": _anchor(bench, metric), "cells": out_cells})
+    return cols, rows
+
+
+def _anchor(bench, metric):
+    return "t-" + "".join(ch if ch.isalnum() else "-" for ch in f"{bench}-{metric}")
+
+
+def _full_tables(groups, analysis):
+    noise_index = C.noise_by_row(analysis.get("points") or [])
+    vorder = C.variant_order(analysis)
+    bases = C.baseline_ids(analysis)
+    tables = []
+    for (bench, metric), entries in groups.items():
+        order = {k: i for i, k in enumerate(C.ordered_row_keys(entries))}
+        rows = []
+        prev = None
+        for p in sorted(entries, key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9))):
+            s = p.get("stats") or {}
+            c = C.comparison(p)
+            k = C.row_key(p)
+            verdict = C.verdict_of(p) or ("baseline" if p.get("variant") in bases else "")
+            pv = c.get("p_value") if c else None
+            outl = s.get("outliers")
+            rows.append({
+                "first": k != prev,
+                "point": C.point_label(p.get("point")),
+                "pl": C.fmt_placement(p.get("ranks"), p.get("threads")),
+                "variant": p.get("variant"),
+                "n": s.get("n", len(p.get("values") or [])),
+                "median": C.fmt_num(C.median_of(p)),
+                "spread": f"{C.fmt_num(s.get('p5'))}–{C.fmt_num(s.get('p95'))}" if C.is_num(s.get("p5")) else "—",
+                "ratio": C.fmt_ratio(c),
+                "overhead": C.fmt_pct(c.get("overhead_pct")) if c else "—",
+                "verdict": verdict,
+                "p": f"{pv:.2g}" if C.is_num(pv) else "—",
+                "noise": C.row_noise(p, noise_index),
+                "outliers": len(outl) if isinstance(outl, (list, tuple)) else ("—" if outl is None else outl),
+            })
+            prev = k
+        first = entries[0]
+        tables.append({"bench": bench, "metric": metric, "anchor": _anchor(bench, metric),
+                       "unit": first.get("unit") or "", "kernel": first.get("kernel"),
+                       "better": "higher is better" if first.get("higher_is_better") else "lower is better",
+                       "rows": rows, "npoints": len(order)})
+    return tables
+
+
+_JOBS = None
+
+
+def _draw_one(i):
+    """One figure job -> (id, title, svg, caption) or None. A figure that fails (data no
+    plot function expected) becomes a visible note instead of costing the whole report."""
+    _section, name, args = _JOBS[i]
+    try:
+        f = getattr(P, name)(*args)
+    except Exception as e:  # noqa: BLE001 - reported in the page
+        fid, what = args[0], args[1] if len(args) > 2 and isinstance(args[1], str) else name
+        return (fid, f"{what}: figure not drawn", "", f"{FIGURE_FAILED}: {type(e).__name__}: {e}")
+    return None if f is None else (f.id, f.title, f.svg, f.caption)
+
+
+# relative cost of a figure kind: the expensive ones start first, so workers end together
+_COST = {"pairs_heatmaps": 0, "size_sweep": 1, "dispersion": 2, "scaling": 3, "overhead_bars": 4, "phases_bars": 5}
+
+
+class _Drawing:
+    """Figures being drawn: .get() -> [Fig or None] in job order."""
+
+    def __init__(self, jobs, workers):
+        global _JOBS
+        self.jobs, self.pool, self.async_result, self.raw = jobs, None, None, None
+        order = sorted(range(len(jobs)), key=lambda i: (_COST.get(jobs[i][1], 9), i))
+        self.order = order
+        if workers > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
+            _JOBS = jobs  # inherited by the forked workers
+            try:
+                self.pool = mp.get_context("fork").Pool(workers)
+                self.async_result = self.pool.map_async(_draw_one, order, chunksize=1)
+            except (OSError, mp.ProcessError):
+                self._close()
+            finally:
+                _JOBS = None
+
+    def close(self):
+        self._close()
+
+    def _close(self):
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+            self.pool = self.async_result = None
+
+    def get(self):
+        global _JOBS
+        if self.raw is None:
+            raw = None
+            if self.async_result is not None:
+                try:
+                    raw = self.async_result.get()
+                except (OSError, mp.ProcessError):
+                    raw = None
+                finally:
+                    self._close()
+            if raw is None:
+                _JOBS = self.jobs
+                try:
+                    raw = [_draw_one(i) for i in self.order]
+                finally:
+                    _JOBS = None
+            by_job = dict(zip(self.order, raw))
+            self.raw = [by_job[i] for i in range(len(self.jobs))]
+        return [None if r is None else P.Fig(*r) for r in self.raw]
+
+
+def draw(jobs, workers=None):
+    """Start drawing figure jobs [(section, plots function name, args)]; returns an object
+    whose .get() gives [Fig or None] in job order. With several CPUs the figures are drawn
+    in forked worker processes while the caller goes on (they inherit the imported
+    matplotlib and the data; only SVG text travels back); serially, at .get(), where fork
+    is unavailable, the process has threads, NEARMETAL_REPORT_JOBS=1, or no pool starts."""
+    if not jobs:
+        return _Drawing([], 1)
+    P._matplotlib()  # import once, before any fork
+    if workers is None:
+        env = os.environ.get("NEARMETAL_REPORT_JOBS", "")
+        if env.isdigit() and int(env) > 0:
+            workers = int(env)
+        else:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            workers = min(cpus, 8)
+    return _Drawing(jobs, min(workers, len(jobs)))
+
+
+def build_context(analysis):
+    """Everything the template shows, figures included (SVG strings)."""
+    study = analysis.get("study") or {}
+    points = analysis.get("points") or []
+    groups = C.group_points(points)
+    bybench = _by_benchmark(points)
+    style = P.Style(analysis)
+    vorder = style.order
+    counter = iter(range(1, 1_000_000))
+
+    def fid():
+        return f"f{next(counter)}"
+
+    jobs = []  # (section, function name, args): drawn below, serially or in forked workers
+    headline = []
+    for bench, metrics in bybench.items():
+        all_entries = [p for es in metrics.values() for p in es]
+        if _is_pairs(all_entries):
+            for metric, entries in metrics.items():
+                jobs.append(("pairs", "pairs_heatmaps", (fid(), bench, metric, entries, style)))
+        else:
+            rest = OrderedDict()
+            for metric, entries in metrics.items():
+                if C.is_size_swept(entries):  # the lower panel holds the overhead bars per size
+                    jobs.append(("sweeps", "size_sweep", (fid(), bench, metric, entries, style)))
+                else:
+                    rest[metric] = entries
+            if rest:
+                jobs.append(("overhead", "overhead_bars", (fid(), bench, rest, style)))
+        head = C.headline_metric(list(metrics))
+        if head is not None:
+            if not _is_pairs(all_entries) and (len(C.placements(metrics[head])) > 1 or C.scale_param(metrics[head])):
+                jobs.append(("scaling", "scaling", (fid(), bench, head, metrics[head], style)))
+            entries = metrics[head]
+            hp = C.headline_point(entries)
+            pl = max(C.placements(entries), key=lambda x: ((x[0] or 0) * (x[1] or 0), x))
+            rows = [p for p in entries
+                    if C.point_json(p.get("point")) == hp and (p.get("ranks"), p.get("threads")) == pl]
+            if rows:
+                pt = C.point_label(json.loads(hp))
+                where = C.fmt_placement(*pl)
+                title = f"{bench} · {head}" + (f" @ {pt}" if pt != "—" else "") + (f" ({where})" if where != "—" else "")
+                headline.append((title, rows[0].get("unit") or "", rows))
+        if C.kernel_base(all_entries[0].get("kernel")) == "phases" or any(
+                "phase" in (p.get("point") or {}) for p in all_entries[:50]):
+            jobs.append(("phases", "phases_bars", (fid(), bench, all_entries, style)))
+    if headline:
+        jobs.append(("dispersion", "dispersion", (fid(), headline, style)))
+    drawing = draw(jobs)  # in worker processes where possible, while the tables are built here
+    try:
+        summaries = C.variant_summaries(analysis)
+        grid_cols, grid_rows = _grid(analysis, groups, vorder)
+        fail_head, _ = C.failures_summary(analysis)
+        failures = (analysis.get("runs") or {}).get("failures") or []
+        flat_env = [_env_row(e) for e in analysis.get("environment") or []]
+        env_cols = []
+        for e in flat_env:
+            for k in e:
+                if k not in env_cols:
+                    env_cols.append(k)
+        tables = _full_tables(groups, analysis)
+        figs = {k: [] for k in ("sweeps", "overhead", "scaling", "pairs", "phases", "dispersion")}
+        for (section, _, _), f in zip(jobs, drawing.get()):
+            if f is not None:
+                figs[section].append(f)
+    finally:
+        drawing.close()
+    margin = study.get("margin")
+    return {
+        "study": study,
+        "title": f"nearmetal report: {study.get('name', 'study')}",
+        "margin_txt": f"±{margin * 100:g}%" if C.is_num(margin) else "?",
+        "baseline_txt": json.dumps(study.get("baseline")) if study.get("baseline") is not None else "",
+        "variants": sorted(analysis.get("variants") or [], key=lambda v: vorder.get(v.get("id"), 1e9)),
+        "labels": style.labels,
+        "dropped": style.dropped,
+        "colors": style.color,
+        "summaries": summaries,
+        "verdicts": C.VERDICTS,
+        "grid_cols": grid_cols,
+        "grid_rows": grid_rows,
+        "sweeps": figs["sweeps"],
+        "overhead": figs["overhead"],
+        "scaling": figs["scaling"],
+        "pairs": figs["pairs"],
+        "dispersion": figs["dispersion"][0] if figs["dispersion"] else None,
+        "phases": figs["phases"],
+        "tables": tables,
+        "npoints": len(points),
+        "runs": analysis.get("runs") or {},
+        "fail_head": fail_head,
+        "failures": failures[:MAX_FAILURE_ROWS],
+        "failures_more": max(0, len(failures) - MAX_FAILURE_ROWS),
+        "env_cols": env_cols,
+        "env_rows": [[e.get(k, "") for k in env_cols] for e in flat_env],
+    }
+
+
+def render_html(analysis, path):
+    """Write the HTML report of an analysis dict (docs/analysis.md) to path; returns path."""
+    ctx = build_context(analysis)
+    text = _template().render(**ctx)
+    Path(path).write_text(text, encoding="utf-8")
+    return path

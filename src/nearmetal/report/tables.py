@@ -1,0 +1,204 @@
+"""Tabular reports: GitHub markdown (for papers and issues), CSV (one row per point x
+variant, every statistic flattened) and JSON (the analysis dict itself)."""
+
+import csv
+import json
+import math
+
+from . import common as C
+
+FIXED_COLUMNS = ("benchmark", "kernel", "metric", "unit", "higher_is_better", "ranks", "threads", "variant",
+                 "baseline", "variant.mode", "variant.runtime", "variant.mpi", "variant.image")
+STATS_ORDER = ("n", "min", "max", "median", "mean", "std", "sem", "p5", "p95", "mad", "cv", "outliers")
+COMPARISON_ORDER = ("verdict", "ratio", "ci_low", "ci_high", "overhead_pct", "p_value", "test", "paired", "margin",
+                    "n_baseline", "n_variant", "n_pairs")
+
+
+# ---------------------------------------------------------------------- markdown
+
+def _md(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(analysis):
+    """The report as GitHub-flavoured markdown: study, verdicts in words, failures, then one
+    section per benchmark with one full table per metric (every point x variant)."""
+    study = analysis.get("study") or {}
+    points = analysis.get("points") or []
+    out = [f"# nearmetal report: {_md(study.get('name', '?'))}", ""]
+    if study.get("description"):
+        out += [_md(study["description"]), ""]
+    facts = []
+    for key, label in (("created", "created"), ("seed", "seed"), ("nearmetal_version", "nearmetal")):
+        if study.get(key) is not None:
+            facts.append(f"{label} {study[key]}")
+    if C.is_num(study.get("margin")):
+        facts.append(f"equivalence margin ±{study['margin'] * 100:g}%")
+    if facts:
+        out += ["; ".join(facts) + ".", ""]
+    out += ["Ratio = variant median / baseline median, with its 95% confidence interval; overhead > 0 means "
+            "the variant is slower than its baseline; noise = the baseline's relative CI half-width of the "
+            "median (or its coefficient of variation).", ""]
+    out += ["## Summary", ""]
+    for s in C.variant_summaries(analysis):
+        out.append(f"- {_md(s['text'])}")
+    head, first = C.failures_summary(analysis)
+    out += ["", head, ""]
+    if first:
+        out += [f"First failure: `{_md(first.get('run_key'))}` ({first.get('status')}, exit status "
+                f"{first.get('exit_status')}):", "", "```", C.tail_lines(first.get("stderr_tail"), 10), "```", ""]
+
+    noise_index = C.noise_by_row(points)
+    vorder = C.variant_order(analysis)
+    bases = C.baseline_ids(analysis)
+    current = None
+    for (bench, metric), entries in C.group_points(points).items():
+        if bench != current:
+            current = bench
+            out += [f"## {_md(bench)}", ""]
+        first_e = entries[0]
+        unit = first_e.get("unit") or ""
+        better = "higher is better" if first_e.get("higher_is_better") else "lower is better"
+        out += [f"### {_md(bench)} · {_md(metric)}" + (f" ({_md(unit)})" if unit else "") + f", {better}", ""]
+        out.append("| point | ranks×threads | variant | n | median | p5–p95 | ratio [95% CI] | overhead | verdict "
+                   "| p | noise |")
+        out.append("|---|---|---|--:|--:|--:|--:|--:|---|--:|--:|")
+        order = {k: i for i, k in enumerate(C.ordered_row_keys(entries))}
+        for p in sorted(entries, key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9))):
+            s = p.get("stats") or {}
+            c = C.comparison(p)
+            spread = f"{C.fmt_num(s.get('p5'))}–{C.fmt_num(s.get('p95'))}" if C.is_num(s.get("p5")) else "—"
+            verdict = (c.get("verdict") or "—") if c else ("baseline" if p.get("variant") in bases else "—")
+            pv = c.get("p_value") if c else None
+            out.append("| " + " | ".join(_md(x) for x in (
+                C.point_label(p.get("point")), C.fmt_placement(p.get("ranks"), p.get("threads")), p.get("variant"),
+                s.get("n", len(p.get("values") or [])), C.fmt_num(C.median_of(p)), spread, C.fmt_ratio(c),
+                C.fmt_pct(c.get("overhead_pct")) if c else "—", verdict,
+                f"{pv:.2g}" if C.is_num(pv) else "—", C.row_noise(p, noise_index))) + " |")
+        out.append("")
+    if not points:
+        out += ["No measured points.", ""]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------- CSV
+
+def _cell(v):
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ("nan" if v != v else ("inf" if v > 0 else "-inf"))
+    if isinstance(v, (list, tuple, dict)):
+        return json.dumps(v)
+    return str(v)
+
+
+def _flatten(prefix, d, out):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            _flatten(f"{prefix}{k}.", v, out)
+        else:
+            out[f"{prefix}{k}"] = v
+
+
+def csv_rows(analysis):
+    """(fieldnames, rows): one dict per point x variant, nested fields flattened with dots
+    (point.size, stats.median, comparison.baseline_noise.cv, ...)."""
+    rows = []
+    point_keys, stats_keys, cmp_keys = {}, {}, {}
+    for p in analysis.get("points") or []:
+        dims = p.get("variant_dims") or {}
+        row = {k: p.get(k) for k in FIXED_COLUMNS if "." not in k}
+        for dim in ("mode", "runtime", "mpi", "image"):
+            row[f"variant.{dim}"] = dims.get(dim)
+        for k, v in (p.get("point") or {}).items():
+            row[f"point.{k}"] = v
+            point_keys.setdefault(f"point.{k}", None)
+        flat = {}
+        _flatten("stats.", p.get("stats") or {}, flat)
+        stats_keys.update(dict.fromkeys(flat))
+        row.update(flat)
+        flat = {}
+        _flatten("comparison.", C.comparison(p) or {}, flat)
+        cmp_keys.update(dict.fromkeys(flat))
+        row.update(flat)
+        row["values"] = " ".join(repr(float(v)) for v in p.get("values") or [])
+        rows.append(row)
+
+    def ordered(keys, prefix, known):
+        first = [f"{prefix}{k}" for k in known if f"{prefix}{k}" in keys]
+        return first + sorted(k for k in keys if k not in first)
+
+    fields = list(FIXED_COLUMNS) + ordered(point_keys, "point.", ("size", "src", "dst", "rank", "phase")) + \
+        ordered(stats_keys, "stats.", STATS_ORDER) + ordered(cmp_keys, "comparison.", COMPARISON_ORDER) + ["values"]
+    return fields, rows
+
+
+def write_csv(analysis, path):
+    """One row per point x variant with the point parameters, every statistic and every
+    comparison field as columns (see docs/reports.md); empty cells where a field does not
+    apply (a baseline has no comparison)."""
+    fields, rows = csv_rows(analysis)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for row in rows:
+            w.writerow([_cell(row.get(k)) for k in fields])
+    return path
+
+
+# ---------------------------------------------------------------------- JSON
+
+def _clean(x):
+    """Strict JSON: NaN and infinities become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def _default(o):
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, (set, frozenset)):
+        return sorted(o, key=str)
+    return str(o)
+
+
+def _dumps(x):
+    return json.dumps(x, allow_nan=False, default=_default, ensure_ascii=False)
+
+
+def render_json(analysis):
+    """The analysis dict itself as strict JSON (NaN and infinities as null): one top-level
+    key per line and one point per line (diff-friendly, and json's C encoder stays in use,
+    which indent= would turn off)."""
+    try:
+        return _render_json(analysis)
+    except ValueError:  # NaN or infinity somewhere
+        return _render_json(_clean(json.loads(json.dumps(analysis, default=_default))))
+
+
+def _render_json(analysis):
+    if not isinstance(analysis, dict):
+        return _dumps(analysis) + "\n"
+    parts = []
+    for k, v in analysis.items():
+        if isinstance(v, list) and v:
+            body = ",\n".join(_dumps(x) for x in v)
+            parts.append(f"{_dumps(str(k))}: [\n{body}\n]")
+        else:
+            parts.append(f"{_dumps(str(k))}: {_dumps(v)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"

@@ -1,0 +1,111 @@
+"""The terminal report: one compact rich table per benchmark and metric, then the verdicts
+in words per variant and the failures.
+
+Rows are point (message size, rank pair, ...) x variant; long tables keep representative
+points only (common.select_rows) and say so: the full table is in the HTML report.
+"""
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from . import common as C
+
+VERDICT_STYLE = {"equivalent": "green", "slower": "bold red", "faster": "cyan", "inconclusive": "yellow",
+                 "baseline": "dim"}
+
+
+def _verdict_text(p, is_baseline):
+    v = C.verdict_of(p)
+    if v is None:
+        return Text("baseline" if is_baseline else "—", style=VERDICT_STYLE["baseline"])
+    return Text(v, style=VERDICT_STYLE.get(v, ""))
+
+
+def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
+    """Print the report of an analysis dict (docs/analysis.md) on a rich Console."""
+    study = analysis.get("study") or {}
+    points = analysis.get("points") or []
+    labels, dropped = C.short_variant_labels(analysis)
+    bases = C.baseline_ids(analysis)
+    title = f"Study {study.get('name', '?')}"
+    if study.get("description"):
+        title += f": {study['description']}"
+    console.print(Text(title, style="bold"))
+    margin = study.get("margin")
+    bits = []
+    if C.is_num(margin):
+        bits.append(f"equivalence margin ±{margin * 100:g}%")
+    bits.append("ratio = variant median / baseline median with its 95% CI; overhead > 0 means the variant is slower")
+    bits.append("noise = baseline's relative CI half-width of the median (or its CV)")
+    if dropped:
+        bits.append(f"variants shown without {dropped}")
+    console.print(Text("; ".join(bits) + ".", style="dim"))
+
+    noise_index = C.noise_by_row(points)
+    vorder = C.variant_order(analysis)
+    any_cut = False
+    for (bench, metric), entries in C.group_points(points).items():
+        first = entries[0]
+        keys, note = C.select_rows(entries, max_rows)
+        any_cut = any_cut or bool(note)
+        keyset = set(keys)
+        multi_pl = len(C.placements(entries)) > 1
+        unit = first.get("unit") or ""
+        head = f"{bench}" + (f" · {metric}" if metric != bench else "") + (f" ({unit})" if unit else "")
+        kern = first.get("kernel")
+        sub = ("higher is better" if first.get("higher_is_better") else "lower is better")
+        if kern and kern != bench:
+            sub = f"kernel {kern}, " + sub
+        if not multi_pl and first.get("ranks"):
+            r, t = first.get("ranks"), first.get("threads")
+            sub += f", {r} rank{'s' if r != 1 else ''} × {t} thread{'s' if t != 1 else ''}"
+        table = Table(title=f"{head} — {sub}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                      caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
+        table.add_column("point", no_wrap=True)
+        if multi_pl:
+            table.add_column("r×t", no_wrap=True)
+        table.add_column("variant", no_wrap=True)
+        table.add_column("n", justify="right")
+        table.add_column("median", justify="right", no_wrap=True)
+        table.add_column("ratio [95% CI]", justify="right", no_wrap=True)
+        table.add_column("overhead", justify="right", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("noise", justify="right", no_wrap=True)
+        rows = [p for p in entries if C.row_key(p) in keyset]
+        order = {k: i for i, k in enumerate(keys)}
+        rows.sort(key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9)))
+        prev = None
+        for p in rows:
+            k = C.row_key(p)
+            newkey = k != prev
+            if newkey and prev is not None:
+                table.add_section()
+            prev = k
+            s = p.get("stats") or {}
+            c = C.comparison(p)
+            med = C.median_of(p)
+            cells = [C.point_label(p.get("point")) if newkey else ""]
+            if multi_pl:
+                cells.append(C.fmt_placement(p.get("ranks"), p.get("threads")) if newkey else "")
+            vid = p.get("variant")
+            cells += [labels.get(vid, vid), str(s.get("n", len(p.get("values") or []))),
+                      f"{C.fmt_num(med)} {unit}" if med is not None else "—",
+                      C.fmt_ratio(c), C.fmt_pct(c.get("overhead_pct")) if c else "—"]
+            table.add_row(*cells, _verdict_text(p, vid in bases), C.row_noise(p, noise_index))
+        console.print(table)
+
+    console.print(Text("Summary", style="bold"))
+    for s in C.variant_summaries(analysis):
+        style = "red" if s["counts"]["slower"] else ("green" if s["compared"] else "dim")
+        console.print(Text(s["text"], style=style))
+    head, first = C.failures_summary(analysis)
+    console.print(Text(head, style="bold red" if first else "dim"))
+    if first:
+        code = first.get("exit_status")
+        console.print(Text(f"first: {first.get('run_key')} ({first.get('status')}"
+                           + (f", exit status {code}" if code is not None else "") + "), stderr tail:", style="red"))
+        console.print(Text(C.tail_lines(first.get("stderr_tail")), style="dim"), soft_wrap=True)
+    if any_cut:
+        console.print(Text("Long tables show representative points only: the full table is in the HTML report "
+                           "(report.html).", style="dim"))
