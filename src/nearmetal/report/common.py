@@ -82,6 +82,17 @@ def fmt_placement(ranks, threads):
     return f"{ranks}×{threads}"
 
 
+def what(bench, metric):
+    """'bw · bandwidth', or just 'latency' where benchmark and metric share the name."""
+    return bench if metric == bench else f"{bench} · {metric}"
+
+
+def placement_words(ranks, threads):
+    if not ranks and not threads:
+        return ""
+    return f"{ranks} rank{'s' if ranks != 1 else ''} × {threads} thread{'s' if threads != 1 else ''}"
+
+
 def point_label(point):
     """Human label of a point's parameters: '64 KiB', '0→3', 'rank total', 'phase halo'."""
     if not point:
@@ -395,11 +406,24 @@ def representative_sizes(sizes, budget=TERMINAL_MAX_KEYS):
     return sorted(chosen)
 
 
+def _worst_size(entries, pl):
+    """The message size with the largest overhead among 'slower' verdicts at placement pl."""
+    worst = None
+    for p in entries:
+        c = comparison(p)
+        if (p.get("ranks"), p.get("threads")) == pl and c and c.get("verdict") == "slower" \
+                and is_num(c.get("overhead_pct")) and is_num((p.get("point") or {}).get("size")):
+            if worst is None or c["overhead_pct"] > worst[0]:
+                worst = (c["overhead_pct"], p["point"]["size"])
+    return worst[1] if worst else None
+
+
 def select_rows(entries, max_keys=TERMINAL_MAX_KEYS):
     """The row keys (see row_key) to show when a table must stay short, and a note saying
-    what was left out ('' when nothing was). Size sweeps keep representative sizes (and at
-    most 4 placements: smallest, largest, evenly between); other tables keep aggregate
-    ranks where they exist, then the points with the largest overhead."""
+    what was left out ('' when nothing was). Size sweeps keep representative sizes plus the
+    size with the largest 'slower' overhead, at the smallest and largest placement; other
+    tables keep aggregate ranks where they exist, then the points with the largest
+    overhead."""
     keys = ordered_row_keys(entries)
     if len(keys) <= max_keys:
         return keys, ""
@@ -407,19 +431,24 @@ def select_rows(entries, max_keys=TERMINAL_MAX_KEYS):
     notes = []
     if is_size_swept(entries):
         pls = placements(entries)
-        if len(pls) > 4:
-            idx = sorted({round(i * (len(pls) - 1) / 3) for i in range(4)})
-            pls = [pls[i] for i in idx]
-            notes.append(f"{len(pls)} of {len(placements(entries))} placements")
+        if len(pls) > 2:
+            pls = [pls[0], pls[-1]]
+            notes.append(f"placements {fmt_placement(*pls[0])} and {fmt_placement(*pls[1])} of "
+                         f"{len(placements(entries))}")
         per = max(2, max_keys // len(pls))
-        out = []
+        out, worst_added = [], False
         for pl in pls:
             sub = [k for k in keys if (k[1], k[2]) == pl]
-            sizes = [json.loads(k[0]).get("size") for k in sub]
-            sizes = [s for s in sizes if is_num(s)]
-            keep = set(representative_sizes(sizes, per))
+            sizes = [s for s in (json.loads(k[0]).get("size") for k in sub) if is_num(s)]
+            worst = _worst_size(entries, pl)
+            keep = representative_sizes(sizes, per)
+            if worst is not None and worst not in keep:
+                keep = representative_sizes(sizes, per - 1) + [worst]
+                worst_added = True
+            keep = set(keep)
             out += [k for k in sub if json.loads(k[0]).get("size") in keep or not is_num(json.loads(k[0]).get("size"))]
-        notes.insert(0, f"{len({json.loads(k[0]).get('size') for k in out})} representative sizes")
+        nsizes = len({json.loads(k[0]).get("size") for k in out})
+        notes.insert(0, f"{nsizes} representative sizes" + (" incl. the slowest" if worst_added else ""))
         return out, f"showing {len(out)} of {total} rows ({', '.join(notes)})"
     # prefer aggregate ranks
     agg = [k for k in keys if json.loads(k[0]).get("rank") in AGGREGATE_RANKS]

@@ -319,7 +319,7 @@ def build_context(analysis):
             if rows:
                 pt = C.point_label(json.loads(hp))
                 where = C.fmt_placement(*pl)
-                title = f"{bench} · {head}" + (f" @ {pt}" if pt != "—" else "") + (f" ({where})" if where != "—" else "")
+                title = C.what(bench, head) + (f" @ {pt}" if pt != "—" else "") + (f" ({where})" if where != "—" else "")
                 headline.append((title, rows[0].get("unit") or "", rows))
         if C.kernel_base(all_entries[0].get("kernel")) == "phases" or any(
                 "phase" in (p.get("point") or {}) for p in all_entries[:50]):

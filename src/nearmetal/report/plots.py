@@ -256,7 +256,7 @@ def size_sweep(fid, bench, metric, entries, style):
             ax.set_xscale("log", base=2)
             _value_axis(ax, allvals)
             _size_ticks(ax, allsizes)
-            ax.set_title(f"{pl[0]} ranks × {pl[1]} threads" if len(pls) > 1 else f"{bench} · {metric}")
+            ax.set_title(C.placement_words(*pl) or C.what(bench, metric))
             if col == 0:
                 ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
             if has_cmp:
@@ -301,7 +301,7 @@ def size_sweep(fid, bench, metric, entries, style):
         cap += f" {len(shown)} of {len(pls)} placements shown."
     if len(combos) > 1:
         cap += f" Points with {main} only."
-    return Fig(fid, f"{bench} · {metric} vs message size", svg, cap)
+    return Fig(fid, f"{C.what(bench, metric)} vs message size", svg, cap)
 
 
 # ---------------------------------------------------------------------- overhead bars
@@ -524,7 +524,7 @@ def scaling(fid, bench, metric, entries, style):
     else:
         cap = (f"Left: median vs {cdef}. Right: variant median / baseline median at each placement with its 95% "
                "CI; green band: the equivalence margin.")
-    return Fig(fid, f"{bench} · {metric}: scaling", svg, cap)
+    return Fig(fid, f"{C.what(bench, metric)}: scaling", svg, cap)
 
 
 # ---------------------------------------------------------------------- all-pairs matrix
@@ -634,7 +634,7 @@ def pairs_heatmaps(fid, bench, metric, entries, style):
         svg = _svg(fig, fid)
     cap = (f"Median {metric} per rank pair (row: source, column: destination) at {pl[0]} ranks, one color scale for "
            "all variants" + ("; below: overhead % against the baseline, red = slower" if ovids else "") + "." + note)
-    return Fig(fid, f"{bench} · {metric}: all-pairs matrix", svg, cap)
+    return Fig(fid, f"{C.what(bench, metric)}: all-pairs matrix", svg, cap)
 
 
 # ---------------------------------------------------------------------- dispersion

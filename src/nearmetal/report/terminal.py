@@ -58,8 +58,7 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
         if kern and kern != bench:
             sub = f"kernel {kern}, " + sub
         if not multi_pl and first.get("ranks"):
-            r, t = first.get("ranks"), first.get("threads")
-            sub += f", {r} rank{'s' if r != 1 else ''} × {t} thread{'s' if t != 1 else ''}"
+            sub += ", " + C.placement_words(first.get("ranks"), first.get("threads"))
         table = Table(title=f"{head} — {sub}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                       caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
         table.add_column("point", no_wrap=True)
