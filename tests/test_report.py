@@ -279,6 +279,13 @@ def test_terminal_shows_verdicts_and_ratios(analysis):
     assert max(len(line) for line in out.splitlines()) <= 120
 
 
+def test_terminal_narrow_console_drops_columns_not_words(analysis):
+    out = terminal_text(analysis, width=80)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "inconclusive" in out and "equivalent" in out and "…" not in out
+    assert RATIO_CI.search(out)
+
+
 def test_terminal_with_one_kernel():
     out = terminal_text(synthetic_analysis(seed=5, n_variants=3, kernels=("barrier",), n_failures=0))
     assert "barrier" in out and "No failed runs" in out and "showing" not in out

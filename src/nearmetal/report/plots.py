@@ -172,6 +172,11 @@ def _size_ticks(ax, sizes):
     sizes = sorted(set(sizes))
     if not sizes:
         return
+    if len(sizes) <= 8:  # few sizes: label exactly those measured
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([C.fmt_size(t).replace(" ", "\u2009") for t in sizes])
+        ax.minorticks_off()
+        return
     lo, hi = math.log2(max(sizes[0], 1)), math.log2(max(sizes[-1], 1))
     step = max(1, int(math.ceil((hi - lo) / 8)))
     if step % 2 and step > 1:
@@ -265,7 +270,7 @@ def size_sweep(fid, bench, metric, entries, style):
                 cvids = [v for v in style.sort(byv) if any(C.comparison(p) for p in byv[v])]
                 sizes = sorted(set(allsizes))
                 gaps = [math.log2(b) - math.log2(a) for a, b in zip(sizes, sizes[1:]) if a > 0 and b > 0]
-                group = 0.8 * (min(gaps) if gaps else 1.0)  # bar group width in log2 units
+                group = 0.8 * min(min(gaps) if gaps else 1.0, 2.0)  # bar group width in log2 units
                 bw = group / max(1, len(cvids))
                 for i, vid in enumerate(cvids):
                     rows = [p for p in byv[vid] if C.comparison(p) and C.is_num(C.comparison(p).get("overhead_pct"))

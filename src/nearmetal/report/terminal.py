@@ -15,6 +15,15 @@ VERDICT_STYLE = {"equivalent": "green", "slower": "bold red", "faster": "cyan", 
                  "baseline": "dim"}
 
 
+RIGHT = ("n", "median", "ratio [95% CI]", "overhead", "noise")
+
+
+def _width(cols, body):
+    """Width of a SIMPLE_HEAD table without edge padding: the cells, 3 characters between
+    columns (padding, the box's blank divider, padding) and its blank edge on either side."""
+    return sum(max([len(col)] + [len(str(r[col])) for r in body]) + 3 for col in cols) - 1
+
+
 def _verdict_text(p, is_baseline):
     v = C.verdict_of(p)
     if v is None:
@@ -59,39 +68,42 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
             sub = f"kernel {kern}, " + sub
         if not multi_pl and first.get("ranks"):
             sub += ", " + C.placement_words(first.get("ranks"), first.get("threads"))
-        table = Table(title=f"{head} — {sub}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                      caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
-        table.add_column("point", no_wrap=True)
-        if multi_pl:
-            table.add_column("r×t", no_wrap=True)
-        table.add_column("variant", no_wrap=True)
-        table.add_column("n", justify="right")
-        table.add_column("median", justify="right", no_wrap=True)
-        table.add_column("ratio [95% CI]", justify="right", no_wrap=True)
-        table.add_column("overhead", justify="right", no_wrap=True)
-        table.add_column("verdict", no_wrap=True)
-        table.add_column("noise", justify="right", no_wrap=True)
         rows = [p for p in entries if C.row_key(p) in keyset]
         order = {k: i for i, k in enumerate(keys)}
         rows.sort(key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9)))
-        prev = None
+        cols = ["point"] + (["r×t"] if multi_pl else []) + ["variant", "n", "median", "ratio [95% CI]", "overhead",
+                                                            "verdict", "noise"]
+        body, sections, prev = [], [], None
         for p in rows:
             k = C.row_key(p)
             newkey = k != prev
-            if newkey and prev is not None:
-                table.add_section()
+            sections.append(newkey and prev is not None)
             prev = k
             s = p.get("stats") or {}
             c = C.comparison(p)
             med = C.median_of(p)
-            cells = [C.point_label(p.get("point")) if newkey else ""]
-            if multi_pl:
-                cells.append(C.fmt_placement(p.get("ranks"), p.get("threads")) if newkey else "")
             vid = p.get("variant")
-            cells += [labels.get(vid, vid), str(s.get("n", len(p.get("values") or []))),
-                      f"{C.fmt_num(med)} {unit}" if med is not None else "—",
-                      C.fmt_ratio(c), C.fmt_pct(c.get("overhead_pct")) if c else "—"]
-            table.add_row(*cells, _verdict_text(p, vid in bases), C.row_noise(p, noise_index))
+            cells = {"point": C.point_label(p.get("point")) if newkey else "",
+                     "r×t": C.fmt_placement(p.get("ranks"), p.get("threads")) if newkey else "",
+                     "variant": labels.get(vid, vid), "n": str(s.get("n", len(p.get("values") or []))),
+                     "median": f"{C.fmt_num(med)} {unit}".strip() if med is not None else "—",
+                     "ratio [95% CI]": C.fmt_ratio(c), "overhead": C.fmt_pct(c.get("overhead_pct")) if c else "—",
+                     "verdict": _verdict_text(p, vid in bases), "noise": C.row_noise(p, noise_index)}
+            body.append(cells)
+        # narrow consoles: leave out n, then noise, then overhead, rather than cutting cells short
+        for drop in ("n", "noise", "overhead"):
+            if _width(cols, body) <= console.width:
+                break
+            cols.remove(drop)
+        fits = _width(cols, body) <= console.width
+        table = Table(title=f"{head} — {sub}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                      caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
+        for col in cols:
+            table.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=fits, overflow="fold")
+        for cells, new_section in zip(body, sections):
+            if new_section:
+                table.add_section()
+            table.add_row(*(cells[col] for col in cols))
         console.print(table)
 
     console.print(Text("Summary", style="bold"))
@@ -104,7 +116,7 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
         code = first.get("exit_status")
         console.print(Text(f"first: {first.get('run_key')} ({first.get('status')}"
                            + (f", exit status {code}" if code is not None else "") + "), stderr tail:", style="red"))
-        console.print(Text(C.tail_lines(first.get("stderr_tail")), style="dim"), soft_wrap=True)
+        console.print(Text(C.tail_lines(first.get("stderr_tail")), style="dim", overflow="fold"))
     if any_cut:
         console.print(Text("Long tables show representative points only: the full table is in the HTML report "
                            "(report.html).", style="dim"))
