@@ -49,10 +49,12 @@ _MPI_LIB_RE = {"openmpi": re.compile(r"^libmpi\.so\.\d+$"), "mpich": re.compile(
 _MPI_LAUNCHERS = {"openmpi": ("mpiexec.openmpi", "mpirun.openmpi"), "mpich": ("mpiexec.mpich", "mpiexec.hydra")}
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SQUASHFS_COMP = "lz4"  # measured on 2 cores, ~780 MB rootfs: lz4 1.4 s, gzip 43 s, zstd 41 s
-def _kernel_programs():
+def _kernel_programs(src=None):
+    """Programs the kernels Makefile builds; `src` = the copy inside the image being built, so
+    the list matches the sources that were copied (kernels/ may change meanwhile)."""
     from .kernels.build import programs
 
-    return programs()
+    return programs(src) if src is not None else programs()
 IN_IMAGE_JSON = "opt/nearmetal/image.json"
 MOUNT_POINTS = ("nm/host-mpi", "nm/work")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
@@ -299,7 +301,7 @@ def _full_build(name, distro, mpis, formats, packages, digest, final, report, ol
                 for mpi in mpis:
                     _chroot(rootfs, ["make", "-C", "/opt/nearmetal/src", f"MPI={mpi}",
                                      f"PREFIX=/opt/nearmetal/{mpi}", "install"], log, f"building the kernels for {mpi}")
-                    for prog in _kernel_programs():
+                    for prog in _kernel_programs(src):
                         if not (rootfs / f"opt/nearmetal/{mpi}/bin" / prog).is_file():
                             raise NearmetalError(f"building the kernels for {mpi} produced no {prog} (log: {log.path})")
         _finish(rootfs)
@@ -455,7 +457,7 @@ def _metadata(name, distro, mpis, packages, digest, rootfs: Path, log) -> dict:
         "glibc_package": _dpkg_versions(rootfs, ["libc6"], log).get("libc6"),
         "mpi": {},
         "kernels": {mpi: f"/opt/nearmetal/{mpi}/bin" for mpi in mpis},
-        "kernel_programs": _kernel_programs(),
+        "kernel_programs": _kernel_programs(rootfs / "opt/nearmetal/src"),
         "mount_points": ["/" + p for p in MOUNT_POINTS],
         "built": _now(),
         "formats": ["dir"],

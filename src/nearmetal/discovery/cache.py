@@ -52,3 +52,30 @@ def cached(name, compute, files_of, inputs=()):
         marshal.dump({"key": _key(files, inputs), "files": files, "value": value}, f)
     os.replace(tmp, path)
     return value
+
+
+def cached_plan(name, key, value=None, files=()):
+    """Get (value=None) or put a cached plan. A hit needs the same key and unchanged files
+    (size and mtime of every file the plan was computed from)."""
+    import hashlib
+
+    from ..home import home_str
+
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:24]
+    path = os.path.join(home_str(), "cache", name, f"{digest}.marshal")
+    if value is None:
+        try:
+            with open(path, "rb") as f:
+                data = marshal.load(f)
+        except (OSError, ValueError, TypeError, EOFError):
+            return None
+        if data.get("key") != repr(key) or data.get("stamps") != _stamp(data.get("files", [])):
+            return None
+        return data["value"]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    files = sorted(set(files))
+    with open(tmp, "wb") as f:
+        marshal.dump({"key": repr(key), "files": files, "stamps": _stamp(files), "value": value}, f)
+    os.replace(tmp, path)
+    return value

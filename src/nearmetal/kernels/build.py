@@ -41,11 +41,11 @@ def _stale(prefix):
     return built < _newest_source()
 
 
-def programs():
-    """Program names the Makefile builds (for one MPI family; the same for all)."""
+def programs(src=KERNELS_SRC_STR):
+    """Program names the Makefile in `src` builds (for one MPI family; the same for all)."""
     import subprocess
 
-    out = subprocess.run(["make", "-s", "-C", KERNELS_SRC_STR, "list"], capture_output=True, text=True)
+    out = subprocess.run(["make", "-s", "-C", str(src), "list"], capture_output=True, text=True)
     if out.returncode != 0:
         raise NearmetalError(f"cannot list the kernels: {out.stderr.strip()[-200:]}")
     return out.stdout.split()
