@@ -61,12 +61,17 @@ def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin
                                   __version__, created)
     planned, results = [], []
     counters = {}
+    point_texts = {}   # one JSON text per distinct point: 100,000 rows share a few thousand
     for i, r in enumerate(rows, start=2):
         try:
             bench = r.get("benchmark") or study
-            point = {k: _num(v) for k, v in r.items() if k not in RESERVED and v != ""}
+            raw = tuple((k, v) for k, v in r.items() if k not in RESERVED and v != "")
+            if raw not in point_texts:
+                point = {k: _num(v) for k, v in raw}
+                point_texts[raw] = (point, json.dumps(point, sort_keys=True))
+            point, point_text = point_texts[raw]
             blk = r.get("block") or r.get("repetition")
-            key_base = (bench, r["variant"], json.dumps(point, sort_keys=True))
+            key_base = (bench, r["variant"], point_text)
             counters[key_base] = counters.get(key_base, -1) + 1
             block = int(float(blk)) if blk else counters[key_base]
             if summary:
@@ -76,15 +81,16 @@ def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin
         except (KeyError, ValueError) as e:
             store.close()
             raise NearmetalError(f"{csv_path}: line {i}: bad value ({e})")
-        rec.update({"metric": r.get("metric") or metric, "unit": r.get("unit") or unit, "point": point})
-        run_key = f"{bench}|{r['variant']}|{json.dumps(point, sort_keys=True)}|{block}|line{i}"
+        rec.update({"metric": r.get("metric") or metric, "unit": r.get("unit") or unit, "point": point,
+                    "point_json": point_text})
+        run_key = f"{bench}|{r['variant']}|{point_text}|{block}|line{i}"
         planned.append({"run_key": run_key, "position": i, "block": block, "repetition": block, "warmup": False,
                         "benchmark": bench, "kernel": "imported", "variant": r["variant"],
                         "variant_json": {"mode": r["variant"], "runtime": None, "mpi": None, "image": None},
+                        "variant_text": json.dumps({"mode": r["variant"], "runtime": None, "mpi": None, "image": None}),
                         "ranks": int(point.get("ranks", 0) or 0), "threads": int(point.get("threads", 0) or 0)})
         results.append(rec)
-    store.add_planned(study_id, planned)
-    ids = {row["run_key"]: row["id"] for row in store.runs(study_id)}
-    for p, rec in zip(planned, results):
-        store.finish_run(ids[p["run_key"]], "ok", 0, [], {}, None, created, 0.0, None, [rec])
+    for p in planned:
+        p["started"] = created
+    store.add_finished(study_id, planned, [[rec] for rec in results])
     return store, study_id, len(planned)

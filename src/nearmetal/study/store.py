@@ -127,6 +127,23 @@ class Store:
                 [(run_id, r["metric"], r["unit"], r["value"], json.dumps(r["point"], sort_keys=True),
                   r.get("n"), r.get("std")) for r in records])
 
+    def add_finished(self, study_id, runs, records_per_run):
+        """Bulk-insert runs that are already finished (imports): one transaction for all."""
+        with self.db:
+            for r, recs in zip(runs, records_per_run):
+                cur = self.db.execute(
+                    "INSERT INTO runs (study_id, run_key, position, block, repetition, warmup, benchmark, kernel,"
+                    " variant, variant_json, ranks, threads, status, exit_status, argv_json, env_json, started, wall_s)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'ok',0,'[]','{}',?,0.0)",
+                    (study_id, r["run_key"], r["position"], r["block"], r["repetition"], int(r["warmup"]),
+                     r["benchmark"], r["kernel"], r["variant"], r.get("variant_text") or json.dumps(r["variant_json"]), r["ranks"],
+                     r["threads"], r.get("started")))
+                self.db.executemany(
+                    "INSERT INTO records (run_id, metric, unit, value, point_json, n, std) VALUES (?,?,?,?,?,?,?)",
+                    [(cur.lastrowid, x["metric"], x["unit"], x["value"],
+                      x.get("point_json") or json.dumps(x["point"], sort_keys=True), x.get("n"), x.get("std"))
+                     for x in recs])
+
     # -- reading -------------------------------------------------------------------------
     def runs(self, study_id):
         return self.db.execute("SELECT * FROM runs WHERE study_id=? ORDER BY position", (study_id,)).fetchall()
