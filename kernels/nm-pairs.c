@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char nm_pairs_shades[] = ".:-=+*#%@";
+static const char nm_pairs_shades[] = ".:;=+*#%@"; /* no "-": that marks the diagonal */
 
 struct nm_pairs_opts {
     long lat_size, lat_iters, lat_warmup, bw_size, bw_iters, bw_warmup;

@@ -190,7 +190,7 @@ def test_pairs_native(family, host_mpis):
     assert re.search(r"^Latency \(us\).*\n +rank +0 +1 +2 *\n +0 +- ", text, re.M), text
     assert re.search(r"^Bandwidth \(MB/s\)", text, re.M), text
     for a in range(3):  # the heat map rows: a value and a shade character per other rank
-        row = re.search(rf"^ +{a}((?: +(?:-|\d+\.\d+ [.:\-=+*#%@]))+) *$", text.split("Bandwidth")[0], re.M)
+        row = re.search(rf"^ +{a}((?: +(?:-|\d+\.\d+ [.:;=+*#%@]))+) *$", text.split("Bandwidth")[0], re.M)
         assert row and row.group(1).count("-") == 1, text
     recs = kernels.parse(kernels.get("pairs"), text, {"mode": "native", "mpi": family, "ranks": 3, "threads": 1})
     for r in recs:
