@@ -9,6 +9,7 @@ PACKAGES=(
   charliecloud-runtime bubblewrap podman runc uidmap       # container runtimes
   squashfs-tools squashfuse fuse3 debootstrap              # image building and SquashFS images
   gcc make pkg-config libc6-dev tar                        # kernels
+  slurm-wlm slurmctld slurmd slurm-client munge            # a real local Slurm cluster
 )
 
 missing=()
