@@ -18,15 +18,60 @@ def cmd_run(args):
         command = command[1:]
     if not command:
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
-    req = RunRequest(command[0], command[1:], mode=args.mode, runtime=args.runtime, image=args.image,
+    segments = _split_components(command)
+    first = segments[0]
+    slurm = {k: getattr(args, a, None) for k, a in (("partition", "partition"), ("nodes", "nodes"), ("time", "time"),
+                                                  ("account", "account"), ("export", "slurm_export"))}
+    req = RunRequest(first[0], first[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
-                     threads=args.threads, env=dict(args.env))
-    p = plan(req)
+                     threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", "local"),
+                     slurm={k: v for k, v in slurm.items() if v})
+    more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
+    p = plan(req, more)
     if args.dry_run:
         print(p.describe())
         return 0
+    if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        from .slurm.batch import submit_and_wait
+
+        return submit_and_wait(p, req, verbose=args.verbose)
     execute(p, verbose=args.verbose)
     return 0  # not reached: execute replaces the process
+
+
+def _split_components(argv):
+    """PROGRAM ARGS [: [OPTIONS] -- PROGRAM ARGS]...: split at lone ':' tokens."""
+    segments, cur = [], []
+    for tok in argv:
+        if tok == ":":
+            segments.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    segments.append(cur)
+    if any(not s for s in segments):
+        raise NearmetalError("empty MPMD component: write PROG_A ARGS : [-n N] -- PROG_B ARGS")
+    return segments
+
+
+def _component_request(segment, first, index):
+    from .cli_parser import component_parser
+    from .run import RunRequest
+
+    if "--" in segment:
+        cut = segment.index("--")
+        opts, prog = segment[:cut], segment[cut + 1:]
+    elif segment[0].startswith("-"):
+        raise NearmetalError(f"MPMD component {index}: put '--' before its program")
+    else:
+        opts, prog = [], segment
+    if not prog:
+        raise NearmetalError(f"MPMD component {index}: no program after '--'")
+    a = component_parser().parse_args(opts)
+    return RunRequest(prog[0], prog[1:], mode=a.mode or first.mode, runtime=a.runtime or first.runtime,
+                      image=a.image or (first.image if isinstance(first.image, (str, type(None))) else first.image.name),
+                      mpi=None, ranks=a.ranks, ranks_per_node=None, threads=a.threads or first.threads,
+                      env={**first.env, **dict(a.env)}, scheduler=first.scheduler, slurm=first.slurm)
 
 
 def cmd_bench(args):

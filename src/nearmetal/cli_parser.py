@@ -92,6 +92,13 @@ def _launch_options(r):
     r.add_argument("--ranks-per-node", type=_positive, help="ranks per node")
     r.add_argument("--threads", type=_positive, default=1, help="OpenMP threads per rank")
     r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
+    r.add_argument("--scheduler", choices=("local", "slurm"), default="local",
+                   help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
+    r.add_argument("--partition", help="Slurm partition")
+    r.add_argument("--nodes", type=_positive, help="Slurm nodes")
+    r.add_argument("--time", help="Slurm time limit (e.g. 10:00)")
+    r.add_argument("--account", help="Slurm account")
+    r.add_argument("--export", dest="slurm_export", help="Slurm --export for the job (default: ALL)")
     r.add_argument("--dry-run", action="store_true", help="print the argv and environment, run nothing")
     r.add_argument("-v", "--verbose", action="store_true", help="print the argv and environment before running")
 
@@ -99,7 +106,9 @@ def _launch_options(r):
 def _add_run(sub):
     r = sub.add_parser("run", help="launch an MPI program natively or in a container")
     _launch_options(r)
-    r.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...]")
+    r.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...] [: [-n N ...] -- PROGRAM [ARGS...]]...",
+                   help="MPMD: components separated by a lone ':', each with optional -n, --mode, --runtime, "
+                        "--image, --threads, --env before its own '--'; unset options come from the first component")
 
 
 def _add_bench(sub):
@@ -157,6 +166,19 @@ def _add_kernels(sub):
     ksub.required = True
     kb = ksub.add_parser("build", help="build the kernels for each host MPI")
     kb.add_argument("--mpi", type=_csv(MPIS), help="MPI families (default: all found)")
+
+
+def component_parser():
+    """Options of the second and later MPMD components (unset = inherit from the first)."""
+    c = _Parser(prog="nearmetal run (MPMD component)", add_help=False)
+    c.add_argument("-n", dest="ranks", type=_positive, default=1)
+    c.add_argument("--mode", choices=MODES)
+    c.add_argument("--runtime", choices=RUNTIMES)
+    c.add_argument("--image")
+    c.add_argument("--threads", type=_positive)
+    c.add_argument("--env", action="append", type=_env_pair, default=[])
+    c.add_argument("program_argv", nargs=argparse.REMAINDER)
+    return c
 
 
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,

@@ -14,13 +14,16 @@ from .models import MODES
 
 class RunRequest:
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "use_sqfs")
+                 "program", "args", "use_sqfs", "scheduler", "slurm")
 
     def __init__(self, program, args=(), mode="native", runtime="charliecloud", image=None, mpi=None,
-                 ranks=2, ranks_per_node=None, threads=1, env=None):
+                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler="local", slurm=None):
         self.program, self.args, self.mode, self.runtime = program, list(args), mode, runtime
         self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
         self.threads, self.env, self.use_sqfs = threads, dict(env or {}), False
+        # scheduler: "local" (the MPI's own launcher) or "slurm" (srun; sbatch outside an
+        # allocation); slurm: partition, nodes, time, account, export
+        self.scheduler, self.slurm = scheduler, dict(slurm or {})
 
 
 class Plan:
@@ -84,10 +87,58 @@ def _default_family(req):
     return "openmpi" if "openmpi" in found else next(iter(found))
 
 
-def plan(req):
+def plan(req, more=()):
+    """The Plan for one run; `more` are further MPMD components (RunRequests) that share
+    MPI_COMM_WORLD with the first: `prog_a : prog_b` under one launcher."""
     _validate(req)
+    for r in more:
+        _validate(r)
     from . import launchers
     from .discovery import mpi as mpi_mod
+
+    family = req.mpi or None
+    if family is not None and family not in mpi_mod.FAMILIES:
+        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(mpi_mod.FAMILIES)})")
+    _resolve_image(req)
+    if family is None and req.mode != "native":
+        family = _family_from_image(req)
+    mpi = mpi_mod.get(family or _default_family(req))
+    launcher = launchers.for_request(mpi, req)
+    tag = f"nm{os.getpid()}"
+    total = req.ranks + sum(r.ranks for r in more)
+    parts = [_component(req, mpi, tag, total)]
+    for i, r in enumerate(more, start=1):
+        if r.mpi and r.mpi != mpi["family"]:
+            raise NearmetalError(f"MPMD component {i + 1} asks for {r.mpi}, but components share one "
+                                 f"MPI_COMM_WORLD: every component must use {mpi['family']}")
+        _resolve_image(r)
+        parts.append(_component(r, mpi, f"{tag}c{i}", total))
+    launch_env, notes = {}, []
+    for lreq, env, n in parts:
+        launch_env.update(env)
+        notes += n
+    if more:
+        argv, extra = launcher.command_mpmd([p[0] for p in parts])
+        notes.append(f"MPMD: {len(parts)} components, {total} ranks in one MPI_COMM_WORLD")
+    else:
+        argv, extra = launcher.command(parts[0][0])
+    launch_env.update(extra)
+    launch_env = {k: v for k, v in launch_env.items() if os.environ.get(k) != v}
+    return Plan(argv, launch_env, notes)
+
+
+def _resolve_image(req):
+    if req.mode == "native" or not isinstance(req.image, (str, type(None))):
+        return
+    from . import image as image_mod
+
+    spec = req.image or image_mod.default_name(image_mod.host_distro(), ("openmpi", "mpich"))
+    req.use_sqfs = spec.endswith(".sqfs")
+    req.image = image_mod.resolve(spec)
+
+
+def _component(req, mpi, tag, total_ranks):
+    """(LaunchRequest, launcher environment, notes) for one component of a launch."""
     from .launchers.base import LaunchRequest
     from .models import prepare
 
@@ -98,27 +149,13 @@ def plan(req):
         runtime = runtimes.get(req.runtime)
         if not runtime.path():
             raise NearmetalError(f"runtime '{req.runtime}' is not installed ({runtime.binary} not on PATH)")
-    family = req.mpi or None
-    if family is not None and family not in mpi_mod.FAMILIES:
-        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(mpi_mod.FAMILIES)})")
-    if req.mode != "native":
-        from . import image as image_mod
-
-        spec = req.image or image_mod.default_name(image_mod.host_distro(), ("openmpi", "mpich"))
-        req.use_sqfs = spec.endswith(".sqfs")
-        req.image = image_mod.resolve(spec)
-        if family is None:
-            family = _family_from_image(req)
-    mpi = mpi_mod.get(family or _default_family(req))
     req.mpi = mpi
     model = prepare(req.mode, req)
-    notes = list(model.notes)
-
     launch_env = {}
     # OpenMP placement is explicit, never the runtime's default of one thread per core;
     # oversubscribed ranks must not spin-wait (5-7x slower when they do).
     rank_env = {"OMP_NUM_THREADS": str(req.threads)}
-    if req.ranks * req.threads > (os.cpu_count() or 1):
+    if total_ranks * req.threads > (os.cpu_count() or 1):
         rank_env["OMP_WAIT_POLICY"] = "passive"
     rank_env.update(req.env)
     if runtime is None:
@@ -132,17 +169,14 @@ def plan(req):
         rank_env = {}
         spec = RankSpec(req.image, model.argv, env=container_env, mounts=model.mounts,
                         launcher=mpi["family"], ranks_per_node=req.ranks_per_node or req.ranks,
-                        tag=f"nm{os.getpid()}", use_sqfs=req.use_sqfs)
+                        tag=tag, use_sqfs=req.use_sqfs)
         rank_argv = runtime.wrap(spec)
         launch_env.update(runtime.launch_env())
-    launcher = launchers.for_mpi(mpi)
     lreq = LaunchRequest(req.ranks, rank_argv, ranks_per_node=req.ranks_per_node, threads=req.threads,
                          env=rank_env, pmi_port=bool(runtime and runtime.needs_pmi_port),
                          cores=os.cpu_count() or 1)
-    argv, extra = launcher.command(lreq)
-    launch_env.update(extra)
-    launch_env = {k: v for k, v in launch_env.items() if os.environ.get(k) != v}
-    return Plan(argv, launch_env, notes)
+    lreq.total_ranks = total_ranks
+    return lreq, launch_env, list(model.notes)
 
 
 def _family_from_image(req):

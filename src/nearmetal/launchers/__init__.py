@@ -6,6 +6,15 @@ _REGISTRY = {
 }
 
 
+def for_request(mpi, req):
+    """The launcher for a run: the MPI family's own, or srun under --scheduler slurm."""
+    if getattr(req, "scheduler", "local") == "slurm":
+        from .slurm import SrunLauncher
+
+        return SrunLauncher(mpi, req)
+    return for_mpi(mpi)
+
+
 def for_mpi(mpi):
     from importlib import import_module
 

@@ -10,12 +10,13 @@ class LaunchRequest:
     """ranks, ranks_per_node (None: launcher default), threads per rank, env for the ranks
     (forwarded by the launcher: native runs), and rank_argv (what every rank runs)."""
 
-    __slots__ = ("ranks", "ranks_per_node", "threads", "env", "rank_argv", "pmi_port", "cores")
+    __slots__ = ("ranks", "ranks_per_node", "threads", "env", "rank_argv", "pmi_port", "cores", "total_ranks")
 
     def __init__(self, ranks, rank_argv, ranks_per_node=None, threads=1, env=None, pmi_port=False, cores=1):
         self.ranks, self.rank_argv = ranks, list(rank_argv)
         self.ranks_per_node, self.threads = ranks_per_node, threads
         self.env, self.pmi_port, self.cores = dict(env or {}), pmi_port, cores
+        self.total_ranks = ranks
 
 
 class Launcher:
@@ -27,3 +28,9 @@ class Launcher:
     def command(self, req):
         """(argv, env additions for the launcher process)."""
         raise NotImplementedError
+
+    def command_mpmd(self, reqs):
+        """MPMD: several components sharing one MPI_COMM_WORLD; (argv, env additions)."""
+        from ..errors import NearmetalError
+
+        raise NearmetalError(f"the {self.family} launcher cannot start MPMD jobs")

@@ -16,3 +16,16 @@ class HydraLauncher(Launcher):
         for key, value in req.env.items():
             argv += ["-genv", key, value]
         return argv + req.rank_argv, {}
+
+    def command_mpmd(self, reqs):
+        argv = [self.mpi["launcher"]]
+        if any(r.pmi_port for r in reqs):
+            argv.append("-pmi-port")
+        for i, r in enumerate(reqs):
+            argv += ([":"] if i else []) + ["-n", str(r.ranks)]
+            if r.ranks_per_node:
+                argv += ["-ppn", str(r.ranks_per_node)]
+            for key, value in r.env.items():
+                argv += ["-env", key, value]   # per executable block
+            argv += r.rank_argv
+        return argv, {}
