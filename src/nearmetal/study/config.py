@@ -36,6 +36,17 @@ class StudySection(_Strict):
     order: Literal["blocks", "sequential"] = "blocks"
     margin: float = Field(0.03, gt=0, lt=1)
     pin: bool = False
+    scheduler: Literal["local", "slurm"] = "local"
+
+
+class SlurmSection(_Strict):
+    """Used with scheduler = "slurm": srun inside an allocation, else one sbatch job per run."""
+
+    partition: str | None = None
+    nodes: int | None = Field(None, ge=1)
+    time: str | None = None
+    account: str | None = None
+    export: str | None = None
 
 
 class Matrix(_Strict):
@@ -121,6 +132,7 @@ class Baseline(_Strict):
 class StudyConfig(_Strict):
     study: StudySection
     baseline: Baseline = Baseline()
+    slurm: SlurmSection = SlurmSection()
     matrix: Matrix = Matrix()
     benchmark: list[Benchmark] = Field(min_length=1)
 

@@ -49,9 +49,13 @@ class Executor:
             env = {}
             if self.config.study.pin:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+            slurm = {k: v for k, v in self.config.slurm.model_dump().items() if v}
+            if self.config.study.scheduler == "slurm" and "time" not in slurm:
+                slurm["time"] = str(max(1, int(self.config.study.timeout + 59) // 60))
             req = RunRequest(spec.program, list(bench.args or spec.default_args), mode=variant["mode"],
                              runtime=variant["runtime"] or "charliecloud", image=image, mpi=variant["mpi"],
-                             ranks=row["ranks"], threads=row["threads"], env=env)
+                             ranks=row["ranks"], threads=row["threads"], env=env,
+                             scheduler=self.config.study.scheduler, slurm=slurm)
             try:
                 self._plans[key] = (plan(req), req, spec, bench)
             except NearmetalError as e:
@@ -98,19 +102,30 @@ class Executor:
             return "failed"
         p, req, spec, bench = planned
         t0 = time.perf_counter()
-        proc = subprocess.Popen(p.argv, env=p.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True, start_new_session=True)
         status = "ok"
-        try:
-            out, err = proc.communicate(timeout=self.config.study.timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
-            out, err = proc.communicate()
-            status = "timeout"
-        except BaseException:
-            _kill_group(proc.pid)
-            proc.communicate()
-            raise
+        if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+            from ..slurm.batch import submit_and_wait
+
+            try:
+                returncode, out, err = submit_and_wait(p, req, [req], capture=True)
+            except NearmetalError as e:  # refused or never startable: a failed run, the study goes on
+                returncode, out, err = None, "", str(e)
+            if "ended TIMEOUT" in err:
+                status = "timeout"
+            proc = _Done(returncode if returncode is not None else -1)
+        else:
+            proc = subprocess.Popen(p.argv, env=p.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+            try:
+                out, err = proc.communicate(timeout=self.config.study.timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                out, err = proc.communicate()
+                status = "timeout"
+            except BaseException:
+                _kill_group(proc.pid)
+                proc.communicate()
+                raise
         wall = time.perf_counter() - t0
         records = []
         if status == "ok" and proc.returncode != 0:
@@ -158,6 +173,13 @@ class Executor:
             if bar:
                 bar.stop()
         return done, failed
+
+
+class _Done:
+    """The outcome of a run that did not go through Popen (a batch job)."""
+
+    def __init__(self, returncode):
+        self.returncode = returncode
 
 
 def _kill_group(pid):
