@@ -232,7 +232,14 @@ def cmd_kernels(args):
     return 0
 
 
-COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "import": cmd_import, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels}
+def cmd_cluster(args):
+    from .slurm.cluster import command
+
+    return command(args.cluster_command, dir=args.dir, nodes=getattr(args, "nodes", None),
+                   as_json=getattr(args, "json", False))
+
+
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "import": cmd_import, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels, "cluster": cmd_cluster}
 
 
 class _Args:

@@ -181,9 +181,24 @@ def component_parser():
     return c
 
 
+def _add_cluster(sub):
+    c = sub.add_parser("cluster", help="a real local Slurm cluster (munged, slurmctld, N slurmd on 127.0.0.1)",
+                       description="State, configuration and logs live in --dir (default: $NEARMETAL_HOME/cluster). "
+                                   "Clients use it with: export SLURM_CONF=DIR/slurm.conf. See docs/slurm-cluster.md.")
+    csub = c.add_subparsers(dest="cluster_command", metavar="ACTION", parser_class=_Parser)
+    csub.required = True
+    u = csub.add_parser("up", help="start the cluster and wait until every node is idle (no-op when up)")
+    u.add_argument("--nodes", type=_positive, help="number of slurmd nodes n1..nN (default: 3; >= 2 for heterogeneous jobs)")
+    d = csub.add_parser("down", help="stop every daemon and job-step process of the cluster (no-op when down)")
+    s = csub.add_parser("status", help="daemons, nodes and their state, and the SLURM_CONF to export (exit 3 when down)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    for p in (u, d, s):
+        p.add_argument("--dir", help="cluster directory (default: $NEARMETAL_HOME/cluster)")
+
+
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
                "study": _add_study, "report": _add_report, "import": _add_import,
-               "kernels": _add_kernels}
+               "kernels": _add_kernels, "cluster": _add_cluster}
 
 
 def build_parser(only=None):

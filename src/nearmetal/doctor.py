@@ -198,9 +198,39 @@ def collect(image=None, programs=()):
         "cpu": cpu.describe(),
         "hazards": hazards.find(),
     }
+    slurm = slurm_report()
+    if slurm:
+        report["slurm"] = slurm
     if image:
         report["image"] = image_report(image, programs)
     return report
+
+
+def slurm_report(environ=None):
+    """The Slurm reachable from this environment (None: none; detect() answers at once
+    when there is no slurm.conf), with the Slurm hazards for the host's MPIs."""
+    from .slurm import info
+
+    found = info.detect(environ)
+    if found is None:
+        return None
+    return found | {"hazards": info.hazards(found, environ)}
+
+
+def render_slurm(slurm, console):
+    if not slurm:
+        console.print("[bold]Slurm[/] none reachable (no slurm.conf, or its controller is down); "
+                      "a local one: nearmetal cluster up", highlight=False)
+        return
+    parts = ", ".join(f"{p['name']}{'*' if p['default'] else ''} ({p['nodes']})" for p in slurm["partitions"]) or "none"
+    het = "yes" if slurm["hetjob"] else f"no ({slurm['scheduler']}, {slurm['nodes']} nodes: needs sched/backfill and >= 2)"
+    console.print(f"[bold]Slurm[/] {slurm['version']} cluster {slurm['cluster'] or '?'}, {slurm['nodes']} nodes, "
+                  f"partitions {parts}; conf {slurm['conf']}", highlight=False)
+    console.print(f"  srun --mpi: {', '.join(slurm['mpi_plugins']) or 'none listed'} (default {slurm['mpi_default'] or '?'})"
+                  f"   heterogeneous jobs: {het}"
+                  + (f"   inside job {slurm['job_id']}" if slurm["in_allocation"] else ""), highlight=False)
+    for h in slurm["hazards"]:
+        console.print(f"  [yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}", highlight=False)
 
 
 def render(report, console):
@@ -227,6 +257,7 @@ def render(report, console):
             console.print(f"[yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}", highlight=False)
     else:
         console.print("No environment hazards (LD_AUDIT, LD_PRELOAD, ...) found.")
+    render_slurm(report.get("slurm"), console)
     img = report.get("image")
     if img:
         console.print(f"\n[bold]Image {img['name']}[/] ({img['distro']}, glibc {img['glibc']})", highlight=False)
