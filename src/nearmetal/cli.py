@@ -28,13 +28,14 @@ def cmd_run(args):
                      slurm={k: v for k, v in slurm.items() if v})
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     p = plan(req, more)
+    if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        # Outside an allocation: a batch job around the srun line (shown by --dry-run).
+        from .slurm.batch import submit_and_wait
+
+        return submit_and_wait(p, req, [req] + more, verbose=args.verbose, dry_run=args.dry_run)
     if args.dry_run:
         print(p.describe())
         return 0
-    if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
-        from .slurm.batch import submit_and_wait
-
-        return submit_and_wait(p, req, verbose=args.verbose)
     execute(p, verbose=args.verbose)
     return 0  # not reached: execute replaces the process
 
@@ -86,16 +87,29 @@ def cmd_bench(args):
     if ranks < spec.min_ranks or (spec.max_ranks and ranks > spec.max_ranks):
         limit = f"{spec.min_ranks}..{spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}"
         raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
+    slurm = {k: getattr(args, a, None) for k, a in (("partition", "partition"), ("nodes", "nodes"), ("time", "time"),
+                                                  ("account", "account"), ("export", "slurm_export"))}
     req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
-                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env))
+                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
+                     scheduler=args.scheduler, slurm={k: v for k, v in slurm.items() if v})
     p = plan(req)
-    if args.dry_run:
+    batch = req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID")
+    if args.dry_run and not batch:
         print(p.describe())
         return 0
     if args.verbose:
         print(p.describe(), file=sys.stderr)
-    rc, out, err = capture(p, timeout=args.timeout)
+    if batch:
+        from .slurm.batch import submit_and_wait
+
+        if args.dry_run:
+            return submit_and_wait(p, req, [req], dry_run=True)
+        rc, out, err = submit_and_wait(p, req, [req], capture=True)
+    else:
+        rc, out, err = capture(p, timeout=args.timeout)
     params = {"mode": args.mode, "mpi": req.mpi["family"], "ranks": ranks, "threads": args.threads}
+    if req.scheduler != "local":
+        params["scheduler"] = req.scheduler
     if args.mode != "native":
         params |= {"runtime": args.runtime, "image": req.image.name}
     records = kernels.parse(spec, out, params)

@@ -106,13 +106,19 @@ def plan(req, more=()):
     launcher = launchers.for_request(mpi, req)
     tag = f"nm{os.getpid()}"
     total = req.ranks + sum(r.ranks for r in more)
-    parts = [_component(req, mpi, tag, total)]
+    shared = {}
+    if mpi["family"] == "mpich" and (any(r.mode != "native" for r in [req, *more])):
+        # UCX shared memory reaches a peer's segment through /proc/<pid>/fd, which fails
+        # across user namespaces (separate ch-run containers, MPMD components, ranks on
+        # different Slurm "nodes" of one host); named segments in /dev/shm work everywhere.
+        shared["UCX_POSIX_USE_PROC_LINK"] = "n"
+    parts = [_component(req, mpi, tag, total, shared)]
     for i, r in enumerate(more, start=1):
         if r.mpi and r.mpi != mpi["family"]:
             raise NearmetalError(f"MPMD component {i + 1} asks for {r.mpi}, but components share one "
                                  f"MPI_COMM_WORLD: every component must use {mpi['family']}")
         _resolve_image(r)
-        parts.append(_component(r, mpi, f"{tag}c{i}", total))
+        parts.append(_component(r, mpi, f"{tag}c{i}", total, shared))
     launch_env, notes = {}, []
     for lreq, env, n in parts:
         launch_env.update(env)
@@ -137,7 +143,7 @@ def _resolve_image(req):
     req.image = image_mod.resolve(spec)
 
 
-def _component(req, mpi, tag, total_ranks):
+def _component(req, mpi, tag, total_ranks, shared_env=None):
     """(LaunchRequest, launcher environment, notes) for one component of a launch."""
     from .launchers.base import LaunchRequest
     from .models import prepare
@@ -157,6 +163,7 @@ def _component(req, mpi, tag, total_ranks):
     rank_env = {"OMP_NUM_THREADS": str(req.threads)}
     if total_ranks * req.threads > (os.cpu_count() or 1):
         rank_env["OMP_WAIT_POLICY"] = "passive"
+    rank_env.update(shared_env or {})
     rank_env.update(req.env)
     if runtime is None:
         rank_argv = model.argv
@@ -167,9 +174,12 @@ def _component(req, mpi, tag, total_ranks):
         # User --env goes into the container: the runtime sets it there.
         container_env.update(rank_env)
         rank_env = {}
+        # Namespace joining needs the exact peer count per node, which srun decides at run
+        # time: under Slurm every rank gets its own container (UCX then uses named /dev/shm
+        # segments, see plan()).
+        peers = 1 if req.scheduler == "slurm" else (req.ranks_per_node or req.ranks)
         spec = RankSpec(req.image, model.argv, env=container_env, mounts=model.mounts,
-                        launcher=mpi["family"], ranks_per_node=req.ranks_per_node or req.ranks,
-                        tag=tag, use_sqfs=req.use_sqfs)
+                        launcher=mpi["family"], ranks_per_node=peers, tag=tag, use_sqfs=req.use_sqfs)
         rank_argv = runtime.wrap(spec)
         launch_env.update(runtime.launch_env())
     lreq = LaunchRequest(req.ranks, rank_argv, ranks_per_node=req.ranks_per_node, threads=req.threads,

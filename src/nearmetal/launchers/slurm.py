@@ -1,0 +1,77 @@
+"""Slurm's srun: ranks started by slurmd with the PMI plugin the MPI family speaks.
+
+Open MPI wires up through PMIx (`--mpi=pmix`), MPICH through PMI-2 (`--mpi=pmi2`). The
+plugins the site's Slurm offers are read from `srun --mpi=list`; a missing one is an error
+before anything starts. Containers are started per rank by srun exactly as by mpirun.
+"""
+
+import os
+import shutil
+
+from ..errors import NearmetalError
+from .base import Launcher
+
+PMI_PLUGIN = {"openmpi": ("pmix", "pmix_v4", "pmix_v3", "pmix_v2"), "mpich": ("pmi2",)}
+
+
+def _plugins():
+    import subprocess
+
+    try:
+        out = subprocess.run(["srun", "--mpi=list"], capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    names = []
+    for line in (out.stdout + out.stderr).splitlines():
+        word = line.replace("srun:", "").strip()
+        if word and " " not in word and not word.endswith(":"):
+            names.append(word)
+    return names
+
+
+class SrunLauncher(Launcher):
+    family = "slurm"
+
+    def __init__(self, mpi, req):
+        super().__init__(mpi)
+        self.opts = dict(getattr(req, "slurm", {}) or {})
+        self.srun = shutil.which("srun")
+        if not self.srun:
+            raise NearmetalError("--scheduler slurm: srun is not installed (Debian: slurm-client)")
+
+    def plugin(self):
+        have = _plugins()
+        for want in PMI_PLUGIN[self.mpi["family"]]:
+            if want in have:
+                return want
+        raise NearmetalError(f"this Slurm offers MPI plugins {', '.join(have) or 'none'}, but {self.mpi['family']} "
+                             f"needs {' or '.join(PMI_PLUGIN[self.mpi['family']])}; ask the site for it or use "
+                             f"--scheduler local")
+
+    def _common(self):
+        argv = [self.srun, f"--mpi={self.plugin()}", "--kill-on-bad-exit=1"]
+        if os.environ.get("SLURM_JOB_ID") and self.opts.get("nodes"):
+            argv.append(f"--nodes={self.opts['nodes']}")
+        return argv
+
+    @staticmethod
+    def _component(req):
+        argv = ["-n", str(req.ranks)]
+        if req.ranks_per_node:
+            argv.append(f"--ntasks-per-node={req.ranks_per_node}")
+        if req.threads > 1:
+            argv.append(f"--cpus-per-task={req.threads}")
+        return argv
+
+    def command(self, req):
+        # srun hands the caller's environment to the ranks (--export=ALL inside a job).
+        return self._common() + self._component(req) + req.rank_argv, dict(req.env)
+
+    def command_mpmd(self, reqs):
+        """A heterogeneous job step: `srun ... A : ... B` shares MPI_COMM_WORLD."""
+        argv, env = self._common(), {}
+        for i, r in enumerate(reqs):
+            argv += ([":"] if i else []) + self._component(r) + r.rank_argv
+            for k, v in r.env.items():
+                env.setdefault(k, v)
+        return argv, env

@@ -1,0 +1,108 @@
+"""nearmetal run/bench through a real local Slurm cluster: srun with the right PMI plugin,
+sbatch outside an allocation, heterogeneous (MPMD) steps, failures reported, never a hang."""
+
+import os
+import subprocess
+
+import pytest
+
+from conftest import assert_one_line_error, nearmetal, ranks_json
+from nearmetal.slurm import cluster
+
+
+@pytest.fixture(scope="module")
+def slurm_env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("slurm")
+    cl = cluster.up(nodes=3, dir=d)
+    try:
+        yield cl.env()
+    finally:
+        cluster.down(dir=d)
+
+
+def run(env, *args, timeout=180):
+    return nearmetal("run", "--scheduler", "slurm", *args, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("mode", ["native", "hybrid", "bind"])
+@pytest.mark.parametrize("family", ["openmpi", "mpich"])
+def test_every_mode_through_slurm(slurm_env, default_image, family, mode):
+    out = run(slurm_env, "--mpi", family, "--mode", mode, "-n", "2", "--", "nm-mpi-info", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = ranks_json(out.stdout)
+    assert [r["size"] for r in rows] == [2, 2]
+    assert all(r["library"].startswith("/nm/host-mpi/") == (mode == "bind") for r in rows)
+
+
+def test_batch_script_shown_by_dry_run(slurm_env):
+    out = run(slurm_env, "--dry-run", "--mpi", "mpich", "--partition", "debug", "--time", "5", "-n", "1", "--",
+              "nm-mpi-info", ":", "-n", "2", "--", "nm-mpi-info")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "#SBATCH --partition=debug" in text and "#SBATCH --time=5" in text
+    assert text.count("#SBATCH --ntasks=") == 2 and "#SBATCH hetjob" in text
+    assert "--mpi=pmi2" in text and " : -n 2 " in text
+
+
+def test_inside_an_allocation_srun_is_used_directly(slurm_env):
+    env = dict(os.environ, **slurm_env)
+    argv = ["salloc", "-N2", "-n2", str(nearmetal.__globals__["NEARMETAL"]), "run", "-v", "--scheduler", "slurm",
+            "--mpi", "openmpi", "-n", "2", "--", "nm-mpi-info", "--json"]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "--mpi=pmix" in out.stderr and "sbatch" not in out.stderr
+    assert [r["size"] for r in ranks_json(out.stdout)] == [2, 2]
+
+
+@pytest.mark.parametrize("family", ["openmpi", "mpich"])
+def test_heterogeneous_coupled_native_and_container(slurm_env, default_image, family):
+    """The coupled proxy as a heterogeneous step on 2+ nodes: atmosphere native, ocean in bind mode."""
+    out = run(slurm_env, "--mpi", family, "--nodes", "2", "-n", "1", "--", "nm-coupled", "--role", "atm", "--couplings", "4",
+              ":", "-n", "2", "--mode", "bind", "--", "nm-coupled", "--role", "ocn", "--couplings", "4")
+    assert out.returncode == 0, out.stderr
+    assert "world_size=3" in out.stdout and "atm_ranks=1" in out.stdout and "ocn_ranks=2" in out.stdout
+
+
+def test_heterogeneous_mixed_modes_share_comm_world(slurm_env, default_image):
+    out = run(slurm_env, "--mpi", "mpich", "-n", "1", "--mode", "hybrid", "--", "nm-mpi-info", "--json",
+              ":", "-n", "2", "--mode", "bind", "--", "nm-mpi-info", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = ranks_json(out.stdout)
+    assert [r["size"] for r in rows] == [3, 3, 3]
+    assert [r["library"].startswith("/nm/host-mpi/") for r in rows] == [False, True, True]
+
+
+def test_bench_through_slurm(slurm_env):
+    out = nearmetal("bench", "latency", "--scheduler", "slurm", "--mpi", "mpich", "--json", "--", "-m", "8:8",
+                    "-i", "100", "-x", "10", env=slurm_env, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert '"scheduler": "slurm"' in out.stdout and '"metric": "latency"' in out.stdout
+
+
+def test_bad_partition_is_refused_with_slurms_reason(slurm_env):
+    err = assert_one_line_error(run(slurm_env, "--partition", "nosuch", "--mpi", "mpich", "--", "nm-mpi-info"))
+    assert "Slurm refused the job" in err and "partition" in err.lower()
+
+
+def test_too_many_nodes_is_refused(slurm_env):
+    err = assert_one_line_error(run(slurm_env, "--nodes", "9", "-n", "9", "--mpi", "mpich", "--", "nm-mpi-info"))
+    assert "Slurm" in err
+
+
+def test_failing_program_reports_exit_status(slurm_env):
+    out = run(slurm_env, "--mpi", "mpich", "-n", "1", "--", "/bin/sh", "-c", "exit 3")
+    assert out.returncode == 3
+    assert "ended FAILED" in out.stderr
+
+
+def test_missing_pmi_plugin_simulated_by_a_wrapper_srun_is_a_clear_error(slurm_env, tmp_path):
+    """A Slurm whose srun lacks the family's PMI plugin: refused before anything starts."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = subprocess.run(["which", "srun"], capture_output=True, text=True).stdout.strip()
+    (fake / "srun").write_text(f"#!/bin/sh\nif [ \"$1\" = --mpi=list ]; then echo 'srun: MPI types are...'; "
+                               f"echo none; exit 0; fi\nexec {real} \"$@\"\n")
+    (fake / "srun").chmod(0o755)
+    env = dict(slurm_env, PATH=f"{fake}:{os.environ['PATH']}")
+    err = assert_one_line_error(run(env, "--mpi", "openmpi", "--", "nm-mpi-info"))
+    assert "pmix" in err and "none" in err
