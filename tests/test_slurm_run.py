@@ -106,3 +106,32 @@ def test_missing_pmi_plugin_simulated_by_a_wrapper_srun_is_a_clear_error(slurm_e
     env = dict(slurm_env, PATH=f"{fake}:{os.environ['PATH']}")
     err = assert_one_line_error(run(env, "--mpi", "openmpi", "--", "nm-mpi-info"))
     assert "pmix" in err and "none" in err
+
+
+def test_study_with_slurm_scheduler(slurm_env, tmp_path):
+    study = tmp_path / "s.toml"
+    study.write_text("""
+[study]
+name = "slurm-study"
+repetitions = 2
+warmup = 0
+timeout = 120
+scheduler = "slurm"
+[slurm]
+partition = "debug"
+[matrix]
+mode = ["native"]
+mpi = ["mpich"]
+[[benchmark]]
+kernel = "pingpong"
+args = ["-s", "8", "-i", "100", "-x", "10"]
+""")
+    db = tmp_path / "s.db"
+    out = nearmetal("study", str(study), "--db", str(db), "--no-progress", "--out", str(tmp_path), env=slurm_env,
+                    timeout=300)
+    assert out.returncode == 0, out.stderr
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT status, argv_json FROM runs").fetchall()
+    assert len(rows) == 2 and all(s == "ok" and "srun" in a for s, a in rows)
