@@ -47,6 +47,7 @@ for _name, _parser, _what in (("stream", "stream", "STREAM copy/scale/add/triad 
 # Start-up and metadata probes.
 register(KernelSpec("startup", "nm-startup", "startup", "process start to main: wall vs CPU time"))
 register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm"))
+register(KernelSpec("coupled", "nm-coupled", "coupled", "coupled-model proxy: two components on split MPI_COMM_WORLD exchanging fluxes", 2))
 
 
 def get(name):
