@@ -124,3 +124,21 @@ def test_verbose_prints_command(tmp_path):
     out = nearmetal("run", "-v", "--mpi", "mpich", "-n", "1", "--", "/bin/true")
     assert out.returncode == 0
     assert "mpiexec" in out.stderr and "/bin/true" in out.stderr
+
+
+@pytest.mark.parametrize("mode", ["native", "hybrid", "bind"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_mpmd_coupled_components_share_comm_world(family, mode, default_image):
+    """MPMD locally: atmosphere native, ocean in MODE; one MPI_COMM_WORLD, verified exchanges."""
+    out = nearmetal("run", "--mpi", family, "-n", "1", "--", "nm-coupled", "--role", "atm", "--couplings", "4",
+                    ":", "-n", "2", "--mode", mode, "--", "nm-coupled", "--role", "ocn", "--couplings", "4",
+                    timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "world_size=3" in out.stdout and "atm_ranks=1" in out.stdout and "mode=mpmd" in out.stdout
+
+
+def test_mpmd_bad_component_syntax_is_a_clear_error(default_image):
+    out = nearmetal("run", "--mpi", "mpich", "-n", "1", "--", "nm-mpi-info", ":", "--bogus", "--", "nm-mpi-info")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    out = nearmetal("run", "--mpi", "mpich", "-n", "1", "--", "nm-mpi-info", ":", ":", "nm-mpi-info")
+    assert "empty MPMD component" in out.stderr and out.returncode != 0

@@ -112,6 +112,15 @@ def plan(req, more=()):
         # across user namespaces (separate ch-run containers, MPMD components, ranks on
         # different Slurm "nodes" of one host); named segments in /dev/shm work everywhere.
         shared["UCX_POSIX_USE_PROC_LINK"] = "n"
+        if more or req.scheduler == "slurm":
+            # ...and single-copy via process_vm_readv (CMA) is not permitted across them;
+            # TCP between namespaces hung intermittently here. Shared memory by named
+            # segments, plus the InfiniBand transports for multi-node clusters.
+            shared["UCX_TLS"] = "posix,sysv,self,rc,ud,dc"
+    if mpi["family"] == "openmpi" and any(r.mode != "native" for r in [req, *more]) and (more or req.scheduler == "slurm"):
+        # Ranks in different namespaces (MPMD components, or per-rank containers under srun)
+        # cannot use CMA single-copy; without this Open MPI's vader BTL can hang.
+        shared["OMPI_MCA_btl_vader_single_copy_mechanism"] = "none"
     parts = [_component(req, mpi, tag, total, shared)]
     for i, r in enumerate(more, start=1):
         if r.mpi and r.mpi != mpi["family"]:
