@@ -36,6 +36,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--coupled-mpi", default="mpich,openmpi")
+    ap.add_argument("--skip-launch", action="store_true")
     a = ap.parse_args()
     from nearmetal.discovery.mpi import get
     from nearmetal.kernels import get as kget, parse
@@ -47,7 +49,7 @@ def main():
     true = shutil.which("true")
     try:
         print(f"launch overhead, 2 ranks of {true}, {a.rounds} rounds (medians [min-max])")
-        for fam, plugin in (("mpich", "pmi2"), ("openmpi", "pmix")):
+        for fam, plugin in (() if a.skip_launch else (("mpich", "pmi2"), ("openmpi", "pmix"))):
             launcher = get(fam)["launcher"]
             local = [launcher, "-n", "2", true] if fam == "mpich" else [launcher, "--allow-run-as-root", "-np", "2", true]
             # one allocation, srun timed inside it by a small Python loop
@@ -65,7 +67,7 @@ def main():
         print(f"\ncoupled kernel as a heterogeneous step: atm 1 rank native, ocn 2 ranks in MODE, {a.reps} reps")
         spec = kget("coupled")
         rng = random.Random(1)
-        for fam in ("mpich", "openmpi"):
+        for fam in a.coupled_mpi.split(","):
             results = {m: {"atm": [], "ocn": []} for m in ("native", "bind", "hybrid")}
             for rep in range(a.reps):
                 modes = list(results)
@@ -74,7 +76,11 @@ def main():
                     argv = [NEARMETAL, "run", "--scheduler", "slurm", "--mpi", fam, "--nodes", "2", "-n", "1", "--",
                             "nm-coupled", "--role", "atm", ":", "-n", "2", "--mode", mode, "--", "nm-coupled",
                             "--role", "ocn"]
-                    out = subprocess.run(argv, env=env, capture_output=True, text=True)
+                    try:
+                        out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+                    except subprocess.TimeoutExpired:
+                        print(f"  {fam} {mode}: no result within 120 s (job cancelled)")
+                        continue
                     if out.returncode != 0:
                         print(f"  {fam} {mode}: failed: {out.stderr.strip()[-300:]}")
                         continue

@@ -78,11 +78,19 @@ def submit_and_wait(plan, req, components, verbose=False, dry_run=False, poll=0.
         reason = (sub.stderr.strip().splitlines() or ["no reason given"])[-1]
         raise NearmetalError(f"Slurm refused the job: {reason} (script: {path})")
     job = sub.stdout.strip().split(";")[0]
+    import signal
+
+    def _terminate(signum, frame):  # killed while waiting: the job must not outlive us
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         state = _wait(job, poll)
     except KeyboardInterrupt:
         subprocess.run(["scancel", job], capture_output=True)
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     texts = {}
     for name in ("job.out", "job.err"):
         f = outdir / name
