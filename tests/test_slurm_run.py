@@ -54,17 +54,31 @@ def test_inside_an_allocation_srun_is_used_directly(slurm_env):
     assert [r["size"] for r in ranks_json(out.stdout)] == [2, 2]
 
 
+def run_het(env, *args):
+    """A heterogeneous step, allowed one retry: Open MPI 4.1.4 het steps under srun --mpi=pmix
+    hang in start-up about one time in ten here, natively as in containers (upstream; see
+    docs/slurm-cluster.md); the hung job is cancelled before the retry."""
+    for attempt in (1, 2):
+        try:
+            return run(env, *args, timeout=90)
+        except subprocess.TimeoutExpired:
+            subprocess.run(["scancel", "--name", "nearmetal"], env=dict(os.environ, **env), capture_output=True)
+            if attempt == 2:
+                raise
+
+
 @pytest.mark.parametrize("family", ["openmpi", "mpich"])
 def test_heterogeneous_coupled_native_and_container(slurm_env, default_image, family):
     """The coupled proxy as a heterogeneous step on 2+ nodes: atmosphere native, ocean in bind mode."""
-    out = run(slurm_env, "--mpi", family, "--nodes", "2", "-n", "1", "--", "nm-coupled", "--role", "atm", "--couplings", "4",
-              ":", "-n", "2", "--mode", "bind", "--", "nm-coupled", "--role", "ocn", "--couplings", "4")
+    out = run_het(slurm_env, "--mpi", family, "--nodes", "2", "-n", "1", "--", "nm-coupled", "--role", "atm",
+                  "--couplings", "4", ":", "-n", "2", "--mode", "bind", "--", "nm-coupled", "--role", "ocn",
+                  "--couplings", "4")
     assert out.returncode == 0, out.stderr
     assert "world_size=3" in out.stdout and "atm_ranks=1" in out.stdout and "ocn_ranks=2" in out.stdout
 
 
 def test_heterogeneous_mixed_modes_share_comm_world(slurm_env, default_image):
-    out = run(slurm_env, "--mpi", "mpich", "-n", "1", "--mode", "hybrid", "--", "nm-mpi-info", "--json",
+    out = run_het(slurm_env, "--mpi", "mpich", "-n", "1", "--mode", "hybrid", "--", "nm-mpi-info", "--json",
               ":", "-n", "2", "--mode", "bind", "--", "nm-mpi-info", "--json")
     assert out.returncode == 0, out.stderr
     rows = ranks_json(out.stdout)
