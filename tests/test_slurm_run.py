@@ -149,3 +149,10 @@ args = ["-s", "8", "-i", "100", "-x", "10"]
     con = sqlite3.connect(db)
     rows = con.execute("SELECT status, argv_json FROM runs").fetchall()
     assert len(rows) == 2 and all(s == "ok" and "srun" in a for s, a in rows)
+
+
+def test_no_reachable_slurm_is_a_clear_error(tmp_path):
+    env = {"SLURM_CONF": str(tmp_path / "missing.conf")}
+    err = assert_one_line_error(nearmetal("run", "--scheduler", "slurm", "--mpi", "mpich", "--", "nm-mpi-info",
+                                          env=env, timeout=120))
+    assert "no Slurm reachable" in err

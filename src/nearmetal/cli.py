@@ -20,12 +20,10 @@ def cmd_run(args):
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
     segments = _split_components(command)
     first = segments[0]
-    slurm = {k: getattr(args, a, None) for k, a in (("partition", "partition"), ("nodes", "nodes"), ("time", "time"),
-                                                  ("account", "account"), ("export", "slurm_export"))}
     req = RunRequest(first[0], first[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", "local"),
-                     slurm={k: v for k, v in slurm.items() if v})
+                     slurm=_slurm_options(args))
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     p = plan(req, more)
     if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
@@ -38,6 +36,13 @@ def cmd_run(args):
         return 0
     execute(p, verbose=args.verbose)
     return 0  # not reached: execute replaces the process
+
+
+def _slurm_options(args):
+    """--partition/--nodes/--time/--account/--export as the RunRequest's slurm dict (set ones only)."""
+    pairs = (("partition", "partition"), ("nodes", "nodes"), ("time", "time"), ("account", "account"),
+             ("export", "slurm_export"))
+    return {k: getattr(args, a) for k, a in pairs if getattr(args, a, None)}
 
 
 def _split_components(argv):
@@ -87,11 +92,9 @@ def cmd_bench(args):
     if ranks < spec.min_ranks or (spec.max_ranks and ranks > spec.max_ranks):
         limit = f"{spec.min_ranks}..{spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}"
         raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
-    slurm = {k: getattr(args, a, None) for k, a in (("partition", "partition"), ("nodes", "nodes"), ("time", "time"),
-                                                  ("account", "account"), ("export", "slurm_export"))}
     req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
-                     scheduler=args.scheduler, slurm={k: v for k, v in slurm.items() if v})
+                     scheduler=args.scheduler, slurm=_slurm_options(args))
     p = plan(req)
     batch = req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID")
     if args.dry_run and not batch:

@@ -15,18 +15,14 @@ PMI_PLUGIN = {"openmpi": ("pmix", "pmix_v4", "pmix_v3", "pmix_v2"), "mpich": ("p
 
 
 def _plugins():
-    import subprocess
+    """MPI plugins of the reachable Slurm (`srun --mpi=list`); a clear error when none answers."""
+    from ..slurm.info import detect
 
-    try:
-        out = subprocess.run(["srun", "--mpi=list"], capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    names = []
-    for line in (out.stdout + out.stderr).splitlines():
-        word = line.replace("srun:", "").strip()
-        if word and " " not in word and not word.endswith(":"):
-            names.append(word)
-    return names
+    info = detect()
+    if info is None:
+        raise NearmetalError("--scheduler slurm: no Slurm reachable (no SLURM_CONF, or its controller does not "
+                             "answer `scontrol ping`); set SLURM_CONF or start a local one with `nearmetal cluster up`")
+    return info["mpi_plugins"]
 
 
 class SrunLauncher(Launcher):
