@@ -133,8 +133,17 @@ def test_direct_launch_with_each_mpis_pmi(slurm, family):
 
 @pytest.mark.parametrize("family", ["openmpi", "mpich"])
 def test_heterogeneous_step_shares_comm_world(slurm, family):
+    """Up to 3 attempts: Open MPI 4.1.4 het steps under --mpi=pmix hang at start about one
+    time in ten here (upstream, documented in docs/slurm-cluster.md)."""
     prog = mpi_info(family)
-    out = srun(slurm, f"--mpi={PMI[family]}", "-n1", prog, ":", "-n1", prog)
+    for attempt in (1, 2, 3):
+        try:
+            out = srun(slurm, f"--mpi={PMI[family]}", "-n1", prog, ":", "-n1", prog, timeout=40)
+            break
+        except subprocess.TimeoutExpired:
+            subprocess.run(["scancel", "--user", "root"], env=client_env(slurm), capture_output=True)
+            if attempt == 3:
+                raise
     assert parse_ranks(out) == [(0, 2), (1, 2)], out
 
 
