@@ -15,8 +15,8 @@ from nearmetal import image
 from nearmetal.errors import NearmetalError
 from nearmetal.runtimes.podman_storage import podman_argv, podman_env
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("debootstrap"),
-                                reason="image builds need root and debootstrap")
+# The set-up installs debootstrap and podman and runs as root (as CI does): a missing
+# piece is a broken set-up, so these tests fail rather than skip.
 
 
 @pytest.fixture(scope="session")
@@ -171,7 +171,6 @@ def test_squashfs(bookworm_image):
     assert time.monotonic() - t0 < 2
 
 
-@pytest.mark.skipif(not shutil.which("podman"), reason="podman not installed")
 def test_podman(bookworm_image):
     img = image.build(distro="bookworm", fmt="podman", progress=False)
     assert img.podman_ref == f"localhost/nearmetal-{img.name}:latest"

@@ -5,6 +5,8 @@ later srun); what each rank runs (native program, or a runtime's container wrapp
 is handed to it as an argv, so launchers and runtimes combine freely.
 """
 
+from abc import ABC, abstractmethod
+
 
 class LaunchRequest:
     """ranks, ranks_per_node (None: launcher default), threads per rank, env for the ranks
@@ -19,15 +21,15 @@ class LaunchRequest:
         self.total_ranks = ranks
 
 
-class Launcher:
+class Launcher(ABC):
     family = ""
 
     def __init__(self, mpi):
         self.mpi = mpi  # the host MPI installation (discovery.mpi record)
 
+    @abstractmethod
     def command(self, req):
         """(argv, env additions for the launcher process)."""
-        raise NotImplementedError
 
     def command_mpmd(self, reqs):
         """MPMD: several components sharing one MPI_COMM_WORLD; (argv, env additions)."""

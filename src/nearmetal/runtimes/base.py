@@ -8,6 +8,7 @@ that `wrap` returns.
 import os
 import shutil
 import subprocess
+from abc import ABC, abstractmethod
 
 
 class Mount:
@@ -39,7 +40,7 @@ class RankSpec:
         self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
 
 
-class Runtime:
+class Runtime(ABC):
     name = ""
     binary = ""
     # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
@@ -71,8 +72,9 @@ class Runtime:
         """Variables the launcher's environment must carry for this runtime to work."""
         return {}
 
+    @abstractmethod
     def wrap(self, spec):
-        raise NotImplementedError
+        """argv that runs spec.argv inside a container of spec.image."""
 
     def smoke_argv(self, rootfs):
         """A real container start of /bin/true in a rootfs directory."""
