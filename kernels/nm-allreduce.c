@@ -47,13 +47,8 @@ static int nm_allreduce_check(const struct nm_osu_opts *o, const float *r, long 
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     struct nm_osu_opts o;
-    nm_osu_defaults(&o, "nm-allreduce", "MPI Allreduce Latency Test", NM_OSU_COLL);
-    int rc = nm_osu_options(argc, argv, &o);
-    if (rc >= 0)
-        nm_osu_exit(rc);
-    nm_osu_require_ranks(&o, 2, 0);
+    nm_osu_init(&argc, &argv, &o, "nm-allreduce", "MPI Allreduce Latency Test", NM_OSU_COLL, 2, 0);
 
     int rank = o.rank, n = o.nranks, victim = n - 1;
     double mine = rank + 1, total = (double)n * (n + 1) / 2.0;

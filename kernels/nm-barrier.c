@@ -22,13 +22,8 @@ static int nm_barrier_token(int round, int rank)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     struct nm_osu_opts o;
-    nm_osu_defaults(&o, "nm-barrier", "MPI Barrier Latency Test", NM_OSU_BARRIER);
-    int rc = nm_osu_options(argc, argv, &o);
-    if (rc >= 0)
-        nm_osu_exit(rc);
-    nm_osu_require_ranks(&o, 2, 0);
+    nm_osu_init(&argc, &argv, &o, "nm-barrier", "MPI Barrier Latency Test", NM_OSU_BARRIER, 2, 0);
     int rank = o.rank, n = o.nranks;
     const int victim = 0;  /* rank 0 receives the tokens */
     nm_osu_header(&o, NULL);

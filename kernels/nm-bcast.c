@@ -12,13 +12,8 @@
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     struct nm_osu_opts o;
-    nm_osu_defaults(&o, "nm-bcast", "MPI Broadcast Latency Test", NM_OSU_COLL);
-    int rc = nm_osu_options(argc, argv, &o);
-    if (rc >= 0)
-        nm_osu_exit(rc);
-    nm_osu_require_ranks(&o, 2, 0);
+    nm_osu_init(&argc, &argv, &o, "nm-bcast", "MPI Broadcast Latency Test", NM_OSU_COLL, 2, 0);
 
     const int root = 0;
     int rank = o.rank, victim = o.nranks - 1;

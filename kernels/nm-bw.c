@@ -14,13 +14,8 @@
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
     struct nm_osu_opts o;
-    nm_osu_defaults(&o, "nm-bw", "MPI Bandwidth Test", NM_OSU_BW);
-    int rc = nm_osu_options(argc, argv, &o);
-    if (rc >= 0)
-        nm_osu_exit(rc);
-    nm_osu_require_ranks(&o, 2, 2);
+    nm_osu_init(&argc, &argv, &o, "nm-bw", "MPI Bandwidth Test", NM_OSU_BW, 2, 2);
 
     const int victim = 1;
     int rank = o.rank, window = o.window;

@@ -423,3 +423,14 @@ void nm_osu_agree(const struct nm_osu_opts *o, long size, int bad)
     }
     nm_osu_exit(1);
 }
+
+void nm_osu_init(int *argc, char ***argv, struct nm_osu_opts *o, const char *prog, const char *title,
+                 enum nm_osu_kind kind, int min_ranks, int max_ranks)
+{
+    MPI_Init(argc, argv);
+    nm_osu_defaults(o, prog, title, kind);
+    int rc = nm_osu_options(*argc, *argv, o);
+    if (rc >= 0)
+        nm_osu_exit(rc);
+    nm_osu_require_ranks(o, min_ranks, max_ranks);
+}

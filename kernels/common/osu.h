@@ -50,6 +50,10 @@ long nm_osu_number(const char *s);
 void nm_osu_exit(int code) __attribute__((noreturn));
 /* Refuses (message on rank 0, exit 2 after MPI_Finalize) a rank count outside min..max (max 0: any). */
 void nm_osu_require_ranks(const struct nm_osu_opts *o, int min, int max);
+/* The whole start of every OSU kernel: MPI_Init, defaults, options (usage errors exit),
+ * and the rank-count check (max 0: no upper limit). */
+void nm_osu_init(int *argc, char ***argv, struct nm_osu_opts *o, const char *prog, const char *title,
+                 enum nm_osu_kind kind, int min_ranks, int max_ranks);
 /* Page-aligned buffer of at least n bytes (never NULL: aborts with a message). */
 void *nm_osu_alloc(long n);
 
