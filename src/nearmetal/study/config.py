@@ -8,6 +8,8 @@ dimensions (varying together, as Ramble's `zips`) and exclusions.
 Errors name the file, the key path, what was expected and what was found.
 """
 
+import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -20,6 +22,42 @@ DIMENSIONS = ("mode", "runtime", "mpi", "image", "ranks", "threads")
 MODES = ("native", "hybrid", "bind")
 RUNTIMES = ("charliecloud", "bwrap", "podman")
 MPIS = ("openmpi", "mpich")
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _expand_dir(v):
+    """~ and $VARS expanded, made absolute (relative to the current directory)."""
+    if v is None:
+        return None
+    full = os.path.expandvars(os.path.expanduser(v))
+    if "$" in full:
+        raise ValueError(f"'{v}' names an environment variable that is not set")
+    if not full.strip():
+        raise ValueError("expected a directory path")
+    return os.path.abspath(full)
+
+
+def check_workdir(path):
+    """None when `path` is a directory a file can be created in, or can be created; else why
+    not. Tried for real (a temporary entry, removed at once): as root, access(2) says yes to
+    directories nobody can write (/proc, read-only mounts)."""
+    import tempfile
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        return "not a directory"
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"cannot be created ({probe} is not a directory)"
+    try:
+        tempfile.TemporaryDirectory(dir=probe, prefix=".nearmetal-probe-").cleanup()
+    except OSError as e:
+        return "not writable" if probe == p else f"cannot be created ({probe}: {e.strerror})"
+    return None
 
 
 class _Strict(BaseModel):
@@ -37,6 +75,12 @@ class StudySection(_Strict):
     margin: float = Field(0.03, gt=0, lt=1)
     pin: bool = False
     scheduler: Literal["local", "slurm"] = "local"
+    workdir: str | None = None
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, v):
+        return _expand_dir(v)
 
 
 class SlurmSection(_Strict):
@@ -107,6 +151,21 @@ class Benchmark(_Strict):
     ranks: list[int] | None = None
     threads: list[int] | None = None
     zips: list[list[str]] | None = None
+    env: dict[str, str] = {}
+    workdir: str | None = None
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, v):
+        return _expand_dir(v)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v):
+        for key in v:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"'{key}' is not an environment variable name")
+        return v
 
     @field_validator("kernel")
     @classmethod
@@ -172,13 +231,29 @@ def parse(text, source="<study>"):
         raise NearmetalError(f"{source}: {_where(err['loc'])}: {msg}; found {found_s}{more}")
 
 
+def check_paths(cfg, source="<study>"):
+    """Working directories must exist or be creatable, and writable: checked before any run
+    starts (not in parse(), which also reads stored studies whose directories may be gone)."""
+    if cfg.study.workdir:
+        why = check_workdir(cfg.study.workdir)
+        if why:
+            raise NearmetalError(f"{source}: study.workdir: {cfg.study.workdir}: {why}")
+    for i, bench in enumerate(cfg.benchmark):
+        if bench.workdir:
+            why = check_workdir(bench.workdir)
+            if why:
+                raise NearmetalError(f"{source}: benchmark[{i}].workdir: {bench.workdir}: {why}")
+
+
 def load(path):
     p = Path(path)
     try:
         text = p.read_text()
     except OSError as e:
         raise NearmetalError(f"cannot read study file {path}: {e.strerror}")
-    return parse(text, source=str(path)), text
+    cfg = parse(text, source=str(path))
+    check_paths(cfg, source=str(path))
+    return cfg, text
 
 
 QUICKSTART = Path(__file__).with_name("quickstart.toml")

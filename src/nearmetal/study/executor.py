@@ -49,14 +49,18 @@ class Executor:
             env = {}
             if self.config.study.pin:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+            env.update(bench.env)
+            workdir = bench.workdir or self.config.study.workdir
             slurm = {k: v for k, v in self.config.slurm.model_dump().items() if v}
             if self.config.study.scheduler == "slurm" and "time" not in slurm:
                 slurm["time"] = str(max(1, int(self.config.study.timeout + 59) // 60))
             req = RunRequest(spec.program, list(bench.args or spec.default_args), mode=variant["mode"],
                              runtime=variant["runtime"] or "charliecloud", image=image, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
-                             scheduler=self.config.study.scheduler, slurm=slurm)
+                             scheduler=self.config.study.scheduler, slurm=slurm, workdir=workdir)
             try:
+                if workdir and self.store is not None:  # created on first use; a dry run touches nothing
+                    _make_workdir(workdir)
                 self._plans[key] = (plan(req), req, spec, bench)
             except NearmetalError as e:
                 self._plans[key] = e
@@ -115,7 +119,8 @@ class Executor:
             proc = _Done(returncode if returncode is not None else -1)
         else:
             proc = subprocess.Popen(p.argv, env=p.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+                                    cwd=getattr(p, "cwd", None))
             try:
                 out, err = proc.communicate(timeout=self.config.study.timeout)
             except subprocess.TimeoutExpired:
@@ -173,6 +178,13 @@ class Executor:
             if bar:
                 bar.stop()
         return done, failed
+
+
+def _make_workdir(path):
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise NearmetalError(f"cannot create the working directory {path}: {e.strerror}")
 
 
 class _Done:
