@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from . import common as C
+from . import io_section as IO
 from . import plots as P
 
 MAX_FAILURE_ROWS = 200
@@ -199,9 +200,9 @@ def _draw_one(i):
     plot function expected) becomes a visible note instead of costing the whole report."""
     _section, name, args = _JOBS[i]
     try:
-        f = getattr(P, name)(*args)
+        f = (name if callable(name) else getattr(P, name))(*args)
     except Exception as e:  # noqa: BLE001 - reported in the page
-        fid, what = args[0], args[1] if len(args) > 2 and isinstance(args[1], str) else name
+        fid, what = args[0], args[1] if len(args) > 2 and isinstance(args[1], str) else getattr(name, "__name__", name)
         return (fid, f"{what}: figure not drawn", "", f"{FIGURE_FAILED}: {type(e).__name__}: {e}")
     return None if f is None else (f.id, f.title, f.svg, f.caption)
 
@@ -326,6 +327,8 @@ def build_context(analysis):
             jobs.append(("phases", "phases_bars", (fid(), bench, all_entries, style)))
     if headline:
         jobs.append(("dispersion", "dispersion", (fid(), headline, style)))
+    io = IO.plan(analysis, style, fid)  # iobench configurations: figures and tables of their own
+    jobs += io.jobs
     drawing = draw(jobs)  # in worker processes where possible, while the tables are built here
     try:
         summaries = C.variant_summaries(analysis)
@@ -339,7 +342,7 @@ def build_context(analysis):
                 if k not in env_cols:
                     env_cols.append(k)
         tables = _full_tables(groups, analysis)
-        figs = {k: [] for k in ("sweeps", "overhead", "scaling", "pairs", "phases", "dispersion")}
+        figs = {k: [] for k in ("sweeps", "overhead", "scaling", "pairs", "phases", "dispersion", "io")}
         for (section, _, _), f in zip(jobs, drawing.get()):
             if f is not None:
                 figs[section].append(f)
@@ -365,6 +368,7 @@ def build_context(analysis):
         "pairs": figs["pairs"],
         "dispersion": figs["dispersion"][0] if figs["dispersion"] else None,
         "phases": figs["phases"],
+        "io_html": IO.render(io, figs["io"]),
         "tables": tables,
         "npoints": len(points),
         "runs": analysis.get("runs") or {},

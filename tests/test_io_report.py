@@ -1,0 +1,222 @@
+"""The HTML report's parallel-I/O section: synthetic iobench records in a real SQLite store
+(report.synthetic.synthetic_io_store) analysed by study.analysis and rendered; expected
+values are computed here straight from the store's records, not by the report code."""
+
+import json
+import re
+import sqlite3
+import statistics
+
+import pytest
+
+from nearmetal.report import common as C
+from nearmetal.report import io_section as IO
+from nearmetal.report.html import render_html
+from nearmetal.report.synthetic import synthetic_analysis, synthetic_io_store
+from nearmetal.study.analysis import analyze
+from nearmetal.study.store import Store
+
+from conftest import REPO, nearmetal
+
+HEATMAP = "Parallel I/O: write bandwidth vs aggregators × stripes"
+PHASES = "Parallel I/O: time per phase vs io_layout"
+CHUNKS = "Parallel I/O: write time vs chunk layout"
+BALANCE = "Parallel I/O: per-rank write time (load balance)"
+
+SWEEP = (["serial/posix read=serial", "file-per-rank/posix read=serial",
+          "io-domains/posix io=1x1 read=serial", "io-domains/posix io=2x1 read=serial",
+          "shared/mpiio io=1x1 read=serial", "shared/mpiio io=2x1 read=serial",
+          "shared/pnetcdf io=2x1 read=serial", "shared/hdf5 io=2x1 chunk=default read=serial",
+          "shared/netcdf4 io=2x1 chunk=default read=serial"]
+         + [f"shared/mpiio io=2x1 aggr={a} stripes={s} read=serial" for a in (1, 2, 4) for s in (1, 2, 4)]
+         + [f"shared/hdf5 io=2x1 chunk={x}x{y} read=serial" for x in (1, 2, 4) for y in (1, 2)])
+IGNORED = "shared/mpiio io=2x1 aggr=1 stripes=4 read=serial"
+
+
+def render(db, tmp_path, name="report.html"):
+    store = Store(db)
+    try:
+        a = analyze(store)
+    finally:
+        store.close()
+    render_html(a, tmp_path / name)
+    return a, (tmp_path / name).read_text(encoding="utf-8")
+
+
+def medians(db, metric, rank, variant=None):
+    """{benchmark: median} of one metric at one rank point, straight from the records."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT r.benchmark, c.value FROM records c JOIN runs r ON r.id = c.run_id "
+                           "WHERE c.metric = ? AND c.point_json = ? AND (? IS NULL OR r.variant = ?)",
+                           (metric, json.dumps({"rank": rank}), variant, variant)).fetchall()
+    finally:
+        con.close()
+    by = {}
+    for bench, v in rows:
+        by.setdefault(bench, []).append(v)
+    return {b: statistics.median(v) for b, v in by.items()}
+
+
+def figure(html, title):
+    """The <figure> whose heading is title ('' when absent)."""
+    m = re.search(r"<figure id=\"[^\"]+\">\s*<h3>" + re.escape(title) + r"</h3>(.*?)</figure>",
+                  html, re.S)
+    return m.group(1) if m else ""
+
+
+def svg_texts(fig_html):
+    return [t.strip() for t in re.findall(r"<text[^>]*>([^<]*)</text>", fig_html)]
+
+
+def io_rows(html):
+    """Table rows of the I/O section: [(is_best, label, cells)]."""
+    sec = html.split('<section id="io">', 1)[1].split("</section>", 1)[0]
+    out = []
+    for tr in re.findall(r"<tr( class=\"io-best\")?><td>(.*?)</tr>", sec, re.S):
+        best, body = tr
+        label = re.sub(r"<[^>]+>", "", body.split("</td>", 1)[0]).split(" (")[0].strip()
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + body, re.S)]
+        out.append((bool(best), label, cells))
+    return out
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    d = tmp_path_factory.mktemp("io")
+    db = synthetic_io_store(d / "s.db", SWEEP, reps=7, seed=3, not_honoured={IGNORED: ["striping_factor"]})
+    a, html = render(db, d)
+    return db, a, html
+
+
+def test_section_is_in_the_page_with_every_figure(sweep):
+    _, _, html = sweep
+    assert '<section id="io">' in html and '<a href="#io">Parallel I/O</a>' in html
+    for title in (PHASES, HEATMAP, CHUNKS, BALANCE):
+        assert "<svg" in figure(html, title), title
+    assert "could not be drawn" not in html
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))  # several inline SVGs, no shared ids
+
+
+def test_table_best_configuration_and_speedups(sweep):
+    db, _, html = sweep
+    write = medians(db, "write_s", "max")
+    rows = io_rows(html)
+    assert {label for _, label, _ in rows} == set(SWEEP)
+    fastest = min(write, key=write.get)
+    best = [label for is_best, label, _ in rows if is_best]
+    assert best == [fastest]
+    assert [label for _, label, _ in rows] == sorted(write, key=write.get)  # fastest write first
+    cells = {label: c for _, label, c in rows}
+    # write s [CI] starts with the median; the speed-up over serial is the ratio of medians
+    assert cells[fastest][2].startswith(C.fmt_num(write[fastest]) + " [")
+    assert cells["serial/posix read=serial"][7] == "1.00×"
+    expect = write["serial/posix read=serial"] / write[fastest]
+    sp = re.match(r"(\d+\.\d\d)× \[(\d+\.\d\d)–(\d+\.\d\d)\]", cells[fastest][7])
+    assert sp and sp.group(1) == f"{expect:.2f}" and float(sp.group(2)) <= expect <= float(sp.group(3))
+    bw = medians(db, "write_bw", "total")
+    assert cells[fastest][4] == C.fmt_num(bw[fastest])
+    # hints: the one the synthetic library ignored, nothing elsewhere
+    assert cells[IGNORED][9] == "striping_factor"
+    assert all(c[9] == "—" for label, c in cells.items() if label != IGNORED)
+    files = {label: c[6] for label, c in cells.items()}
+    assert files["file-per-rank/posix read=serial"] == "2" and files["io-domains/posix io=1x1 read=serial"] == "1"
+
+
+def cell_texts(texts, ylabel, title):
+    """The texts printed in a heatmap's cells: after the y-axis label, before the panel title."""
+    start = texts.index(ylabel) + 1
+    return texts[start:texts.index(title, start)]
+
+
+def test_heatmap_cells_are_the_medians(sweep):
+    db, _, html = sweep
+    bw = medians(db, "write_bw", "total")
+    texts = svg_texts(figure(html, HEATMAP))
+    # row by row from the bottom (stripes: default, 1, 2, 4), left to right (aggregators: default, 1, 2, 4);
+    # the unhinted configuration of the same io_layout is the default/default cell, the io=1x1 one is not drawn
+    expect = [bw["shared/mpiio io=2x1 read=serial"]] + [
+        bw[f"shared/mpiio io=2x1 aggr={a} stripes={s} read=serial"] for s in (1, 2, 4) for a in (1, 2, 4)]
+    assert cell_texts(texts, "stripes (striping_factor)", "mpiio") == [C.fmt_num(v) for v in expect]
+    assert texts[:5] == ["default", "1", "2", "4", "aggregators per node (cb_config_list)"]
+
+
+def test_chunk_grid_and_references(sweep):
+    db, _, html = sweep
+    write = medians(db, "write_s", "max")
+    fig = figure(html, CHUNKS)
+    texts = svg_texts(fig)
+    expect = [write[f"shared/hdf5 io=2x1 chunk={x}x{y} read=serial"] for y in (1, 2) for x in (1, 2, 4)]
+    assert cell_texts(texts, "CY (y split into CY chunks)", "hdf5") == [C.fmt_num(v) for v in expect]
+    joined = " ".join(texts)
+    assert f"pnetcdf contiguous: {C.fmt_num(write['shared/pnetcdf io=2x1 read=serial'])} s" in joined
+    assert f"hdf5 contiguous (default): {C.fmt_num(write['shared/hdf5 io=2x1 chunk=default read=serial'])} s" in joined
+
+
+def test_phase_and_balance_figures(sweep):
+    db, _, html = sweep
+    phases = svg_texts(figure(html, PHASES))
+    assert {"posix", "mpiio", "open", "write", "close", "read"} <= set(phases)
+    assert "pnetcdf" not in phases  # one io_layout only: nothing to draw against
+    bal = svg_texts(figure(html, BALANCE))
+    write = medians(db, "write_s", "max")
+    assert f"fastest: {min(write, key=write.get)}" in bal and "serial: serial/posix read=serial" in bal
+
+
+def test_figures_absent_without_variation(tmp_path):
+    """One rank, one configuration per library: a table and no figure."""
+    db = synthetic_io_store(tmp_path / "s.db", ["serial/posix read=serial", "shared/mpiio io=1x1 read=serial",
+                                                "shared/hdf5 io=1x1 chunk=2x2 read=serial"], ranks=1, reps=4)
+    _, html = render(db, tmp_path)
+    sec = html.split('<section id="io">', 1)[1].split("</section>", 1)[0]
+    assert "<figure" not in sec and len(io_rows(html)) == 3
+    # two ranks: the load balance appears, the others still do not
+    db2 = synthetic_io_store(tmp_path / "s2.db", ["serial/posix read=serial", "shared/mpiio io=1x1 read=serial"],
+                             ranks=2, reps=4)
+    _, html2 = render(db2, tmp_path, "r2.html")
+    assert figure(html2, BALANCE) and not figure(html2, PHASES) and not figure(html2, HEATMAP)
+    # no iobench at all: no section, no link
+    render_html(synthetic_analysis(seed=1, n_variants=3, kernels=("latency",)), tmp_path / "plain.html")
+    plain = (tmp_path / "plain.html").read_text()
+    assert '<section id="io">' not in plain and "#io" not in plain
+
+
+def test_ordinary_names_use_the_study_arguments(tmp_path):
+    """A regular study (the quickstart): names that are not labels, the configuration in
+    the benchmark's args; two MPI families give two tables."""
+    benches = [("io-serial", ["-x", "512", "-p", "serial", "-L", "posix"]),
+               ("io-fpr", ["-x", "512", "-p", "file-per-rank"]),
+               ("io-domains", ["-x", "512", "-p", "io-domains", "-i", "2x1"]),
+               ("io-shared", ["-x", "512", "-p", "shared", "-L", "mpiio", "-i", "1x1"])]
+    variants = [{"mode": "native", "runtime": None, "mpi": m, "image": None} for m in ("openmpi", "mpich")]
+    db = synthetic_io_store(tmp_path / "s.db", benches, variants=variants, reps=5)
+    a, html = render(db, tmp_path)
+    assert {n: c.label for n, c in IO.configurations(a).items()} == {
+        "io-serial": "serial/posix read=serial", "io-fpr": "file-per-rank/posix read=serial",
+        "io-domains": "io-domains/posix io=2x1 read=serial", "io-shared": "shared/mpiio io=1x1 read=serial"}
+    sec = html.split('<section id="io">', 1)[1].split("</section>", 1)[0]
+    assert re.findall(r'<div class="io-table" id="[^"]+">\s*<h3>([^<]+)</h3>', sec) == ["native/mpich",
+                                                                                        "native/openmpi"]
+    assert "(io-serial)" in sec and len(io_rows(html)) == 8
+    assert figure(html, PHASES) and "posix" in svg_texts(figure(html, PHASES))
+
+
+def test_configuration_from_arguments():
+    args = ["-p", "shared", "-L", "pnetcdf", "-i", "2x1", "-H", "cb_config_list=*:2", "-H", "cb_nodes=2",
+            "-H", "striping_factor=4", "-H", "cb_buffer_size=16777216", "-r", "parallel"]
+    assert IO.conf_from_args(args).label == "shared/pnetcdf io=2x1 aggr=2 stripes=4 cb=16MiB read=parallel"
+    assert IO.conf_from_args(args, {"OMPI_MCA_io": "romio321"}).mpiio == "romio"
+    assert IO.conf_from_args([]).label == "shared/mpiio io=1x1 read=serial"  # the kernel's defaults
+    assert IO.conf_from_args(["-p", "io-domains"]).label == "io-domains/posix io=1x1 read=serial"
+    assert IO.conf_from_args(["-p", "shared", "-L", "posix"]) is None
+    assert IO.conf_from_args(["-p"]) is None
+    assert IO.conf_from_label("shared/hdf5 io=1x1 chunk=2x2 read=serial").chunk == "2x2"
+    assert IO.conf_from_label("io-serial") is None
+
+
+def test_median_ci_order_statistics():
+    assert IO.median_ci(range(1, 11)) == (2, 9)  # n = 10: ranks 2 and 9 (coverage 97.9%)
+    assert IO.median_ci([5, 1, 3]) == (1, 5)  # n < 6: the range
+    assert IO.median_ci(list(range(100))) == (39, 60)  # ranks 40 and 61 (1-based)
+    assert IO.median_ci([]) is None
