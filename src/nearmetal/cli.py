@@ -23,7 +23,7 @@ def cmd_run(args):
     req = RunRequest(first[0], first[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", "local"),
-                     slurm=_slurm_options(args))
+                     slurm=_slurm_options(args), workdir=args.workdir)
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     p = plan(req, more)
     if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
@@ -77,7 +77,8 @@ def _component_request(segment, first, index):
     return RunRequest(prog[0], prog[1:], mode=a.mode or first.mode, runtime=a.runtime or first.runtime,
                       image=a.image or (first.image if isinstance(first.image, (str, type(None))) else first.image.name),
                       mpi=None, ranks=a.ranks, ranks_per_node=None, threads=a.threads or first.threads,
-                      env={**first.env, **dict(a.env)}, scheduler=first.scheduler, slurm=first.slurm)
+                      env={**first.env, **dict(a.env)}, scheduler=first.scheduler, slurm=first.slurm,
+                      workdir=first.workdir)
 
 
 def cmd_bench(args):
@@ -94,7 +95,7 @@ def cmd_bench(args):
         raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
     req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
-                     scheduler=args.scheduler, slurm=_slurm_options(args))
+                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir)
     p = plan(req)
     batch = req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID")
     if args.dry_run and not batch:
@@ -267,7 +268,8 @@ class _Args:
 
 
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
-                   "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env"}
+                   "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
+                   "--workdir": "workdir"}
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose"}
 _RUN_CHOICES = {"mode": ("native", "hybrid", "bind"), "runtime": ("charliecloud", "bwrap", "podman"),
                 "mpi": ("openmpi", "mpich")}
@@ -277,7 +279,7 @@ def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", runtime="charliecloud", image=None, mpi=None, ranks=2, ranks_per_node=None,
-             threads=1, env=[], dry_run=False, verbose=False, program_argv=[], command="run")
+             threads=1, env=[], workdir=None, dry_run=False, verbose=False, program_argv=[], command="run")
     i = 0
     while i < len(argv):
         tok = argv[i]

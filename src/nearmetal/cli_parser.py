@@ -92,6 +92,8 @@ def _launch_options(r):
     r.add_argument("--ranks-per-node", type=_positive, help="ranks per node")
     r.add_argument("--threads", type=_positive, default=1, help="OpenMP threads per rank")
     r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
+    r.add_argument("--workdir", metavar="DIR", help="the ranks' working directory; containers get it read-write at /nm/work "
+                                                    "(default: unchanged)")
     r.add_argument("--scheduler", choices=("local", "slurm"), default="local",
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")

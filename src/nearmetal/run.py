@@ -14,23 +14,30 @@ from .models import MODES
 
 class RunRequest:
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "use_sqfs", "scheduler", "slurm")
+                 "program", "args", "use_sqfs", "scheduler", "slurm", "workdir")
 
     def __init__(self, program, args=(), mode="native", runtime="charliecloud", image=None, mpi=None,
-                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler="local", slurm=None):
+                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler="local", slurm=None, workdir=None):
         self.program, self.args, self.mode, self.runtime = program, list(args), mode, runtime
         self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
         self.threads, self.env, self.use_sqfs = threads, dict(env or {}), False
         # scheduler: "local" (the MPI's own launcher) or "slurm" (srun; sbatch outside an
         # allocation); slurm: partition, nodes, time, account, export
         self.scheduler, self.slurm = scheduler, dict(slurm or {})
+        # The ranks' working directory (None: unchanged). Natively the launcher starts
+        # there; containers get it bind-mounted read-write at /nm/work and start in it.
+        self.workdir = workdir
+
+
+# Where a container sees --workdir: a mount point every nearmetal image has (image.MOUNT_POINTS).
+CONTAINER_WORKDIR = "/nm/work"
 
 
 class Plan:
-    __slots__ = ("argv", "env_delta", "notes")
+    __slots__ = ("argv", "env_delta", "notes", "cwd")
 
-    def __init__(self, argv, env_delta, notes):
-        self.argv, self.env_delta, self.notes = argv, env_delta, notes
+    def __init__(self, argv, env_delta, notes, cwd=None):
+        self.argv, self.env_delta, self.notes, self.cwd = argv, env_delta, notes, cwd
 
     def environ(self):
         """The launcher's environment, stamped with the launch time: NM_LAUNCH_NS (CLOCK_REALTIME
@@ -47,6 +54,8 @@ class Plan:
         import shlex
 
         lines = [f"# {n}" for n in self.notes]
+        if self.cwd:
+            lines.append(f"# working directory: {self.cwd}")
         lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_delta.items())]
         lines.append(shlex.join(self.argv))
         return "\n".join(lines)
@@ -63,6 +72,22 @@ def _validate(req):
         raise NearmetalError(f"--ranks-per-node must be at least 1, got {req.ranks_per_node}")
     if not req.program:
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
+    if req.workdir is not None:
+        req.workdir = _checked_workdir(req.workdir)
+
+
+def _checked_workdir(path):
+    """The absolute --workdir, or a one-line error when ranks could not work in it."""
+    if not str(path):
+        raise NearmetalError("--workdir: empty path")
+    full = os.path.abspath(os.path.expanduser(str(path)))
+    if not os.path.exists(full):
+        raise NearmetalError(f"--workdir {path}: no such directory")
+    if not os.path.isdir(full):
+        raise NearmetalError(f"--workdir {path}: not a directory")
+    if not os.access(full, os.W_OK | os.X_OK):
+        raise NearmetalError(f"--workdir {path}: not writable")
+    return full
 
 
 def _default_family(req):
@@ -92,6 +117,7 @@ def plan(req, more=()):
     MPI_COMM_WORLD with the first: `prog_a : prog_b` under one launcher."""
     _validate(req)
     for r in more:
+        r.workdir = req.workdir  # one working directory for the whole job
         _validate(r)
     from . import launchers
     from .discovery import mpi as mpi_mod
@@ -139,7 +165,9 @@ def plan(req, more=()):
         argv, extra = launcher.command(parts[0][0])
     launch_env.update(extra)
     launch_env = {k: v for k, v in launch_env.items() if os.environ.get(k) != v}
-    return Plan(argv, launch_env, notes)
+    if req.workdir and any(r.mode != "native" for r in [req, *more]):
+        notes.append(f"containers: {req.workdir} mounted read-write at {CONTAINER_WORKDIR}, ranks start there")
+    return Plan(argv, launch_env, notes, cwd=req.workdir)
 
 
 def _resolve_image(req):
@@ -180,6 +208,10 @@ def _component(req, mpi, tag, total_ranks, shared_env=None):
         from .runtimes.base import RankSpec
 
         container_env = dict(model.env)
+        if req.workdir:
+            # Open MPI and podman --env-host hand the host's $PWD on; shells and Fortran
+            # runtimes trust $PWD when it names the same directory (through /tmp).
+            container_env["PWD"] = CONTAINER_WORKDIR
         # User --env goes into the container: the runtime sets it there.
         container_env.update(rank_env)
         rank_env = {}
@@ -187,8 +219,14 @@ def _component(req, mpi, tag, total_ranks, shared_env=None):
         # time: under Slurm every rank gets its own container (UCX then uses named /dev/shm
         # segments, see plan()).
         peers = 1 if req.scheduler == "slurm" else (req.ranks_per_node or req.ranks)
-        spec = RankSpec(req.image, model.argv, env=container_env, mounts=model.mounts,
-                        launcher=mpi["family"], ranks_per_node=peers, tag=tag, use_sqfs=req.use_sqfs)
+        mounts, inner_cwd = list(model.mounts), None
+        if req.workdir:
+            from .runtimes.base import Mount
+
+            mounts.append(Mount(req.workdir, CONTAINER_WORKDIR, readonly=False))
+            inner_cwd = CONTAINER_WORKDIR
+        spec = RankSpec(req.image, model.argv, env=container_env, mounts=mounts, launcher=mpi["family"],
+                        ranks_per_node=peers, tag=tag, use_sqfs=req.use_sqfs, workdir=inner_cwd)
         rank_argv = runtime.wrap(spec)
         launch_env.update(runtime.launch_env())
     lreq = LaunchRequest(req.ranks, rank_argv, ranks_per_node=req.ranks_per_node, threads=req.threads,
@@ -224,6 +262,11 @@ def execute(plan, verbose=False):
     if verbose:
         print(plan.describe(), file=sys.stderr, flush=True)
     sys.stdout.flush()
+    if plan.cwd:
+        try:
+            os.chdir(plan.cwd)
+        except OSError as e:
+            raise NearmetalError(f"--workdir {plan.cwd}: {e.strerror}")
     try:
         os.execve(plan.argv[0], plan.argv, plan.environ())
     except OSError as e:
@@ -239,7 +282,7 @@ def capture(plan, timeout=None):
     import subprocess
 
     proc = subprocess.Popen(plan.argv, env=plan.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+                            stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=plan.cwd)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

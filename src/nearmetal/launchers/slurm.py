@@ -31,6 +31,8 @@ class SrunLauncher(Launcher):
     def __init__(self, mpi, req):
         super().__init__(mpi)
         self.opts = dict(getattr(req, "slurm", {}) or {})
+        # Explicit: in a batch script the step would start wherever the job does.
+        self.workdir = getattr(req, "workdir", None)
         self.srun = shutil.which("srun")
         if not self.srun:
             raise NearmetalError("--scheduler slurm: srun is not installed (Debian: slurm-client)")
@@ -48,6 +50,8 @@ class SrunLauncher(Launcher):
         argv = [self.srun, f"--mpi={self.plugin()}", "--kill-on-bad-exit=1"]
         if os.environ.get("SLURM_JOB_ID") and self.opts.get("nodes"):
             argv.append(f"--nodes={self.opts['nodes']}")
+        if self.workdir:
+            argv.append(f"--chdir={self.workdir}")
         return argv
 
     @staticmethod

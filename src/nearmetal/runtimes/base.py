@@ -29,15 +29,18 @@ class RankSpec:
     argv: the command inside the container; env: variables to set inside the container
     only; mounts: extra bind mounts; launcher: the launcher family ("openmpi", "mpich",
     ...) so the runtime can apply what that launcher's wire-up needs; ranks_per_node:
-    peers sharing a node (for namespace joining); tag: unique per job.
+    peers sharing a node (for namespace joining); tag: unique per job; workdir: the
+    directory inside the container the command starts in (None: the runtime's default).
     """
 
-    __slots__ = ("image", "argv", "env", "mounts", "launcher", "ranks_per_node", "tag", "use_sqfs")
+    __slots__ = ("image", "argv", "env", "mounts", "launcher", "ranks_per_node", "tag", "use_sqfs", "workdir")
 
-    def __init__(self, image, argv, env=None, mounts=(), launcher="openmpi", ranks_per_node=1, tag="nm", use_sqfs=False):
+    def __init__(self, image, argv, env=None, mounts=(), launcher="openmpi", ranks_per_node=1, tag="nm", use_sqfs=False,
+                 workdir=None):
         self.image, self.argv, self.env = image, list(argv), dict(env or {})
         self.mounts, self.launcher = list(mounts), launcher
         self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
+        self.workdir = workdir
 
 
 class Runtime(ABC):

@@ -27,4 +27,6 @@ class Bubblewrap(Runtime):
             argv += ["--ro-bind" if m.readonly else "--bind", m.source, m.target]
         for key, value in spec.env.items():
             argv += ["--setenv", key, value]
+        if spec.workdir:
+            argv += ["--chdir", spec.workdir]
         return argv + ["--"] + spec.argv

@@ -32,5 +32,7 @@ class Charliecloud(Runtime):
             argv.append(f"--bind={m.source}:{m.target}")
         for key, value in spec.env.items():
             argv.append(f"--set-env={key}={value}")
+        if spec.workdir:
+            argv.append(f"--cd={spec.workdir}")
         argv += [source, "--"] + spec.argv
         return argv

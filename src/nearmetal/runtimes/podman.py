@@ -49,4 +49,6 @@ class Podman(Runtime):
             argv += ["-v", f"{m.source}:{m.target}:{'ro' if m.readonly else 'rw'}"]
         for key, value in spec.env.items():
             argv += ["-e", f"{key}={value}"]
+        if spec.workdir:
+            argv += ["--workdir", spec.workdir]
         return argv + [ref] + spec.argv
