@@ -9,6 +9,8 @@ PACKAGES=(
   charliecloud-runtime bubblewrap podman runc uidmap       # container runtimes
   squashfs-tools squashfuse fuse3 debootstrap              # image building and SquashFS images
   gcc make pkg-config libc6-dev tar                        # kernels
+  libpnetcdf-dev pnetcdf-bin libnetcdf-mpi-dev libnetcdf-pnetcdf-dev  # parallel I/O for nm-iobench
+  libhdf5-openmpi-dev libhdf5-mpich-dev netcdf-bin hdf5-tools
   slurm-wlm slurmctld slurmd slurm-client munge            # a real local Slurm cluster
 )
 
