@@ -257,7 +257,13 @@ def cmd_cluster(args):
                    as_json=getattr(args, "json", False))
 
 
-COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "import": cmd_import, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels, "cluster": cmd_cluster}
+def cmd_io(args):
+    from .io.cli import command
+
+    return command(args)
+
+
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "import": cmd_import, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels, "cluster": cmd_cluster, "io": cmd_io}
 
 
 class _Args:

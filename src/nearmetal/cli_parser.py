@@ -198,9 +198,15 @@ def _add_cluster(sub):
         p.add_argument("--dir", help="cluster directory (default: $NEARMETAL_HOME/cluster)")
 
 
+def _add_io(sub):
+    from .io.cli import add_parser
+
+    add_parser(sub, _Parser)
+
+
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
                "study": _add_study, "report": _add_report, "import": _add_import,
-               "kernels": _add_kernels, "cluster": _add_cluster}
+               "kernels": _add_kernels, "cluster": _add_cluster, "io": _add_io}
 
 
 def build_parser(only=None):

@@ -114,12 +114,21 @@ class Configuration:
     def has_chunk(self):
         return self.library in CHUNKED_LIBRARIES
 
+    @property
+    def has_parallel_read(self):
+        """Collective reads need a file shared by several ranks and a library with them:
+        posix reads independently, and under file-per-rank every file has one reader."""
+        return self.library != "posix" and self.pattern != "file-per-rank"
+
     def normalize(self, mpi=None):
         """The same configuration with every non-applicable parameter set to None, and the
-        defaults of applicable ones filled in (io_layout 1x1, chunk default). mpi: the MPI
-        family it runs under ('openmpi', 'mpich' or None = not known yet): the MPI-IO
-        component is a choice only under Open MPI (MPICH always uses ROMIO)."""
+        defaults of applicable ones filled in (io_layout 1x1, chunk default); read=parallel
+        becomes serial where it cannot differ. mpi: the MPI family it runs under ('openmpi',
+        'mpich' or None = not known yet): the MPI-IO component is a choice only under Open
+        MPI (MPICH always uses ROMIO)."""
         changes = {}
+        if self.read == "parallel" and not self.has_parallel_read:
+            changes["read"] = "serial"
         changes["io_layout"] = (self.io_layout or "1x1") if self.has_io_layout else None
         if not self.has_hints:
             changes.update(aggregators=None, stripes=None, buffer=None)
@@ -186,6 +195,9 @@ class Configuration:
         except ValueError as e:
             raise ValueError(f"'{text}': {e}") from None
         norm = cfg.normalize()
+        if norm.read != cfg.read:
+            raise ValueError(f"'{text}': read=parallel is the same as read=serial for {pattern}/{library} "
+                             f"(no file has several readers through MPI-IO)")
         for key, name in keys.items():
             if getattr(norm, name) is None and getattr(cfg, name) is not None:
                 raise ValueError(f"'{text}': {key}= does not apply to {pattern}/{library}")

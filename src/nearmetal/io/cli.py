@@ -1,0 +1,152 @@
+"""`nearmetal io sweep` and `nearmetal io best`: the command-line side of the I/O tuner."""
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from ..errors import NearmetalError
+
+BUILTIN_NAME = "io-tune"
+
+
+def add_parser(sub, parser_class):
+    """The `io` subcommand's argparse definition (called from cli_parser)."""
+    io = sub.add_parser("io", help="tune parallel I/O: sweep a parameter space, pick the fastest configuration",
+                        description="See docs/io-tuning.md.")
+    isub = io.add_subparsers(dest="io_command", metavar="ACTION", parser_class=parser_class)
+    isub.required = True
+    s = isub.add_parser("sweep", help="pre-select the parameters that matter, then sweep them (a study)",
+                        description="Without IO_STUDY.toml, runs the built-in I/O study.")
+    s.add_argument("file", nargs="?", metavar="IO_STUDY.toml", help="I/O study file (default: the built-in one)")
+    s.add_argument("--db", help="results database (default: results/<study name>/study.db)")
+    s.add_argument("--resume", action="store_true", help="complete an interrupted sweep: run exactly the missing runs")
+    s.add_argument("--dry-run", action="store_true",
+                   help="validate and print the configurations (pre-selection and the full space); run nothing")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b = isub.add_parser("best", help="the fastest configuration, its speed-up over serial, a hints file and FMS namelist")
+    b.add_argument("--db", help=f"results database (default: results/{BUILTIN_NAME}/study.db)")
+    b.add_argument("--study", help="the sweep's study name (needed when the database holds several sweeps)")
+    b.add_argument("--metric", choices=("write", "total"), default="total",
+                   help="rank by the max-over-ranks write time or total time (default: total)")
+    b.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def command(args):
+    if args.io_command == "sweep":
+        return sweep(args)
+    return best(args)
+
+
+def best(args):
+    from . import best as best_mod
+
+    db = Path(args.db) if args.db else Path("results") / BUILTIN_NAME / "study.db"
+    best_mod.run(db, args.study, args.metric, as_json=args.json)
+    return 0
+
+
+def sweep(args):
+    from rich.console import Console
+
+    from ..study.runner import default_db
+    from . import best as best_mod
+    from . import config, preselect
+    from .sweep import compile_study, ensure_dir, expand, run_study
+
+    if args.file:
+        s, _ = config.load(args.file)
+        source = args.file
+    else:
+        s, _ = config.builtin()
+        source = "built-in I/O study"
+    io = s.io
+    config.check_environment(s, source)
+    if args.dry_run:
+        return _dry_run(s)
+    db = Path(args.db) if args.db else default_db(s.study.name)
+    err = Console(stderr=True)
+    say = lambda m: err.print(m, highlight=False)
+    ensure_dir(io.dir)
+    resume_hint = shlex.join(["nearmetal", "io", "sweep"] + ([args.file] if args.file else [])
+                             + ["--resume", "--db", str(db)])
+    progress = not args.no_progress
+    fixed = {}
+    pre = io.preselect
+    if pre.enabled:
+        pre_configs = preselect.configurations(io.space, io.mpi)
+        if len(pre_configs) > 1:
+            name = f"{s.study.name}-preselect"
+            cfg, text = compile_study(s, name, pre.repetitions, pre_configs)
+            say(f"pre-selection: {len(pre_configs)} configurations, one parameter at a time around "
+                f"{preselect.base_configuration(io.space).label()}")
+            store, sid = run_study(cfg, text, db, args.resume, err, progress, resume_hint)
+            try:
+                _check_failures(store, sid, name, say)
+                decision = preselect.decide(io.space, store, sid, pre, io.metric)
+            finally:
+                store.close()
+            preselect.render(decision, err)
+            path = db.parent / f"{name}.json"
+            path.write_text(json.dumps(decision, indent=1) + "\n")
+            say(f"pre-selection decisions: {path}")
+            fixed = preselect.fixed_values(io.space, decision)
+        else:
+            say("pre-selection: every parameter has one value; nothing to pre-select")
+    configs = expand(io.space, io.mpi, fixed)
+    cfg, text = compile_study(s, s.study.name, s.study.repetitions, configs)
+    store, sid = run_study(cfg, text, db, args.resume, err, progress, resume_hint)
+    try:
+        _check_failures(store, sid, s.study.name, say)
+    finally:
+        store.close()
+    best_mod.run(db, s.study.name, io.metric)
+    say(f"results: {db}")
+    say(f"next: nearmetal io best --db {shlex.quote(str(db))} --metric write   |   "
+        f"nearmetal report --db {shlex.quote(str(db))} --study {s.study.name}")
+    return 0
+
+
+def _check_failures(store, study_id, name, say):
+    runs = store.runs(study_id)
+    failed = [r for r in runs if r["status"] in ("failed", "timeout")]
+    if not failed:
+        return
+    tail = (failed[0]["stderr_tail"] or "").strip().splitlines()
+    why = tail[-1] if tail else failed[0]["status"]
+    if len(failed) == len(runs):
+        raise NearmetalError(f"every run of '{name}' failed; the first ({failed[0]['benchmark']}): {why}")
+    say(f"[yellow]{len(failed)} of {len(runs)} runs of '{name}' failed[/]; the first ({failed[0]['benchmark']}): {why}")
+
+
+def _dry_run(s):
+    from . import preselect
+    from .sweep import expand
+
+    io = s.io
+    out = sys.stdout.write
+    pre = preselect.configurations(io.space, io.mpi) if io.preselect.enabled else []
+    full = expand(io.space, io.mpi)
+    variants = _variants(s)
+
+    def runs(configs, reps):  # a configuration runs under the variants of its MPI families
+        cells = sum(1 for _, mpis in configs for v in variants if v["mpi"] in mpis)
+        return cells * (reps + s.study.warmup)
+    if pre and len(pre) > 1:
+        out(f"# pre-selection '{s.study.name}-preselect': {len(pre)} configurations, "
+            f"{runs(pre, io.preselect.repetitions)} runs\n")
+        for cfg, mpis in pre:
+            env = "".join(f"{k}={v} " for k, v in cfg.env().items())
+            out(f"{cfg.label()}  [{', '.join(mpis)}]\n      {env}nm-iobench "
+                f"{shlex.join(cfg.kernel_args(io.grid, io.steps, io.layout, io.types, io.nodes))}\n")
+    out(f"# sweep '{s.study.name}': at most {len(full)} configurations, "
+        f"{runs(full, s.study.repetitions)} runs (fewer when pre-selection fixes parameters)\n")
+    for cfg, mpis in full:
+        out(f"{cfg.label()}  [{', '.join(mpis)}]\n")
+    return 0
+
+
+def _variants(s):
+    from .config import variants
+
+    return variants(s)
