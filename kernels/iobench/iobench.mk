@@ -3,7 +3,6 @@
 #   IOBENCH_CFLAGS  -DNM_HAVE_PNETCDF / -DNM_HAVE_NETCDF4 / -DNM_HAVE_HDF5 + include dirs,
 #                   -DNM_MPI_FAMILY / -DNM_MPI_LABEL for the "unavailable" reasons
 #   IOBENCH_LIBS    -l flags; -L + RUNPATH for libraries outside the default search path
-#   IOBENCH_LIBS_FOUND  the detected libraries (for messages)
 # A library counts only if its pkg-config package exists AND its shared library links this
 # family's MPI: Debian's libpnetcdf and libnetcdf_mpi link Open MPI (libmpi.so.40), and
 # linking them into an MPICH program would load two MPIs into one process.
@@ -36,7 +35,6 @@ iobench_pc_exists = $(shell pkg-config --exists $(1) 2>/dev/null && echo yes)
 
 IOBENCH_CFLAGS := -DNM_MPI_FAMILY=\"$(MPI)\" -DNM_MPI_LABEL='"$(IOBENCH_MPI_LABEL)"'
 IOBENCH_LIBS   :=
-IOBENCH_LIBS_FOUND :=
 
 # --- PnetCDF (pkg pnetcdf; its .pc libdir may be wrong, so the compiler's search decides)
 ifeq ($(call iobench_pc_exists,pnetcdf),yes)
@@ -45,7 +43,6 @@ ifeq ($(call iobench_links_family,$(IOBENCH_PNETCDF_SO)),yes)
 IOBENCH_PNETCDF_DIR := $(patsubst %/,%,$(dir $(realpath $(IOBENCH_PNETCDF_SO))))
 IOBENCH_CFLAGS += -DNM_HAVE_PNETCDF $(shell pkg-config --cflags-only-I pnetcdf)
 IOBENCH_LIBS   += $(call iobench_libdir,$(IOBENCH_PNETCDF_DIR)) -lpnetcdf
-IOBENCH_LIBS_FOUND += pnetcdf
 else
 IOBENCH_CFLAGS += -DNM_PNETCDF_OTHER_MPI
 endif
@@ -63,7 +60,6 @@ ifeq ($(call iobench_links_family,$(IOBENCH_NETCDF4_SO))$(if $(IOBENCH_NETCDF4_I
 IOBENCH_NETCDF4_DIR := $(patsubst %/,%,$(dir $(realpath $(IOBENCH_NETCDF4_SO))))
 IOBENCH_CFLAGS += -DNM_HAVE_NETCDF4 -I$(IOBENCH_NETCDF4_INC)
 IOBENCH_LIBS   += $(call iobench_libdir,$(IOBENCH_NETCDF4_DIR)) -lnetcdf_mpi
-IOBENCH_LIBS_FOUND += netcdf4
 else ifeq ($(IOBENCH_NETCDF4_INC),)
 IOBENCH_CFLAGS += -DNM_NETCDF4_NO_HEADERS
 else
@@ -82,7 +78,6 @@ IOBENCH_HDF5_SO := $(call iobench_lib_path,libhdf5.so,$(IOBENCH_HDF5_DIR))
 ifeq ($(call iobench_links_family,$(IOBENCH_HDF5_SO)),yes)
 IOBENCH_CFLAGS += -DNM_HAVE_HDF5 $(IOBENCH_HDF5_INC)
 IOBENCH_LIBS   += $(call iobench_libdir,$(IOBENCH_HDF5_DIR)) -lhdf5
-IOBENCH_LIBS_FOUND += hdf5
 else
 IOBENCH_CFLAGS += -DNM_HDF5_OTHER_MPI
 endif
