@@ -364,6 +364,9 @@ const nm_io_backend nm_io_hdf5 = {
 #ifndef NM_MPI_LABEL
 #define NM_MPI_LABEL "this MPI"
 #endif
+#ifndef NM_MPI_FAMILY
+#define NM_MPI_FAMILY "<mpi>"
+#endif
 #if defined(NM_HDF5_SERIAL_ONLY)
 #define NM_HDF5_WHY "the HDF5 found at build time is a serial build (no H5_HAVE_PARALLEL); " \
     "nm-iobench needs parallel HDF5 for " NM_MPI_LABEL
@@ -372,7 +375,7 @@ const nm_io_backend nm_io_hdf5 = {
     "found is built for another MPI"
 #else
 #define NM_HDF5_WHY "parallel HDF5 is not installed for " NM_MPI_LABEL " here (no pkg-config package " \
-    "'hdf5-openmpi'/'hdf5-mpich' for this MPI at build time: libhdf5-openmpi-dev / libhdf5-mpich-dev)"
+    "'hdf5-" NM_MPI_FAMILY "' at build time: libhdf5-" NM_MPI_FAMILY "-dev)"
 #endif
 
 const nm_io_backend nm_io_hdf5 = {
