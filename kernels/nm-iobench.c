@@ -712,11 +712,11 @@ static int run(int rank, int nranks, int argc, char **argv)
         long long bytes = 0;
         for (int v = 0; v < o.nvars; v++) bytes += (long long)o.nx * o.ny * o.nz * o.steps * (o.is_double[v] ? 8 : 4);
         char rbw[32] = "-", verdict_text[64];
-        if (o.read != READ_NONE) snprintf(rbw, sizeof rbw, "%.1f", max_rd > 0 ? bytes / max_rd / 1e6 : 0.0);
+        if (o.read != READ_NONE) snprintf(rbw, sizeof rbw, "%.6g", max_rd > 0 ? bytes / max_rd / 1e6 : 0.0);
         if (!o.verify || o.read == READ_NONE) snprintf(verdict_text, sizeof verdict_text, "skipped");
         else if (total_bad) snprintf(verdict_text, sizeof verdict_text, "FAILED %ld mismatches", total_bad);
         else snprintf(verdict_text, sizeof verdict_text, "ok");
-        printf("# bytes %lld files %d write_MBps %.1f read_MBps %s verify %s\n", bytes, file_count(&o),
+        printf("# bytes %lld files %d write_MBps %.6g read_MBps %s verify %s\n", bytes, file_count(&o),
                max_wr > 0 ? bytes / max_wr / 1e6 : 0.0, rbw, verdict_text);
         fflush(stdout);
         if (total_bad)
