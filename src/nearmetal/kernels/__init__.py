@@ -48,6 +48,7 @@ for _name, _parser, _what in (("stream", "stream", "STREAM copy/scale/add/triad 
 register(KernelSpec("startup", "nm-startup", "startup", "process start to main: wall vs CPU time"))
 register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm"))
 register(KernelSpec("coupled", "nm-coupled", "coupled", "coupled-model proxy: two components on split MPI_COMM_WORLD exchanging fluxes", 2))
+register(KernelSpec("iobench", "nm-iobench", "iobench", "FMS/MOM5-style parallel I/O: write patterns x libraries x MPI-IO hints", 1))
 
 
 def get(name):
