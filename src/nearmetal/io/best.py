@@ -306,7 +306,7 @@ def render(result, console):
         table.add_row(str(i), name, r["variant"], str(r["n"]), f"{r['median_s']:.4g}",
                       _fmt_ci(r["ci_low"], r["ci_high"]), f"{r['write_MBps']:.1f}" if r["write_MBps"] else "-")
     console.print(table)
-    say = lambda m: console.print(m, highlight=False)
+    say = lambda m: console.print(m, highlight=False, soft_wrap=True)
     say(f"fastest: [bold]{result['best']}[/] ({result['variant']}): {result['median_s']:.4g} s "
         f"{_fmt_ci(*result['ci'])}" + (f", write {result['write_MBps']:.1f} MB/s" if result["write_MBps"] else ""))
     if result["speedup"] is not None and result["best"] != result["reference"]:

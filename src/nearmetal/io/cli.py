@@ -66,7 +66,9 @@ def sweep(args):
         return _dry_run(s)
     db = Path(args.db) if args.db else default_db(s.study.name)
     err = Console(stderr=True)
-    say = lambda m: err.print(m, highlight=False)
+    say = lambda m: err.print(m, highlight=False, soft_wrap=True)
+    if not args.resume:
+        _refuse_existing(db, [f"{s.study.name}-preselect", s.study.name])
     ensure_dir(io.dir)
     resume_hint = shlex.join(["nearmetal", "io", "sweep"] + ([args.file] if args.file else [])
                              + ["--resume", "--db", str(db)])
@@ -78,9 +80,9 @@ def sweep(args):
         if len(pre_configs) > 1:
             name = f"{s.study.name}-preselect"
             cfg, text = compile_study(s, name, pre.repetitions, pre_configs)
-            say(f"pre-selection: {len(pre_configs)} configurations, one parameter at a time around "
-                f"{preselect.base_configuration(io.space).label()}")
-            store, sid = run_study(cfg, text, db, args.resume, err, progress, resume_hint)
+            intro = (f"pre-selection: one parameter at a time around "
+                     f"{preselect.base_configuration(io.space).label()}")
+            store, sid = run_study(cfg, text, db, args.resume, err, progress, resume_hint, intro)
             try:
                 _check_failures(store, sid, name, say)
                 decision = preselect.decide(io.space, store, sid, pre, io.metric)
@@ -105,6 +107,22 @@ def sweep(args):
     say(f"next: nearmetal io best --db {shlex.quote(str(db))} --metric write   |   "
         f"nearmetal report --db {shlex.quote(str(db))} --study {s.study.name}")
     return 0
+
+
+def _refuse_existing(db, names):
+    """Without --resume, a sweep already in the database is refused before anything is printed or run."""
+    from ..study.store import Store
+
+    if not db.exists():
+        return
+    store = Store(db, create=False)
+    try:
+        for name in names:
+            if store.study(name) is not None:
+                raise NearmetalError(f"study '{name}' already exists in {db}: use --resume to complete the sweep, "
+                                     f"or --db for a new database")
+    finally:
+        store.close()
 
 
 def _check_failures(store, study_id, name, say):

@@ -11,6 +11,11 @@ the two groups are separated beyond the anchor's own spread (their ranges do not
 or a rank test gives p < alpha). Parameters without effect are fixed at their best-measured
 value. When a parameter cannot matter around the base (chunk around a raw MPI-IO base),
 it is measured around the first pattern/library pair of the space where it applies.
+
+Pattern and library are never pre-selected away: they are what the sweep compares (the
+paper's Table 1 and its libraries), and they decide which of the tuning parameters apply;
+fixing the pattern at `serial` because a tiny grid showed no difference would leave
+nothing to tune. Pre-selection runs only for the tuning parameters.
 """
 
 import json
@@ -19,6 +24,8 @@ from dataclasses import replace
 from ..study import stats
 from .space import Configuration, format_size
 from .sweep import PARAMETERS, group_by_mpi, make, max_rank_values, space_values
+
+STRUCTURAL = ("pattern", "library")   # always swept in full
 
 
 def display(param, value):
@@ -44,8 +51,8 @@ def _fields(cfg):
 
 def _anchor(param, base, vals):
     """The first configuration around which `param`'s values give >= 2 different runs."""
-    candidates = [base]
-    for pattern in vals["pattern"]:
+    candidates = [base]  # closest first: the base's pattern with another library, then other patterns
+    for pattern in [base.pattern] + [p for p in vals["pattern"] if p != base.pattern]:
         for library in vals["library"]:
             c = make({**_fields(base), "pattern": pattern, "library": library})
             if c is not None and c not in candidates:
@@ -64,7 +71,7 @@ def plan(space):
     base = base_configuration(space)
     tests, raws = [], [base]
     for param in PARAMETERS:
-        if len(vals[param]) < 2:
+        if len(vals[param]) < 2 or param in STRUCTURAL:
             tests.append({"param": param, "values": vals[param], "anchor": None, "tried": None})
             continue
         anchor, tried = _anchor(param, base, vals)
@@ -95,7 +102,8 @@ def decide(space, store, study_id, settings, metric="total"):
              "sweep": shown, "effects": []}
         decisions.append(d)
         if t["anchor"] is None:
-            d["status"] = "single value" if len(values) < 2 else "does not apply"
+            d["status"] = ("single value" if len(values) < 2 else
+                           "always swept" if param in STRUCTURAL else "does not apply")
             continue
         anchor = t["anchor"]
         d["anchor"] = anchor.label()

@@ -120,24 +120,26 @@ def compile_study(io_study, name, repetitions, configs):
     return study_config.parse(text, source=f"compiled study '{name}'"), text
 
 
-def run_study(cfg, text, db, resume, console, progress, resume_hint):
+def run_study(cfg, text, db, resume, console, progress, resume_hint, intro=None):
     """Plan a compiled study into the store (or find it there) and run what is pending.
     Returns (store, study_id). KeyboardInterrupt prints how to resume, then propagates."""
     from ..study import runner
     from ..study.executor import Executor
 
-    store, study_id, _ = runner.prepare(cfg, text, db, resume, say=lambda m: console.print(m, highlight=False))
+    store, study_id, _ = runner.prepare(cfg, text, db, resume, say=lambda m: console.print(m, highlight=False, soft_wrap=True))
+    if intro:
+        console.print(intro, highlight=False, soft_wrap=True)
     counts = store.counts(study_id)
     total, pending = sum(counts.values()), counts.get("planned", 0)
     console.print(f"study [bold]{cfg.study.name}[/]: {len(cfg.benchmark)} configurations, {total} runs, "
-                  f"{pending} to run; results in {db}", highlight=False)
+                  f"{pending} to run; results in {db}", highlight=False, soft_wrap=True)
     ex = Executor(cfg, store, study_id, console=console, progress=progress)
     try:
         ex.run_all()
     except KeyboardInterrupt:
         finished = total - store.counts(study_id).get("planned", 0)
         console.print(f"interrupted: {finished} of {total} runs of '{cfg.study.name}' finished and stored; "
-                      f"resume with: {resume_hint}", highlight=False)
+                      f"resume with: {resume_hint}", highlight=False, soft_wrap=True)
         store.close()
         raise
     return store, study_id
