@@ -16,7 +16,7 @@ from nearmetal.report.synthetic import synthetic_analysis, synthetic_io_store
 from nearmetal.study.analysis import analyze
 from nearmetal.study.store import Store
 
-from conftest import REPO, nearmetal
+from conftest import nearmetal
 
 HEATMAP = "Parallel I/O: write bandwidth vs aggregators × stripes"
 PHASES = "Parallel I/O: time per phase vs io_layout"
@@ -220,3 +220,84 @@ def test_median_ci_order_statistics():
     assert IO.median_ci([5, 1, 3]) == (1, 5)  # n < 6: the range
     assert IO.median_ci(list(range(100))) == (39, 60)  # ranks 40 and 61 (1-based)
     assert IO.median_ci([]) is None
+
+
+REAL_STUDY = """\
+[study]
+name = "io-report"
+repetitions = 3
+warmup = 0
+timeout = 120
+seed = 5
+
+[matrix]
+mode = ["native"]
+mpi = ["openmpi"]
+ranks = [2]
+
+[[benchmark]]
+kernel = "iobench"
+name = "serial/posix read=serial"
+args = ["-x", "96", "-y", "64", "-z", "4", "-t", "2", "-p", "serial", "-L", "posix"]
+workdir = "{workdir}"
+
+[[benchmark]]
+kernel = "iobench"
+name = "io-fpr"
+args = ["-x", "96", "-y", "64", "-z", "4", "-t", "2", "-p", "file-per-rank", "-L", "posix"]
+workdir = "{workdir}"
+
+[[benchmark]]
+kernel = "iobench"
+name = "io-shared"
+args = ["-x", "96", "-y", "64", "-z", "4", "-t", "2", "-p", "shared", "-L", "mpiio", "-i", "2x1"]
+workdir = "{workdir}"
+"""
+
+
+def test_real_study_report_has_the_io_section(tmp_path):
+    """Real nm-iobench runs (2 Open MPI ranks) through `nearmetal study`: a label-named and
+    two ordinary-named benchmarks; the report's I/O section names all three configurations
+    and marks the one the stored medians say is fastest."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = tmp_path / "io.toml"
+    path.write_text(REAL_STUDY.format(workdir=work))
+    db = tmp_path / "s.db"
+    out = nearmetal("study", str(path), "--db", str(db), "--no-progress", "--out", str(tmp_path / "out"), timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
+    assert list(work.iterdir()) == []  # the kernel removed its files
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert '<section id="io">' in html
+    rows = io_rows(html)
+    write = medians(db, "write_s", "max")
+    labels = {"serial/posix read=serial": "serial/posix read=serial", "io-fpr": "file-per-rank/posix read=serial",
+              "io-shared": "shared/mpiio io=2x1 read=serial"}
+    assert sorted(label for _, label, _ in rows) == sorted(labels.values())
+    assert [label for best, label, _ in rows if best] == [labels[min(write, key=write.get)]]
+    assert all(c[1] == "3" for _, _, c in rows)  # three runs each
+    phases = svg_texts(figure(html, PHASES))
+    assert {"posix", "serial", "file-per-rank", "write"} <= set(phases)
+    assert figure(html, BALANCE)
+
+
+def test_quickstart_io_section():
+    """The built-in quickstart's I/O benchmarks: valid, on tmpfs, configurations the report
+    recognizes, native and bind for both MPI families, a few hundred MiB per block."""
+    from nearmetal.study.config import builtin_quickstart
+
+    cfg, text = builtin_quickstart()
+    io = [b for b in cfg.benchmark if b.kernel == "iobench"]
+    confs = {b.label: IO.conf_from_args(b.args, b.env) for b in io}
+    assert confs["io-serial"].label == "serial/posix read=serial"
+    assert {c.label for c in confs.values()} >= {"file-per-rank/posix read=serial", "shared/mpiio io=2x1 read=serial"}
+    assert all(b.workdir == "/dev/shm" for b in io)
+    assert {m for b in io for m in b.mode} == {"native", "bind"} and cfg.matrix.mpi == ["openmpi", "mpich"]
+    grids = {IO.grid_of(b.args) for b in io}
+    assert len(grids) == 1  # one size: the speed-ups over serial compare like with like
+    nx, ny, nz = (int(x) for x in grids.pop().split("/")[0].split("x"))
+    per_run = nx * ny * nz * (8 + 4) * 2
+    per_block = per_run * sum(len(b.mode) * len(cfg.matrix.mpi) for b in io)
+    assert 100 << 20 <= per_block <= 1 << 30, per_block
+    a = {"study": {"config_toml": text}, "points": [{"benchmark": b.label, "kernel": "iobench"} for b in io]}
+    assert set(IO.configurations(a)) == {b.label for b in io}

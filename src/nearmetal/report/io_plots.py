@@ -229,7 +229,8 @@ def load_balance(fid, rows):
         _hide_empty(axes)
         P._layout(fig, wspace=0.25, hspace=0.8, top=0.55, bottom=0.45)
         svg = P._svg(fig, fid)
-    cap = ("Median write time of every rank (gather + write of all steps), whiskers: 95% CI of the median: the "
-           "fastest configuration against serial, where rank 0 writes everything while the others only send their "
-           "blocks. Even bars: the work is balanced; one tall bar: a single writer.")
+    cap = ("Median write time of every rank (gather + library write of all records, as FMS's mpp_write), whiskers: "
+           "95% CI of the median: the fastest configuration against serial. Ranks that only send their block wait "
+           "in the next record's gather until their writer is done, so a slow writer lengthens every bar of its "
+           "domain; uneven bars show unequal blocks or writers.")
     return P.Fig(fid, "Parallel I/O: per-rank write time (load balance)", svg, cap)

@@ -21,7 +21,7 @@ honour. Rows of the figures are variant x placement (at most MAX_ROWS).
 import math
 import tomllib
 from collections import OrderedDict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 
 from . import common as C
@@ -103,8 +103,21 @@ def conf_from_args(args, env=None):
         c = c.normalize()
     except ValueError:
         return None
-    grid = "x".join(opts.get(k, d) for k, d in (("-x", "128"), ("-y", "128"), ("-z", "16"))) + "/" + opts.get("-t", "2")
-    return _from_configuration(c, grid=grid)
+    return _from_configuration(c, grid=_grid(opts))
+
+
+def _grid(opts):
+    """'NXxNYxNZ/STEPS' from parsed kernel options, with the kernel's defaults."""
+    return "x".join(opts.get(k, d) for k, d in (("-x", "128"), ("-y", "128"), ("-z", "16"))) + "/" + opts.get("-t", "2")
+
+
+def grid_of(args):
+    """The grid and steps an nm-iobench argv asks for ('512x512x8/2')."""
+    opts, it = {}, iter([str(a) for a in args or []])
+    for a in it:
+        if a in _VALUE_OPTS:
+            opts[a] = next(it, "")
+    return _grid(opts)
 
 
 def _study_benchmarks(analysis):
@@ -134,6 +147,8 @@ def configurations(analysis):
         conf = conf_from_label(name)
         if conf is None and name in study:
             conf = conf_from_args(*study[name])
+        elif conf is not None and name in study:  # a label names no size: the arguments do
+            conf = replace(conf, grid=grid_of(study[name][0]))
         if conf is not None:
             out[name] = conf
     return out
@@ -445,6 +460,7 @@ def _fmt_speedup(v, ci):
 def table_rows(cells):
     """The table of one variant x placement: every configuration, fastest write first."""
     best = best_cell(cells)
+    several_grids = len({c.conf.grid for c in cells}) > 1  # benchmarks of a regular study may differ in size
     rows = []
     for c in sorted(cells, key=lambda c: (c.time() is None, c.time() or 0, c.bench)):
         serial = serial_cell(cells, c)
@@ -452,7 +468,8 @@ def table_rows(cells):
         st, stci = speedup(serial, c, "total_s") if serial else (None, None)
         files = c.total.get("files")
         rows.append({
-            "label": c.conf.label, "bench": c.bench if c.bench != c.conf.label else "",
+            "label": c.conf.label + (f" grid={c.conf.grid}" if several_grids and c.conf.grid else ""),
+            "bench": c.bench if c.bench != c.conf.label else "",
             "best": c is best, "serial": c.conf.pattern == "serial",
             "n": len(c.max["write_s"].values) if c.max.get("write_s") else 0,
             "write": _fmt_ci(c.max.get("write_s")), "total": _fmt_ci(c.max.get("total_s")),

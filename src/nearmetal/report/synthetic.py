@@ -408,7 +408,8 @@ def synthetic_io_store(path, benchmarks, *, variants=None, ranks=2, reps=6, seed
                 files = ix * iy
             per_rank = []
             for r in range(ranks):
-                share = 1.0 if conf.pattern != "serial" or r == 0 else 0.12  # serial: the others only send
+                # serial: the others send and wait in the next gather for rank 0's write
+                share = 1.0 if conf.pattern != "serial" or r == 0 else 0.9
                 vals = {ph: true[ph] * (share if ph == "write_s" else 1.0) * float(np.exp(rng.normal(0, noise)))
                         for ph in IO_PHASES}
                 vals["total_s"] = sum(vals[ph] for ph in IO_PHASES)
