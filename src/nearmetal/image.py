@@ -38,12 +38,20 @@ MPI_FAMILIES = ("openmpi", "mpich")
 FORMATS = ("dir", "squashfs", "podman")
 
 # Bump when the recipe changes in a way that changes the image.
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 BASE_PACKAGES = ("gcc", "make", "pkg-config", "libc6-dev")
 MPI_PACKAGES = {
     "openmpi": ("openmpi-bin", "libopenmpi-dev"),
     "mpich": ("mpich", "libmpich-dev"),
 }
+# The parallel I/O stack nm-iobench builds against, per MPI family: Debian builds PnetCDF and
+# parallel netCDF-4 for Open MPI only, parallel HDF5 for both.
+IO_PACKAGES = {
+    "openmpi": ("libpnetcdf-dev", "libnetcdf-mpi-dev", "libhdf5-openmpi-dev"),
+    "mpich": ("libhdf5-mpich-dev",),
+}
+# Serial readers (ncdump, h5dump) to inspect what a run wrote.
+IO_TOOLS = ("netcdf-bin", "hdf5-tools")
 _MPI_PC = {"openmpi": "ompi-c", "mpich": "mpich"}
 _MPI_LIB_RE = {"openmpi": re.compile(r"^libmpi\.so\.\d+$"), "mpich": re.compile(r"^libmpich\.so\.\d+$")}
 _MPI_LAUNCHERS = {"openmpi": ("mpiexec.openmpi", "mpirun.openmpi"), "mpich": ("mpiexec.mpich", "mpiexec.hydra")}
@@ -122,6 +130,7 @@ def build(distro=None, mpis=("openmpi", "mpich"), fmt="dir", name=None, progress
 
     A no-op when the image exists with the same inputs (recipe, distro, MPIs, packages,
     kernel sources) and every requested format; missing formats are added without a rebuild.
+    A rebuild (changed inputs) also rebuilds every format the old image had.
     """
     distro, mpis, formats, name = _check_inputs(distro, mpis, fmt, name)
     packages = _packages(mpis)
@@ -145,6 +154,11 @@ def build(distro=None, mpis=("openmpi", "mpich"), fmt="dir", name=None, progress
                     _import_podman(final, name, log, report, meta)
                     _write_meta(final, meta, formats=_present_formats(final, name, meta) + ["podman"])
             return _image_from_dir(final, _read_json(final / "image.json"))
+        if meta and (final / "rootfs").is_dir():
+            # A rebuild refreshes every format the old image had: a stale .sqfs or podman
+            # copy must not outlive it, and dropping it would surprise whoever built it.
+            kept = [f for f in _present_formats(final, name, meta) if f != "podman" or shutil.which("podman")]
+            formats = [f for f in FORMATS if f in formats or f in kept]
         with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)})"):
             return _full_build(name, distro, mpis, formats, packages, digest, final, report, old_meta=meta)
 
@@ -226,6 +240,11 @@ def _packages(mpis) -> list[str]:
     return packages
 
 
+def _io_packages(mpis) -> list[str]:
+    """The I/O packages wanted for these MPIs; those the distro lacks are left out at build time."""
+    return [p for mpi in mpis for p in IO_PACKAGES[mpi]] + list(IO_TOOLS)
+
+
 def _kernel_files() -> list[Path]:
     """The kernels/ sources (not build outputs): what is copied into and built in the image."""
     if not KERNELS_SRC.is_dir():
@@ -243,6 +262,7 @@ def _kernel_files() -> list[Path]:
 def _digest(distro, mpis, packages) -> str:
     h = hashlib.sha256()
     inputs = {"recipe": RECIPE_VERSION, "distro": distro, "mpis": list(mpis), "packages": list(packages),
+              "io_packages": _io_packages(mpis),
               "kernels": {str(p.relative_to(KERNELS_SRC)): hashlib.sha256(p.read_bytes()).hexdigest()
                           for p in _kernel_files()}}
     h.update(json.dumps(inputs, sort_keys=True).encode())
@@ -287,9 +307,10 @@ def _full_build(name, distro, mpis, formats, packages, digest, final, report, ol
         with _chroot_mounts(rootfs, log):
             with report.step("apt-get update", timings, "apt_update"):
                 _chroot(rootfs, ["apt-get", "update"], log, "apt-get update")
-            with report.step(f"installing {' '.join(packages)}", timings, "apt_install"):
-                _chroot(rootfs, ["apt-get", "install", "-y", "--no-install-recommends", *packages], log,
-                        "apt-get install")
+            io_packages = _installable(rootfs, _io_packages(mpis), log)
+            with report.step(f"installing {' '.join(packages + io_packages)}", timings, "apt_install"):
+                _chroot(rootfs, ["apt-get", "install", "-y", "--no-install-recommends", *packages, *io_packages],
+                        log, "apt-get install")
                 _chroot(rootfs, ["apt-get", "clean"], log, "apt-get clean")
             with report.step("building the kernels", timings, "kernels"):
                 src = rootfs / "opt/nearmetal/src"
@@ -307,6 +328,8 @@ def _full_build(name, distro, mpis, formats, packages, digest, final, report, ol
         _finish(rootfs)
         with report.step("writing metadata"):
             meta = _metadata(name, distro, mpis, packages, digest, rootfs, log)
+            meta["io_packages"] = _dpkg_versions(rootfs, io_packages, log) if io_packages else {}
+            meta["io_packages_unavailable"] = [p for p in _io_packages(mpis) if p not in io_packages]
             meta["timings"] = timings
             _write_meta(tmp, meta, formats=["dir"])
         if "squashfs" in formats:
@@ -334,6 +357,26 @@ def _full_build(name, distro, mpis, formats, packages, digest, final, report, ol
     finally:
         if not ok and tmp.exists():
             _rmtree(tmp)
+
+
+def _installable(rootfs: Path, packages, log) -> list[str]:
+    """The packages the image's apt can install (a candidate version exists): names differ
+    between releases, and a release without one of them must still build."""
+    done = subprocess.run(["chroot", str(rootfs), "apt-cache", "policy", *packages], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=_CHROOT_ENV)
+    if done.returncode != 0:
+        raise NearmetalError(f"apt-cache policy failed in the image: {done.stderr.strip() or 'no message'}")
+    candidates, current = {}, None
+    for line in done.stdout.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith(":"):
+            current = line.strip()[:-1]
+        elif current and line.strip().startswith("Candidate:"):
+            candidates[current] = line.split(":", 1)[1].strip()
+    have = [p for p in packages if candidates.get(p, "(none)") != "(none)"]
+    missing = [p for p in packages if p not in have]
+    if missing:
+        log.write(f"# not in this release, not installed: {' '.join(missing)}\n")
+    return have
 
 
 def _debootstrap_cached(distro, log, report, timings) -> Path:
@@ -411,6 +454,7 @@ def _import_podman(image_dir: Path, name: str, log, report, meta):
         raise NearmetalError("podman is not installed: cannot build --format podman")
     env = {**os.environ, **podman_env()}
     ref = podman_ref(name)
+    previous = _podman_image_id(ref, env)
     with report.step("importing into nearmetal's podman storage", meta.setdefault("timings", {}), "podman_import"):
         log.write(f"$ tar -C {image_dir / 'rootfs'} -c . | {' '.join(podman_argv())} import - {ref}\n")
         log.flush()
@@ -429,6 +473,18 @@ def _import_podman(image_dir: Path, name: str, log, report, meta):
     with report.step("smoke test: podman run /bin/true"):
         _run([*podman_argv(), "run", "--rm", ref, "/bin/true"], log, "podman run (smoke test)", env=env)
     meta["podman_ref"] = ref
+    if previous and previous != _podman_image_id(ref, env):
+        # The re-tagged old image would stay behind untagged (~800 MB each rebuild). A run
+        # still using it keeps it: then rmi fails and it is left for `podman image prune`.
+        subprocess.run([*podman_argv(), "rmi", previous], stdout=log.fh, stderr=log.fh, stdin=subprocess.DEVNULL,
+                       env=env)
+
+
+def _podman_image_id(ref, env) -> str:
+    from .runtimes.podman_storage import podman_argv
+
+    return subprocess.run([*podman_argv(), "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, env=env).stdout.strip()
 
 
 def _podman_rmi(name, log):
