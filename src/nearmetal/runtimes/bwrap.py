@@ -22,6 +22,9 @@ class Bubblewrap(Runtime):
                 "--ro-bind", "/sys", "/sys",
                 # MPI session directories and shared-memory segments live here: a write is needed.
                 "--bind", "/tmp", "/tmp",
+                # The host's network is shared, so are its names: MPICH 3 (bullseye) resolves
+                # its own hostname at MPI_Init. Every nearmetal image has an /etc/hosts to cover.
+                "--ro-bind-try", "/etc/hosts", "/etc/hosts",
                 "--die-with-parent"]
         for m in spec.mounts:
             argv += ["--ro-bind" if m.readonly else "--bind", m.source, m.target]
