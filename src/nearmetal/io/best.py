@@ -10,6 +10,7 @@ the runner-up (is the difference real?).
 """
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -268,7 +269,8 @@ def parse_namelist(text):
 def run(db, study=None, metric="total", console=None, as_json=False):
     from rich.console import Console
 
-    console = console or Console()
+    # Piped or captured output is not squeezed into 80 columns: configuration labels are long.
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     store = Store(db, create=False)
     try:
         row = find_study(store, study)

@@ -65,7 +65,7 @@ def sweep(args):
     if args.dry_run:
         return _dry_run(s)
     db = Path(args.db) if args.db else default_db(s.study.name)
-    err = Console(stderr=True)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     say = lambda m: err.print(m, highlight=False, soft_wrap=True)
     if not args.resume:
         _refuse_existing(db, [f"{s.study.name}-preselect", s.study.name])

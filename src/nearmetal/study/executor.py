@@ -59,7 +59,7 @@ class Executor:
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=self.config.study.scheduler, slurm=slurm, workdir=workdir)
             try:
-                if workdir and self.store is not None:  # created on first use; a dry run touches nothing
+                if workdir:  # created when first planned (a dry run too: the argv needs it to exist)
                     _make_workdir(workdir)
                 self._plans[key] = (plan(req), req, spec, bench)
             except NearmetalError as e:
