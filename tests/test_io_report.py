@@ -215,11 +215,20 @@ def test_configuration_from_arguments():
     assert IO.conf_from_label("io-serial") is None
 
 
-def test_median_ci_order_statistics():
-    assert IO.median_ci(range(1, 11)) == (2, 9)  # n = 10: ranks 2 and 9 (coverage 97.9%)
-    assert IO.median_ci([5, 1, 3]) == (1, 5)  # n < 6: the range
-    assert IO.median_ci(list(range(100))) == (39, 60)  # ranks 40 and 61 (1-based)
-    assert IO.median_ci([]) is None
+def test_median_ci_is_the_io_best_interval():
+    """The report's median CI is the one `nearmetal io best` prints (same method, seed and
+    resamples), and it brackets the median."""
+    import numpy as np
+
+    from nearmetal.io.best import median_ci as best_ci
+
+    rng = np.random.default_rng(4)
+    for n in (2, 3, 7, 10, 31):
+        vals = list(rng.lognormal(0, 0.2, n))
+        lo, hi = IO.median_ci(vals)
+        assert (lo, hi) == best_ci(vals)
+        assert lo <= statistics.median(vals) <= hi and min(vals) <= lo and hi <= max(vals)
+    assert IO.median_ci([1.0]) is None and IO.median_ci([]) is None
 
 
 REAL_STUDY = """\
@@ -301,3 +310,29 @@ def test_quickstart_io_section():
     assert 100 << 20 <= per_block <= 1 << 30, per_block
     a = {"study": {"config_toml": text}, "points": [{"benchmark": b.label, "kernel": "iobench"} for b in io]}
     assert set(IO.configurations(a)) == {b.label for b in io}
+
+
+def test_speedup_pairs_by_block_when_the_analysis_has_blocks():
+    """With each value's block known (analysis entries' `blocks`), the speed-up's CI is the
+    paired one of stats.compare, as `io best` computes it; without, the unpaired one."""
+    from nearmetal.study import stats
+
+    serial_vals, fast_vals = [1.00, 1.30, 0.90, 1.10, 1.20, 0.95], [0.52, 0.66, 0.44, 0.55, 0.61, 0.47]
+    blocks = [0, 1, 2, 3, 4, 5]
+    order = [3, 0, 5, 1, 4, 2]  # the other configuration's values arrive in another order
+
+    def cell(name, vals, blk):
+        entry = {"values": vals, "stats": {"median": statistics.median(vals)}, "blocks": blk}
+        conf = IO.conf_from_label(name)
+        return IO.Cell(name, conf, {"write_s": IO.Measure.of(entry)}, {}, {})
+
+    serial = cell("serial/posix read=serial", serial_vals, blocks)
+    fast = cell("file-per-rank/posix read=serial", [fast_vals[i] for i in order], order)
+    sp, ci = IO.speedup(serial, fast, "write_s")
+    paired = stats.compare(serial_vals, fast_vals, pairs=list(zip(serial_vals, fast_vals)), n_boot=IO.N_BOOT)
+    assert sp == pytest.approx(1 / paired["ratio"])
+    assert ci == pytest.approx((1 / paired["ci_high"], 1 / paired["ci_low"]))
+    unpaired = stats.compare(serial_vals, [fast_vals[i] for i in order], n_boot=IO.N_BOOT)
+    fast.max["write_s"].blocks = None
+    assert IO.speedup(serial, fast, "write_s")[1] == pytest.approx((1 / unpaired["ci_high"], 1 / unpaired["ci_low"]))
+    assert paired["ci_high"] - paired["ci_low"] < unpaired["ci_high"] - unpaired["ci_low"]

@@ -91,8 +91,8 @@ def phase_times(fid, rows):
         svg = P._svg(fig, fid)
     fixed = "; ".join(f"{lib}: {p['fixed']}" for _, panels in rows for lib, p in panels.items() if p["fixed"])
     cap = ("Median time of each phase, the maximum over ranks of every run (as FMS's mpp_open, mpp_write, "
-           "mpp_close, mpp_read), per write pattern and io_layout; whiskers: 95% CI of the median (the range with "
-           "fewer than 6 runs). Write includes the gather to the I/O-domain roots. Where a library was measured "
+           "mpp_close, mpp_read), per write pattern and io_layout; whiskers: 95% bootstrap CI of the median. "
+           "Write includes the gather to the I/O-domain roots. Where a library was measured "
            "with several hints or chunkings, the panel holds them as in its fastest write")
     cap += f" ({fixed})." if fixed else "."
     return P.Fig(fid, "Parallel I/O: time per phase vs io_layout", svg, cap)

@@ -18,6 +18,7 @@ their 95% CIs, bandwidths, speed-up over serial and the hints the MPI library di
 honour. Rows of the figures are variant x placement (at most MAX_ROWS).
 """
 
+import json
 import math
 import tomllib
 from collections import OrderedDict
@@ -29,7 +30,7 @@ from . import common as C
 IO_KERNEL = "iobench"
 PHASES = ("open_s", "write_s", "close_s", "read_s")
 MAX_ROWS = 4  # variant x placement rows per figure; the table has them all
-N_BOOT = 1000  # bootstrap resamples for the speed-up CIs (stats.compare)
+N_BOOT = 2000  # bootstrap resamples for the speed-up CIs (stats.compare's default, as io best)
 PARAMS = ("pattern", "library", "io_layout", "aggregators", "stripes", "buffer", "chunk", "read", "mpiio")
 # Open MPI's OMPI_MCA_io values -> the component names of Configuration.mpiio
 _OMPI_IO = {"romio321": "romio", "romio": "romio", "ompio": "ompio"}
@@ -156,33 +157,31 @@ def configurations(analysis):
 
 # ---------------------------------------------------------------------- statistics
 
-def median_ci(values, level=0.95):
-    """(low, high) distribution-free CI of the median from order statistics (binomial):
-    exact, no resampling. With fewer than 6 values no pair of order statistics reaches 95%
-    and the range (min, max) is returned (its coverage is 1 - 2**(1-n))."""
-    xs = sorted(v for v in values if C.is_num(v))
-    n = len(xs)
-    if n == 0:
+def median_ci(values, alpha=0.05, n_boot=2000, seed=0):
+    """95% percentile-bootstrap interval of the median: the method of stats.compare for one
+    group, with the seed and resamples of `nearmetal io best` (io/best.py), so the report
+    and `io best` print the same interval. None with fewer than 2 values."""
+    import numpy as np
+
+    x = np.sort(np.asarray([v for v in values if C.is_num(v)], dtype=float))
+    if x.size < 2:
         return None
-    # largest j with P(Binom(n, 1/2) <= j - 1) <= (1 - level) / 2: the CI is [x_(j), x_(n+1-j)]
-    tail, cum, j = (1 - level) / 2, 0.0, 0
-    for k in range(n):
-        cum += math.comb(n, k) / 2 ** n
-        if cum > tail:
-            break
-        j = k + 1
-    if j == 0:
-        return xs[0], xs[-1]
-    return xs[j - 1], xs[n - j]
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.integers(0, x.size, size=(n_boot, x.size)), axis=1)
+    lo, hi = (x.size - 1) // 2, x.size // 2
+    meds = 0.5 * (x[idx[:, lo]] + x[idx[:, hi]])
+    return float(np.quantile(meds, alpha / 2)), float(np.quantile(meds, 1 - alpha / 2))
 
 
 @dataclass
 class Measure:
-    """One metric at one point of one configuration: median, its CI, the values."""
+    """One metric at one point of one configuration: median, its CI, the values and, where
+    the analysis gives them, the block of each value (for paired comparisons)."""
 
     values: list
     median: float
     ci: tuple | None
+    blocks: list | None = None
 
     @classmethod
     def of(cls, entry):
@@ -190,7 +189,10 @@ class Measure:
         med = C.median_of(entry)
         if med is None:
             return None
-        return cls(vals, med, median_ci(vals) if len(vals) > 1 else None)
+        blocks = entry.get("blocks")
+        if not isinstance(blocks, list) or len(blocks) != len(entry.get("values") or []) or len(vals) != len(blocks):
+            blocks = None
+        return cls(vals, med, median_ci(vals), blocks)
 
 
 @dataclass
@@ -258,7 +260,8 @@ def serial_cell(cells, near=None):
 
 def speedup(serial, cell, metric):
     """(speed-up, ci) of cell over serial in metric: serial median / cell median with the
-    bootstrap CI of stats.compare (unpaired: the two configurations ran in different runs)."""
+    bootstrap CI of stats.compare, paired by randomized block where the analysis says which
+    block each value came from (as `nearmetal io best` does), unpaired otherwise."""
     a, b = serial.max.get(metric), cell.max.get(metric)
     if not a or not b or b.median <= 0:
         return None, None
@@ -267,7 +270,11 @@ def speedup(serial, cell, metric):
     from ..study import stats
 
     if len(a.values) >= 2 and len(b.values) >= 2 and min(a.values) > 0 and min(b.values) > 0:
-        c = stats.compare(a.values, b.values, n_boot=N_BOOT)
+        pairs = None
+        if a.blocks is not None and b.blocks is not None:
+            mine = {json.dumps(k): v for k, v in zip(b.blocks, b.values)}
+            pairs = [(v, mine[json.dumps(k)]) for k, v in zip(a.blocks, a.values) if json.dumps(k) in mine]
+        c = stats.compare(a.values, b.values, n_boot=N_BOOT, pairs=pairs if pairs and len(pairs) >= 2 else None)
         ci = (1 / c["ci_high"], 1 / c["ci_low"]) if C.is_num(c.get("ci_low")) and C.is_num(c.get("ci_high")) else None
         return a.median / b.median, ci
     return a.median / b.median, None

@@ -419,7 +419,8 @@ def synthetic_io_store(path, benchmarks, *, variants=None, ranks=2, reps=6, seed
             mx = {m: max(vals[m] for vals in per_rank) for m in (*IO_PHASES, "total_s")}
             recs += [{"metric": m, "unit": "s", "value": mx[m], "point": {"rank": "max"}} for m in mx]
             wtime = max(vals["open_s"] + vals["write_s"] + vals["close_s"] for vals in per_rank)
-            recs += [{"metric": "write_bw", "unit": "MB/s", "value": IO_BYTES / wtime / 1e6, "point": {"rank": "total"}},
+            recs += [{"metric": "write_bw", "unit": "MB/s", "value": IO_BYTES / wtime / 1e6,
+                      "point": {"rank": "total"}},
                      {"metric": "bytes", "unit": "bytes", "value": float(IO_BYTES), "point": {"rank": "total"}},
                      {"metric": "files", "unit": "count", "value": float(files), "point": {"rank": "total"}}]
             if mx["read_s"] > 0:
