@@ -1,7 +1,8 @@
 """`--workdir DIR`: every rank starts in DIR natively, and in DIR mounted read-write at
-/nm/work in containers. Each rank of a real launch runs a shell that records its physical
-working directory in a new file of its own, created by a relative path: the files must
-appear in DIR on the host, one per rank, naming DIR (native) or /nm/work (containers)."""
+/nm/work in containers. Real MPI ranks of nm-iobench write one file each into their working
+directory (its default `-d .`) and name it: the files must appear in DIR on the host, named
+under DIR (native) or /nm/work (containers). Where no MPI is needed, each rank runs a shell
+that records its physical working directory in a new file of its own."""
 
 import os
 import subprocess
@@ -18,6 +19,8 @@ RUNTIMES = ("charliecloud", "bwrap", "podman")
 # `pwd -P`: the directory itself, not an inherited $PWD; mktemp with a bare template
 # creates the file in the current directory.
 RECORD_CWD = ["sh", "-c", 'pwd -P > "$(mktemp cwd.XXXXXX)"']
+# One small file per rank, kept (-k) and printed as "# file PATH"; read back and verified.
+IOBENCH = ["nm-iobench", "-p", "file-per-rank", "-L", "posix", "-x", "16", "-y", "16", "-z", "2", "-t", "1", "-k"]
 
 
 @pytest.fixture
@@ -39,8 +42,25 @@ def _run(*args, timeout=300, env=None):
     return out
 
 
+def _check_iobench_files(out, directory, seen_as):
+    """nm-iobench's files: named under `seen_as` by the ranks, present in `directory` on the host."""
+    named = [line.split(" ", 2)[2] for line in out.stdout.splitlines() if line.startswith("# file ")]
+    assert len(named) == 2, out.stdout
+    assert "verify ok" in out.stdout, out.stdout
+    for path in named:
+        assert os.path.dirname(path) == seen_as, path
+        assert (directory / os.path.basename(path)).stat().st_size > 0
+    assert sorted(p.name for p in directory.iterdir()) == sorted(os.path.basename(p) for p in named)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_native_ranks_start_in_workdir(family, workdir, host_mpis):
+    out = _run("-n", "2", "--mpi", family, "--workdir", workdir, "--", *IOBENCH)
+    _check_iobench_files(out, workdir, str(workdir.resolve()))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_native_shell_ranks_start_in_workdir(family, workdir, host_mpis):
     _run("-n", "2", "--mpi", family, "--workdir", workdir, "--", *RECORD_CWD)
     assert _cwds(workdir) == [str(workdir.resolve())] * 2
 
@@ -48,22 +68,31 @@ def test_native_ranks_start_in_workdir(family, workdir, host_mpis):
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_hybrid_ranks_start_in_mounted_workdir(family, runtime, workdir, default_image):
-    _run("-n", "2", "--mode", "hybrid", "--runtime", runtime, "--mpi", family, "--image", default_image.name,
-         "--workdir", workdir, "--", *RECORD_CWD)
-    assert _cwds(workdir) == ["/nm/work"] * 2
+    out = _run("-n", "2", "--mode", "hybrid", "--runtime", runtime, "--mpi", family, "--image", default_image.name,
+               "--workdir", workdir, "--", *IOBENCH)
+    _check_iobench_files(out, workdir, "/nm/work")
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bind_charliecloud_ranks_start_in_mounted_workdir(family, workdir, default_image):
-    _run("-n", "2", "--mode", "bind", "--runtime", "charliecloud", "--mpi", family, "--image", default_image.name,
-         "--workdir", workdir, "--", *RECORD_CWD)
-    assert _cwds(workdir) == ["/nm/work"] * 2
+    out = _run("-n", "2", "--mode", "bind", "--runtime", "charliecloud", "--mpi", family, "--image",
+               default_image.name, "--workdir", workdir, "--", *IOBENCH)
+    _check_iobench_files(out, workdir, "/nm/work")
 
 
 def test_charliecloud_squashfs_image_workdir(workdir, default_image):
     assert default_image.sqfs and default_image.sqfs.exists()
-    _run("-n", "2", "--mode", "hybrid", "--runtime", "charliecloud", "--mpi", "mpich",
-         "--image", default_image.sqfs, "--workdir", workdir, "--", *RECORD_CWD)
+    out = _run("-n", "2", "--mode", "hybrid", "--runtime", "charliecloud", "--mpi", "mpich",
+               "--image", default_image.sqfs, "--workdir", workdir, "--", *IOBENCH)
+    _check_iobench_files(out, workdir, "/nm/work")
+
+
+@pytest.mark.parametrize("runtime", ["bwrap", "podman"])
+def test_container_shell_ranks_start_in_mounted_workdir(runtime, workdir, default_image):
+    """Not MPI programs: the ranks need no wire-up (Charliecloud's namespace joining does:
+    a rank that exits before its peer joins leaves nothing to join)."""
+    _run("-n", "2", "--mode", "hybrid", "--runtime", runtime, "--mpi", "openmpi", "--image", default_image.name,
+         "--workdir", workdir, "--", *RECORD_CWD)
     assert _cwds(workdir) == ["/nm/work"] * 2
 
 
