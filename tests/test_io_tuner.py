@@ -481,3 +481,26 @@ def test_bad_benchmark_env_name(tmp_path):
     study.write_text('[study]\nname = "e"\n[[benchmark]]\nkernel = "pingpong"\nenv = {"1X" = "y"}\n')
     err = assert_one_line_error(nearmetal("study", study, "--dry-run"))
     assert "benchmark[0].env: '1X' is not an environment variable name" in err
+
+
+def test_sweep_in_containers_writes_into_the_bind_mounted_directory(tmp_path, cleanup_dirs):
+    # the same space natively and in containers (hybrid and bind on Charliecloud): io.dir is
+    # the ranks' working directory, mounted read-write at /nm/work inside
+    path, target = io_study(tmp_path, name="ct", reps=2, space='pattern = ["serial", "shared"]\nlibrary = ["mpiio", "posix"]',
+                            io_extra='mode = ["native", "hybrid", "bind"]\nruntime = ["charliecloud"]')
+    cleanup_dirs.append(target)
+    db = tmp_path / "res" / "study.db"
+    out = nearmetal("io", "sweep", path, "--db", db, "--no-progress", timeout=1200)
+    assert out.returncode == 0, out.stdout + out.stderr
+    runs = run_statuses(db, "ct")
+    con = sqlite3.connect(db)
+    variants = {r[0] for r in con.execute("SELECT DISTINCT variant FROM runs")}
+    argvs = [json.loads(r[0]) for r in con.execute("SELECT argv_json FROM runs WHERE variant NOT LIKE 'native%'")]
+    con.close()
+    assert variants == {"native/openmpi", "hybrid/charliecloud/openmpi/default", "bind/charliecloud/openmpi/default"}
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    assert {r["benchmark"] for r in runs.values()} == {"serial/posix read=serial", "serial/mpiio read=serial",
+                                                       "shared/mpiio io=1x1 read=serial"}
+    assert argvs and all(f"--bind={target}:/nm/work" in a and "--cd=/nm/work" in a for a in argvs), argvs[0]
+    result = json.loads(nearmetal("io", "best", "--db", db, "--json", check=True).stdout)
+    assert {r["variant"] for r in result["rows"]} == variants
