@@ -9,14 +9,12 @@ import signal
 import sqlite3
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from conftest import NEARMETAL, assert_one_line_error, nearmetal
-from nearmetal.errors import NearmetalError
 from nearmetal.io import best as best_mod
 from nearmetal.io import config as io_config
 from nearmetal.io import preselect
@@ -418,6 +416,10 @@ def test_interrupted_sweep_resumes_exactly_the_missing_runs(tmp_path, cleanup_di
         assert after[k]["started"] == r["started"]
     pre = run_statuses(db, "resume-preselect")
     assert all(r["status"] == "ok" for r in pre.values())
+    # a changed I/O study cannot resume this database
+    path.write_text(path.read_text().replace("repetitions = 4", "repetitions = 5"))
+    err = assert_one_line_error(nearmetal("io", "sweep", path, "--db", db, "--resume"))
+    assert "was planned from a different study file" in err
 
 
 # -- the study engine pieces the tuner uses ----------------------------------------------------
@@ -504,3 +506,16 @@ def test_sweep_in_containers_writes_into_the_bind_mounted_directory(tmp_path, cl
     assert argvs and all(f"--bind={target}:/nm/work" in a and "--cd=/nm/work" in a for a in argvs), argvs[0]
     result = json.loads(nearmetal("io", "best", "--db", db, "--json", check=True).stdout)
     assert {r["variant"] for r in result["rows"]} == variants
+
+
+def test_dry_run_lists_configurations_and_touches_nothing(tmp_path):
+    path, target = io_study(tmp_path, name="dry", space='pattern = ["serial", "shared"]\nlibrary = ["mpiio", "posix"]\n'
+                            'buffer = ["default", "1MiB"]\nmpiio = ["default", "romio"]')
+    out = nearmetal("io", "sweep", path, "--dry-run", "--db", tmp_path / "r" / "study.db")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "# pre-selection 'dry-preselect': 3 configurations, 9 runs"
+    assert "OMPI_MCA_io=romio321 nm-iobench -x 32 -y 32 -z 4" in out.stdout
+    assert "# sweep 'dry': at most 7 configurations, 28 runs (fewer when pre-selection fixes parameters)" in lines
+    assert lines[-7] == "serial/posix read=serial  [openmpi]"
+    assert not target.exists() and not (tmp_path / "r").exists()

@@ -69,6 +69,8 @@ def sweep(args):
     say = lambda m: err.print(m, highlight=False, soft_wrap=True)
     if not args.resume:
         _refuse_existing(db, [f"{s.study.name}-preselect", s.study.name])
+    else:
+        _check_resumable(db, s)
     ensure_dir(io.dir)
     resume_hint = shlex.join(["nearmetal", "io", "sweep"] + ([args.file] if args.file else [])
                              + ["--resume", "--db", str(db)])
@@ -76,10 +78,10 @@ def sweep(args):
     fixed = {}
     pre = io.preselect
     if pre.enabled:
-        pre_configs = preselect.configurations(io.space, io.mpi)
-        if len(pre_configs) > 1:
-            name = f"{s.study.name}-preselect"
-            cfg, text = compile_study(s, name, pre.repetitions, pre_configs)
+        compiled = _preselect_study(s)
+        if compiled:
+            cfg, text = compiled
+            name = cfg.study.name
             intro = (f"pre-selection: one parameter at a time around "
                      f"{preselect.base_configuration(io.space).label()}")
             store, sid = run_study(cfg, text, db, args.resume, err, progress, resume_hint, intro)
@@ -107,6 +109,53 @@ def sweep(args):
     say(f"next: nearmetal io best --db {shlex.quote(str(db))} --metric write   |   "
         f"nearmetal report --db {shlex.quote(str(db))} --study {s.study.name}")
     return 0
+
+
+def _preselect_study(s):
+    """(StudyConfig, TOML text) of the pre-selection study, or None when there is nothing to pre-select."""
+    from . import preselect
+    from .sweep import compile_study
+
+    if not s.io.preselect.enabled:
+        return None
+    configs = preselect.configurations(s.io.space, s.io.mpi)
+    if len(configs) < 2:
+        return None
+    return compile_study(s, f"{s.study.name}-preselect", s.io.preselect.repetitions, configs)
+
+
+def _check_resumable(db, s):
+    """With --resume, every study already in the database must have been compiled from the
+    same I/O study: checked before anything is printed or run. The sweep's text depends on
+    the pre-selection's decision, which is recomputed from the stored runs."""
+    from ..study.store import Store
+    from . import preselect
+    from .sweep import compile_study, expand
+
+    if not db.exists():
+        return
+    store = Store(db, create=False)
+
+    def same(name, text):
+        row = store.study(name)
+        if row is not None and row["config_toml"] != text:
+            raise NearmetalError(f"study '{name}' in {db} was planned from a different study file; "
+                                 f"resume needs the same file (or use a new --db)")
+        return row
+
+    try:
+        fixed = {}
+        compiled = _preselect_study(s)
+        if compiled:
+            row = same(compiled[0].study.name, compiled[1])
+            if row is None or store.counts(row["id"]).get("planned"):
+                return  # the sweep is compiled only after a complete pre-selection
+            decision = preselect.decide(s.io.space, store, row["id"], s.io.preselect, s.io.metric)
+            fixed = preselect.fixed_values(s.io.space, decision)
+        _, text = compile_study(s, s.study.name, s.study.repetitions, expand(s.io.space, s.io.mpi, fixed))
+        same(s.study.name, text)
+    finally:
+        store.close()
 
 
 def _refuse_existing(db, names):

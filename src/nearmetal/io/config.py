@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, f
 
 from ..errors import NearmetalError
 from ..study.config import Baseline, SlurmSection, StudySection, check_workdir
-from .space import LIBRARIES, PATTERNS, READS, parse_pair, parse_size
+from .space import parse_pair, parse_size
 
 # MPI_Info keys nm-iobench accepts: a user writing one of them into [io.space] meant a
 # tuning parameter, and is told which one sets it.

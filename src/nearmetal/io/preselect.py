@@ -19,7 +19,6 @@ nothing to tune. Pre-selection runs only for the tuning parameters.
 """
 
 import json
-from dataclasses import replace
 
 from ..study import stats
 from .space import Configuration, format_size
@@ -177,16 +176,19 @@ def render(decision, console):
                         f"{decision['threshold']:.0%}, base {decision['base']}", title_justify="left")
     for col in ("parameter", "values", "median (s) / ratio to anchor", "decision", "swept"):
         table.add_column(col)
+    several = len({e["variant"] for d in decision["parameters"] for e in d["effects"]}) > 1
     for d in decision["parameters"]:
         effects = []
         for e in d["effects"]:
+            who = f"{e['variant']} {e['value']}" if several else e["value"]
             if e["median"] is None:
-                effects.append(f"{e['value']}: {e.get('note', '-')}")
+                effects.append(f"{who}: {e.get('note', '-')}")
             elif e.get("note") == "anchor":
-                effects.append(f"{e['value']}: {e['median']:.4g} (anchor)")
+                effects.append(f"{who}: {e['median']:.4g} (anchor)")
             else:
                 mark = " *" if e["effect"] else ""
-                effects.append(f"{e['value']}: {e['median']:.4g} x{e['ratio']:.3f}{mark}")
+                ratio = f" x{e['ratio']:.3f}" if e["ratio"] is not None else ""
+                effects.append(f"{who}: {e['median']:.4g}{ratio}{mark}")
         status = d["status"] + (f" at {d['fixed']}" if d["fixed"] else "")
         table.add_row(d["parameter"], ", ".join(d["values"]), "\n".join(effects) or "-", status, ", ".join(d["sweep"]))
     console.print(table)
