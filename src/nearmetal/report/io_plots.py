@@ -43,10 +43,13 @@ def phase_times(fid, rows):
     if not rows:
         return None
     cols = _columns(rows)
+    npos = max(len(p["xs"]) for _, panels in rows for p in panels.values())
+    crowded = npos * len(cols) > 12  # tick labels would touch: slant them
     m = P._matplotlib()
     used = set()
     with P._rc():
-        fig = P._new_figure(max(6.0, min(2.9 * len(cols), 12.0) + 0.8), 2.5 * len(rows) + 0.9)
+        fig = P._new_figure(max(6.0, min(max(2.9, 0.62 * npos) * len(cols), 14.0) + 0.8),
+                            2.5 * len(rows) + 0.9 + (0.45 if crowded else 0))
         axes = fig.subplots(len(rows), len(cols), squeeze=False)
         for r, (title, panels) in enumerate(rows):
             for c, lib in enumerate(cols):
@@ -77,7 +80,11 @@ def phase_times(fid, rows):
                     used.add(ph)
                 P._value_axis(ax, allv)
                 ax.set_xticks(range(len(xs)))
-                ax.set_xticklabels([label for label, _, _ in xs], fontsize=6.5)
+                if crowded:
+                    ax.set_xticklabels([label.replace("\n", " ") for label, _, _ in xs], fontsize=6.5, rotation=35,
+                                       ha="right", rotation_mode="anchor")
+                else:
+                    ax.set_xticklabels([label for label, _, _ in xs], fontsize=6.5)
                 ax.set_xlim(-0.5, len(xs) - 0.5)
                 ax.grid(axis="x", visible=False)
                 ax.set_title(f"{lib}" + (f"\n{title}" if len(rows) > 1 else ""), fontsize=8)
@@ -87,7 +94,8 @@ def phase_times(fid, rows):
         handles = [m["Line2D"]([], [], color=PHASE_COLORS[ph], marker="o", markersize=3) for ph in PHASE_COLORS
                    if ph in used]
         labels = [ph.removesuffix("_s") for ph in PHASE_COLORS if ph in used]
-        P._layout(fig, legend=(handles, labels), wspace=0.35, hspace=0.75, bottom=0.55, top=0.45)
+        P._layout(fig, legend=(handles, labels), wspace=0.35, hspace=1.0 if crowded else 0.75,
+                  bottom=0.95 if crowded else 0.55, top=0.45)
         svg = P._svg(fig, fid)
     fixed = "; ".join(f"{lib}: {p['fixed']}" for _, panels in rows for lib, p in panels.items() if p["fixed"])
     cap = ("Median time of each phase, the maximum over ranks of every run (as FMS's mpp_open, mpp_write, "
@@ -155,6 +163,9 @@ def _heatmap_figure(fid, rows, *, xkey, ykey, xname, yname, cmap, unit, title, c
             cax = fig.add_axes([r + 0.25 / W, b + 0.1 * (t - b), 0.12 / W, 0.8 * (t - b)])
             cb = fig.colorbar(im, cax=cax)
             cb.set_label(unit)
+            from matplotlib.ticker import FuncFormatter
+
+            cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: C.fmt_num(v)))  # no offset text
         svg = P._svg(fig, fid)
     fixed = "; ".join(f"{lib}: {p['fixed']}" for _, panels in rows for lib, p in panels.items() if p["fixed"])
     return P.Fig(fid, title, svg, caption + (f" Held fixed: {fixed}." if fixed else ""))
