@@ -13,9 +13,10 @@ env). Figures (drawn by io_plots, each only where the data varies in what it sho
   (Fig. 15);
 - per-rank write time of the fastest configuration and of serial (load balance);
 
-and one table per variant: every configuration with its median write and total time and
-their 95% CIs, bandwidths, speed-up over serial and the hints the MPI library did not
-honour. Rows of the figures are variant x placement (at most MAX_ROWS).
+and one table per variant x placement: every configuration with its median write and total
+time and their 95% CIs, bandwidths, speed-up over serial (same grid) and the hints the MPI
+library did not honour. Rows of the figures are variant x placement (at most MAX_ROWS).
+docs/reports.md ("Parallel I/O") explains how to read them.
 """
 
 import json
@@ -52,7 +53,7 @@ class IOConf:
     read: str = "serial"
     mpiio: str | None = None
     label: str = ""
-    grid: str | None = None  # "NXxNYxNZ/T" where the kernel arguments say so (args fallback only)
+    grid: str | None = None  # "NXxNYxNZ/STEPS" from the kernel arguments in the study file (None: not known)
 
     def get(self, name):
         return getattr(self, name)
@@ -175,13 +176,15 @@ def median_ci(values, alpha=0.05, n_boot=2000, seed=0):
 
 @dataclass
 class Measure:
-    """One metric at one point of one configuration: median, its CI, the values and, where
-    the analysis gives them, the block of each value (for paired comparisons)."""
+    """One metric at one point of one configuration: median, the values and, where the
+    analysis gives them, the block of each value (for paired comparisons); .ci, the 95% CI
+    of the median, is computed on first use (most entries are never shown with one)."""
 
     values: list
     median: float
-    ci: tuple | None
     blocks: list | None = None
+    _ci: tuple | None = None
+    _ci_done: bool = False
 
     @classmethod
     def of(cls, entry):
@@ -192,7 +195,13 @@ class Measure:
         blocks = entry.get("blocks")
         if not isinstance(blocks, list) or len(blocks) != len(entry.get("values") or []) or len(vals) != len(blocks):
             blocks = None
-        return cls(vals, med, median_ci(vals), blocks)
+        return cls(vals, med, blocks)
+
+    @property
+    def ci(self):
+        if not self._ci_done:
+            self._ci, self._ci_done = median_ci(self.values), True
+        return self._ci
 
 
 @dataclass
