@@ -1,7 +1,8 @@
 /* file_write_bw: the file-system write limit nm-iobench is compared with. P processes
  * (fork) each pwrite their 1/P share of BYTES into ONE file (or, with -f, a file each) in
- * DIR from a buffer already in memory, in CHUNK-sized calls, starting together; the time
- * runs from the common start (after open) to the last process's close, like nm-iobench's
+ * DIR from a buffer already in memory, in CHUNK-sized calls, starting together (a barrier in
+ * shared memory after every process has touched its buffer and opened its file); the time
+ * runs from the common start to the last process's close, like nm-iobench's
  * write phase; no fsync, because nm-iobench does not sync either (both measure what the
  * file system takes into its cache). Then the same bytes are read back (-r) likewise.
  * Rate = BYTES / time, 1 MB = 1e6 bytes. The file is removed at the end.
@@ -35,16 +36,20 @@ static long arg(const char *s, long min)
     return v;
 }
 
-/* One process's share: returns its end time (after close), or -1 on error. */
-static double one(const char *path, int reading, long off, long len, long chunk, char *buf, double start)
+/* One process's share: returns its end time (after close), or -1 on error; *start gets the
+ * time it left the barrier. */
+static double one(const char *path, int reading, long off, long len, long chunk, char *buf,
+                  volatile long *arrived, long procs, double *start)
 {
     int fd = open(path, reading ? O_RDONLY : O_WRONLY | O_CREAT, 0644);
     if (fd < 0) {
         perror(path);
         return -1;
     }
-    while (now() < start) /* spin to the common start */
+    __atomic_add_fetch(arrived, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(arrived, __ATOMIC_SEQ_CST) < procs) /* spin: the common start */
         ;
+    *start = now();
     for (long done = 0; done < len;) {
         long n = len - done < chunk ? len - done : chunk;
         ssize_t k = reading ? pread(fd, buf + done, (size_t)n, off + done)
@@ -64,7 +69,10 @@ static double one(const char *path, int reading, long off, long len, long chunk,
 
 static double phase(const char *dir, int reading, long bytes, long procs, long chunk, int per_proc, double *ends)
 {
-    double start = now() + 0.05;
+    /* shared: [0] the barrier counter, then procs start times */
+    long *arrived = (long *)(ends + procs);
+    double *starts = ends + procs + 1;
+    *arrived = 0;
     for (long p = 0; p < procs; p++) {
         if (fork() == 0) {
             char path[4096];
@@ -78,7 +86,7 @@ static double phase(const char *dir, int reading, long bytes, long procs, long c
             if (!buf)
                 _exit(1);
             memset(buf, (int)(p + 1), (size_t)len); /* touch every page before the clock starts */
-            double end = one(path, reading, per_proc ? 0 : off, len, chunk, buf, start);
+            double end = one(path, reading, per_proc ? 0 : off, len, chunk, buf, arrived, procs, &starts[p]);
             ends[p] = end;
             _exit(end < 0);
         }
@@ -91,11 +99,12 @@ static double phase(const char *dir, int reading, long bytes, long procs, long c
     }
     if (failed)
         return -1;
-    double last = 0;
-    for (long p = 0; p < procs; p++)
-        if (ends[p] > last)
-            last = ends[p];
-    return last - start;
+    double first = starts[0], last = ends[0];
+    for (long p = 1; p < procs; p++) {
+        if (starts[p] < first) first = starts[p];
+        if (ends[p] > last) last = ends[p];
+    }
+    return last - first;
 }
 
 int main(int argc, char **argv)
@@ -115,7 +124,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "file_write_bw: -d DIR is required\n");
         return 2;
     }
-    double *ends = mmap(NULL, sizeof(double) * (size_t)procs, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    double *ends = mmap(NULL, sizeof(double) * (size_t)(2 * procs + 1), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     double tw = phase(dir, 0, bytes, procs, chunk, per_proc, ends);
     double tr = tw < 0 ? -1 : phase(dir, 1, bytes, procs, chunk, per_proc, ends);
     char path[4096];

@@ -68,8 +68,8 @@ def iobench(mpi, ranks, args, env):
             "write_s": one("write_s", "max") + one("open_s", "max") + one("close_s", "max")}
 
 
-def reference(probe, directory, nbytes, procs):
-    out = subprocess.run([str(probe), "-d", directory, "-s", str(nbytes), "-p", str(procs)],
+def reference(probe, directory, nbytes, procs, per_proc=False):
+    out = subprocess.run([str(probe), "-d", directory, "-s", str(nbytes), "-p", str(procs)] + (["-f"] if per_proc else []),
                          capture_output=True, text=True, timeout=600, check=True)
     f = out.stdout.split()
     v = dict(zip(f[0::2], f[1::2]))
@@ -87,7 +87,13 @@ def main():
     ap.add_argument("--mpi", default="openmpi,mpich")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", default="results/bench")
+    ap.add_argument("--summarize", metavar="JSON", help="only print the summary of an earlier run's raw file")
     a = ap.parse_args()
+    if a.summarize:
+        raw = json.loads(Path(a.summarize).read_text())
+        return summarize(raw["runs"], a.dirs.split(","), a.mpi.split(","), raw["ranks"], raw["repetitions"]
+                         if "repetitions" in raw else a.repetitions, raw["seed"], raw["grid"], raw["steps"],
+                         raw["types"], raw["bytes"], Path(a.summarize))
     seed = a.seed if a.seed is not None else int(time.time())
     rng = random.Random(seed)
     nx, ny, nz = (int(v) for v in a.grid.split("x"))
@@ -100,8 +106,11 @@ def main():
         probe = Path(tmp) / "file_write_bw"
         subprocess.run(["gcc", "-O2", "-o", str(probe), str(HERE / "file_write_bw.c")], check=True)
         for directory in a.dirs.split(","):
-            jobs = {f"limit: pwrite x{p}": (lambda p=p, d=directory: reference(probe, d, nbytes, p))
+            # tmpfs and ext4 serialize writers of one file on its inode lock, so a shared file's
+            # limit (x{ranks} one file) is lower than separate files' (x{ranks} files).
+            jobs = {f"limit: pwrite x{p} one file": (lambda p=p, d=directory: reference(probe, d, nbytes, p))
                     for p in sorted({1, a.ranks})}
+            jobs[f"limit: pwrite x{a.ranks} files"] = lambda d=directory: reference(probe, d, nbytes, a.ranks, True)
             for label, families, args, env in CONFIGS:
                 for mpi in mpis:
                     if mpi in families:
@@ -119,25 +128,37 @@ def main():
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "io_bandwidth.json").write_text(json.dumps({"seed": seed, "grid": a.grid, "steps": a.steps, "types": a.types,
-                                                       "bytes": nbytes, "ranks": a.ranks, "runs": runs}, indent=1))
-    print(f"\nnm-iobench natively, {a.ranks} ranks, grid {a.grid}, {a.steps} steps of {a.types} = "
-          f"{nbytes / 2**20:.0f} MiB per run, {a.repetitions} interleaved repetitions after a warm-up (seed {seed})")
-    for directory in a.dirs.split(","):
+                                                       "bytes": nbytes, "ranks": a.ranks, "repetitions": a.repetitions,
+                                                       "runs": runs}, indent=1))
+    summarize(runs, a.dirs.split(","), mpis, a.ranks, a.repetitions, seed, a.grid, a.steps, a.types, nbytes,
+              out / "io_bandwidth.json")
+
+
+def summarize(runs, dirs, mpis, ranks, repetitions, seed, grid, steps, types, nbytes, raw_path):
+    print(f"\nnm-iobench natively, {ranks} ranks, grid {grid}, {steps} steps of {types} = "
+          f"{nbytes / 2**20:.0f} MiB per run, {repetitions} interleaved repetitions after a warm-up (seed {seed})")
+    for directory in dirs:
         rows = [r for r in runs if r["dir"] == directory and r["repetition"] >= 0]
-        names = list(dict.fromkeys(r["config"] for r in rows))
+        seen = set(r["config"] for r in rows)
+        names = sorted(n for n in seen if n.startswith("limit"))
+        names += [f"{m} {label}" for m in mpis for label, *_ in CONFIGS if f"{m} {label}" in seen]
         med = {n: {k: statistics.median(r[k] for r in rows if r["config"] == n) for k in ("write_MBps", "read_MBps", "write_s")}
                for n in names}
-        limit = med[f"limit: pwrite x{a.ranks}"]["write_MBps"]
-        print(f"\n{directory}: limit = {limit:.0f} MB/s ({a.ranks} processes pwrite the same bytes from memory)")
+        one_file = med[f"limit: pwrite x{ranks} one file"]["write_MBps"]
+        files = med[f"limit: pwrite x{ranks} files"]["write_MBps"]
+        print(f"\n{directory}: limit = {one_file:.0f} MB/s into one file, {files:.0f} MB/s into a file each "
+              f"({ranks} processes pwrite the same bytes from memory); 'of limit' uses the one-file limit "
+              f"except for file-per-rank")
         print(f"{'configuration':36s} {'write MB/s':>11s} {'[min - max]':>17s} {'read MB/s':>10s} {'of limit':>9s} {'vs serial':>10s}")
         for n in names:
             w = [r["write_MBps"] for r in rows if r["config"] == n]
             mpi = n.split()[0]
             serial = med.get(f"{mpi} serial/posix")
             speedup = f"{serial['write_s'] / med[n]['write_s']:9.2f}x" if serial and not n.startswith("limit") else ""
+            limit = files if "file-per-rank" in n else one_file
             print(f"{n:36s} {med[n]['write_MBps']:11.0f} [{min(w):6.0f} - {max(w):6.0f}] {med[n]['read_MBps']:10.0f} "
                   f"{med[n]['write_MBps'] / limit:9.2f} {speedup:>10s}")
-    print(f"\nraw runs: {out / 'io_bandwidth.json'}")
+    print(f"\nraw runs: {raw_path}")
 
 
 if __name__ == "__main__":

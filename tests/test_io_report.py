@@ -336,3 +336,35 @@ def test_speedup_pairs_by_block_when_the_analysis_has_blocks():
     fast.max["write_s"].blocks = None
     assert IO.speedup(serial, fast, "write_s")[1] == pytest.approx((1 / unpaired["ci_high"], 1 / unpaired["ci_low"]))
     assert paired["ci_high"] - paired["ci_low"] < unpaired["ci_high"] - unpaired["ci_low"]
+
+
+def test_terminal_report_has_one_compact_io_table(sweep):
+    """The terminal shows one I/O table (not one per configuration x metric), fastest write
+    first, with the medians the records give; without a second variant, no empty columns."""
+    import io as _io
+
+    from rich.console import Console
+
+    from nearmetal.report.terminal import IO_MAX_ROWS, render_terminal
+
+    db = sweep[0]
+    store = Store(db)
+    try:
+        a = analyze(store)
+    finally:
+        store.close()
+    buf = _io.StringIO()
+    render_terminal(a, Console(file=buf, width=160, color_system=None))
+    text = buf.getvalue()
+    assert text.count("Parallel I/O (iobench)") == 1, text
+    assert "write_s" not in text and "total_s" not in text, "no per-metric iobench tables"
+    want = medians(db, "write_s", "max")
+    fastest_first = sorted(want, key=want.get)[:IO_MAX_ROWS]
+    lines = [l for l in text.splitlines() if any(l.strip().startswith(b + " ") for b in want)]
+    shown = [next(b for b in sorted(want, key=len, reverse=True) if l.strip().startswith(b + " ")) for l in lines]
+    assert shown == fastest_first, (shown, fastest_first)
+    first = lines[0].split()
+    assert C.fmt_num(want[fastest_first[0]]) in first, lines[0]
+    assert "verdict" not in text and "vs baseline" not in text
+    if len(want) > IO_MAX_ROWS:
+        assert f"{IO_MAX_ROWS} of {len(want)} configurations" in text

@@ -3,6 +3,10 @@ in words per variant and the failures.
 
 Rows are point (message size, rank pair, ...) x variant; long tables keep representative
 points only (common.select_rows) and say so: the full table is in the HTML report.
+
+iobench benchmarks (one per I/O configuration; an I/O sweep has hundreds) get one compact
+table instead: configuration x variant with the slowest rank's write and total time and the
+write bandwidth, fastest first; per-rank values are in the HTML report.
 """
 
 from rich import box
@@ -54,7 +58,10 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
     noise_index = C.noise_by_row(points)
     vorder = C.variant_order(analysis)
     any_cut = False
-    for (bench, metric), entries in C.group_points(points).items():
+    io_points = [p for p in points if p.get("kernel") == "iobench"]
+    if io_points:
+        any_cut = _render_io(io_points, labels, bases, vorder, console) or any_cut
+    for (bench, metric), entries in C.group_points([p for p in points if p.get("kernel") != "iobench"]).items():
         first = entries[0]
         keys, note = C.select_rows(entries, max_rows)
         any_cut = any_cut or bool(note)
@@ -120,3 +127,57 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
     if any_cut:
         console.print(Text("Long tables show representative points only: the full table is in the HTML report "
                            "(report.html).", style="dim"))
+
+
+IO_MAX_ROWS = 24
+
+
+def _render_io(points, labels, bases, vorder, console):
+    """One table for every iobench configuration x variant; returns True when rows were cut."""
+    want = {("write_s", "max"): "write", ("total_s", "max"): "total", ("write_bw", "total"): "bw"}
+    rows = {}
+    for p in points:
+        key = (p.get("metric"), str((p.get("point") or {}).get("rank")))
+        if key in want:
+            row = rows.setdefault((p.get("benchmark"), p.get("variant"), p.get("ranks"), p.get("threads")), {})
+            row[want[key]] = p
+    if not rows:
+        return False
+    order = sorted(rows, key=lambda k: (C.median_of(rows[k]["write"]) if "write" in rows[k]
+                                        and C.median_of(rows[k]["write"]) is not None else float("inf"),
+                                        vorder.get(k[1], 1e9)))
+    shown = order[:IO_MAX_ROWS]
+    table = Table(title="Parallel I/O (iobench) — slowest rank, fastest write first", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False,
+                  caption=(f"{len(shown)} of {len(order)} configurations; all of them in the HTML report and "
+                           f"`nearmetal io best`") if len(shown) < len(order) else None, caption_justify="left")
+    body = []
+    for bench, vid, _ranks, _threads in shown:
+        r = rows[(bench, vid, _ranks, _threads)]
+        w = r.get("write")
+        s = (w or {}).get("stats") or {}
+        med = {k: C.median_of(r[k]) if k in r else None for k in ("write", "total", "bw")}
+        body.append({"configuration": str(bench), "variant": labels.get(vid, vid), "n": str(s.get("n", "—")),
+                     "write": f"{C.fmt_num(med['write'])} s" if med["write"] is not None else "—",
+                     "total": f"{C.fmt_num(med['total'])} s" if med["total"] is not None else "—",
+                     "write MB/s": C.fmt_num(med["bw"]) if med["bw"] is not None else "—",
+                     "write vs baseline": C.fmt_ratio(C.comparison(w)) if w else "—",
+                     "verdict": _verdict_text(w, vid in bases) if w else Text("—"),
+                     "_compared": bool(w and C.comparison(w))})
+    cols = ["configuration", "variant", "n", "write", "total", "write MB/s", "write vs baseline", "verdict"]
+    # an I/O sweep usually has one variant and nothing to compare it with: no empty columns
+    if len({b["variant"] for b in body}) == 1:
+        cols.remove("variant")
+    if not any(b["_compared"] for b in body):
+        cols = [c for c in cols if c not in ("write vs baseline", "verdict")]
+    for drop in ("n", "verdict", "variant"):
+        if _width(cols, body) <= console.width or drop not in cols:
+            continue
+        cols.remove(drop)
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("configuration", "variant", "verdict") else "right",
+                         overflow="fold", no_wrap=col != "configuration")
+    for b in body:
+        table.add_row(*(b[col] for col in cols))
+    console.print(table)
+    return len(shown) < len(order)

@@ -78,6 +78,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             entry = {"benchmark": bench, "kernel": kernel, "metric": metric, "unit": unit, "higher_is_better": hib,
                      "point": json.loads(point_json), "ranks": ranks, "threads": threads, "variant": vid,
                      "variant_dims": variants.get(vid, {}), "values": values,
+                     "blocks": list(byblock.keys()),  # values[i] was measured in block blocks[i]
                      "stats": _summary_stats(summary) if summary else stats.summarize(values),
                      "baseline": None, "comparison": None}
             bid = baseline_id(vid) if vid in variants else None
