@@ -376,7 +376,11 @@ def test_interrupted_sweep_resumes_exactly_the_missing_runs(tmp_path, cleanup_di
     cleanup_dirs.append(target)
     db = tmp_path / "res" / "study.db"
     argv = [str(NEARMETAL), "io", "sweep", str(path), "--db", str(db), "--no-progress"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    # SIGINT back to its default in the child: a shell without job control starts background
+    # commands (CI under `cmd &`) with SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt, so the Ctrl-C this test sends would be lost.
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     try:
         while time.time() < deadline:  # interrupt inside the sweep proper, after pre-selection
