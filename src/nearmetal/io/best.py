@@ -25,19 +25,6 @@ from .sweep import max_rank_values
 N_BOOT = 2000
 
 
-def median_ci(values, alpha=0.05, n_boot=N_BOOT, seed=0):
-    """Percentile-bootstrap interval of the median (the method of stats.compare, for one
-    group); None with fewer than 2 values."""
-    x = np.sort(np.asarray(values, dtype=float))
-    if x.size < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.integers(0, x.size, size=(n_boot, x.size)), axis=1)
-    lo, hi = (x.size - 1) // 2, x.size // 2
-    meds = 0.5 * (x[idx[:, lo]] + x[idx[:, hi]])
-    return float(np.quantile(meds, alpha / 2)), float(np.quantile(meds, 1 - alpha / 2))
-
-
 def _records(store, study_id, metric, rank):
     out = {}
     for rec in store.records(study_id):
@@ -118,7 +105,7 @@ def analyze(store, study_row, metric="total"):
             continue
         values = list(byblock.values())
         s = stats.summarize(values)
-        ci = median_ci(values)
+        ci = stats.median_ci(values, n_boot=N_BOOT)
         bw = bandwidth.get((label, vid))
         rows.append({"configuration": label, "variant": vid, "n": s["n"], "median_s": s["median"],
                      "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None, "cv": s["cv"],

@@ -158,20 +158,11 @@ def configurations(analysis):
 
 # ---------------------------------------------------------------------- statistics
 
-def median_ci(values, alpha=0.05, n_boot=2000, seed=0):
-    """95% percentile-bootstrap interval of the median: the method of stats.compare for one
-    group, with the seed and resamples of `nearmetal io best` (io/best.py), so the report
-    and `io best` print the same interval. None with fewer than 2 values."""
-    import numpy as np
+def median_ci(values):
+    """95% CI of the median, as `nearmetal io best` prints it (study.stats.median_ci)."""
+    from ..study.stats import median_ci as _median_ci
 
-    x = np.sort(np.asarray([v for v in values if C.is_num(v)], dtype=float))
-    if x.size < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.integers(0, x.size, size=(n_boot, x.size)), axis=1)
-    lo, hi = (x.size - 1) // 2, x.size // 2
-    meds = 0.5 * (x[idx[:, lo]] + x[idx[:, hi]])
-    return float(np.quantile(meds, alpha / 2)), float(np.quantile(meds, 1 - alpha / 2))
+    return _median_ci(values)
 
 
 @dataclass

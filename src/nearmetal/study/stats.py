@@ -259,6 +259,21 @@ def _pct_interval(samples, alpha):
 # compare
 
 
+def median_ci(values, alpha=0.05, n_boot=2000, seed=0):
+    """Percentile-bootstrap interval of one group's median (the resampling compare() uses),
+    with a fixed seed so every report of the same values prints the same interval; None
+    with fewer than 2 numeric values."""
+    x = np.sort(np.asarray([v for v in values if isinstance(v, (int, float, np.integer, np.floating))
+                            and not isinstance(v, bool) and math.isfinite(v)], dtype=float))
+    if x.size < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.integers(0, x.size, size=(n_boot, x.size)), axis=1)
+    lo, hi = (x.size - 1) // 2, x.size // 2
+    meds = 0.5 * (x[idx[:, lo]] + x[idx[:, hi]])
+    return float(np.quantile(meds, alpha / 2)), float(np.quantile(meds, 1 - alpha / 2))
+
+
 def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=None, n_boot=2000,
             seed=0, alpha=0.05) -> dict:
     """Compare a variant with its baseline: ratio of medians, percentile-bootstrap CI,
