@@ -170,7 +170,8 @@ def _render_io(points, labels, bases, vorder, console):
         cols.remove("variant")
     if not any(b["_compared"] for b in body):
         cols = [c for c in cols if c not in ("write vs baseline", "verdict")]
-    for drop in ("n", "verdict", "variant"):
+    # narrow consoles: keep configuration and variant (rows are ambiguous without them)
+    for drop in ("n", "verdict", "total", "write MB/s"):
         if _width(cols, body) <= console.width or drop not in cols:
             continue
         cols.remove(drop)
