@@ -73,3 +73,16 @@ def trixie_image():
     from nearmetal import image
 
     return image.build(distro="trixie", mpis=("mpich",), progress=False)
+
+
+def local_slurm_env(tmp_path_factory, nodes):
+    """Generator for module fixtures: a real local Slurm cluster (nearmetal cluster up) with
+    `nodes` slurmd, yielding its client environment; always brought down afterwards."""
+    from nearmetal.slurm import cluster
+
+    d = tmp_path_factory.mktemp("slurm")
+    cl = cluster.up(nodes=nodes, dir=d)
+    try:
+        yield cl.env()
+    finally:
+        cluster.down(dir=d)

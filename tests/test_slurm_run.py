@@ -6,18 +6,12 @@ import subprocess
 
 import pytest
 
-from conftest import assert_one_line_error, nearmetal, ranks_json
-from nearmetal.slurm import cluster
+from conftest import assert_one_line_error, local_slurm_env, nearmetal, ranks_json
 
 
 @pytest.fixture(scope="module")
 def slurm_env(tmp_path_factory):
-    d = tmp_path_factory.mktemp("slurm")
-    cl = cluster.up(nodes=3, dir=d)
-    try:
-        yield cl.env()
-    finally:
-        cluster.down(dir=d)
+    yield from local_slurm_env(tmp_path_factory, nodes=3)
 
 
 def run(env, *args, timeout=180):

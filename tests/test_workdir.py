@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NEARMETAL, assert_one_line_error, nearmetal
+from conftest import NEARMETAL, assert_one_line_error, local_slurm_env, nearmetal
 from nearmetal.cli import fast_parse_run
 
 FAMILIES = ("openmpi", "mpich")
@@ -205,14 +205,7 @@ def test_fast_run_parser_agrees_with_argparse_on_workdir(argv):
 
 @pytest.fixture(scope="module")
 def slurm_env(tmp_path_factory):
-    from nearmetal.slurm import cluster
-
-    d = tmp_path_factory.mktemp("slurm")
-    cl = cluster.up(nodes=2, dir=d)
-    try:
-        yield cl.env()
-    finally:
-        cluster.down(dir=d)
+    yield from local_slurm_env(tmp_path_factory, nodes=2)
 
 
 @pytest.mark.parametrize("mode", ["native", "hybrid"])
