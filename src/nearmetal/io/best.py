@@ -19,7 +19,7 @@ from ..errors import NearmetalError
 from ..study import config as study_config
 from ..study import stats
 from ..study.store import Store
-from .space import Configuration, parse_pair
+from .space import Configuration, parse_kernel_args, parse_pair
 from .sweep import max_rank_values
 
 N_BOOT = 2000
@@ -68,19 +68,6 @@ def find_study(store, name=None):
     return sweeps[0]
 
 
-def _hints_from_args(args):
-    hints = {}
-    for flag, value in zip(args, args[1:]):
-        if flag == "-H":
-            key, _, val = value.partition("=")
-            hints[key] = val
-    return hints
-
-
-def _arg(args, flag):
-    return next((b for a, b in zip(args, args[1:]) if a == flag), None)
-
-
 def analyze(store, study_row, metric="total"):
     """Everything `io best` prints, as a JSON-ready dict."""
     cfg = study_config.parse(study_row["config_toml"], source=f"study '{study_row['name']}'")
@@ -122,9 +109,9 @@ def analyze(store, study_row, metric="total"):
            "ci": [best["ci_low"], best["ci_high"]], "write_MBps": best["write_MBps"],
            "reference": reference, "speedup": None, "speedup_ci": None, "speedup_verdict": None,
            "runner_up": None, "distinguishable": None, "runner_up_comparison": None,
-           "hints": _hints_from_args(benches[best["configuration"]].args),
+           "hints": parse_kernel_args(benches[best["configuration"]].args)[1],
            "env": dict(benches[best["configuration"]].env), "hints_status": {},
-           "layout": _arg(benches[best["configuration"]].args, "-l")}
+           "layout": parse_kernel_args(benches[best["configuration"]].args)[0].get("-l")}
     mine = times[(best["configuration"], vid)]
     if reference and (reference, vid) in times and reference != best["configuration"]:
         ref = times[(reference, vid)]

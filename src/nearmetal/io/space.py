@@ -241,3 +241,27 @@ class Configuration:
             args += ["-H", f"{key}={value}"]
         args += ["-r", self.read]
         return args
+
+
+# nm-iobench options that take a value (docs/kernel-iobench.md)
+KERNEL_VALUE_OPTIONS = ("-x", "-y", "-z", "-t", "-l", "-i", "-p", "-L", "-T", "-c", "-H", "-r", "-d")
+
+
+def parse_kernel_args(args):
+    """The inverse of Configuration.kernel_args for any nm-iobench argv: ({option: value},
+    {hint key: value}); the last value of a repeated option wins, as in the kernel.
+    ValueError when an option lacks its value."""
+    opts, hints = {}, {}
+    it = iter([str(a) for a in args or []])
+    for a in it:
+        if a not in KERNEL_VALUE_OPTIONS:
+            continue
+        v = next(it, None)
+        if v is None:
+            raise ValueError(f"nm-iobench option {a} without a value")
+        if a == "-H":
+            key, _, val = v.partition("=")
+            hints[key] = val
+        else:
+            opts[a] = v
+    return opts, hints

@@ -35,7 +35,6 @@ N_BOOT = 2000  # bootstrap resamples for the speed-up CIs (stats.compare's defau
 PARAMS = ("pattern", "library", "io_layout", "aggregators", "stripes", "buffer", "chunk", "read", "mpiio")
 # Open MPI's OMPI_MCA_io values -> the component names of Configuration.mpiio
 _OMPI_IO = {"romio321": "romio", "romio": "romio", "ompio": "ompio"}
-_VALUE_OPTS = {"-x", "-y", "-z", "-t", "-l", "-i", "-p", "-L", "-T", "-c", "-H", "-r", "-d"}
 
 
 @dataclass(frozen=True)
@@ -77,21 +76,12 @@ def conf_from_label(name):
 def conf_from_args(args, env=None):
     """The IOConf of an nm-iobench argv (without the program), with the kernel's defaults
     for what is not given; None when the arguments do not make a valid configuration."""
-    from ..io.space import Configuration, parse_size
+    from ..io.space import Configuration, parse_kernel_args, parse_size
 
-    opts, hints = {}, {}
-    it = iter(list(args or []))
-    for a in it:
-        a = str(a)
-        if a in _VALUE_OPTS:
-            v = next(it, None)
-            if v is None:
-                return None
-            if a == "-H":
-                key, _, val = str(v).partition("=")
-                hints[key] = val
-            else:
-                opts[a] = str(v)
+    try:
+        opts, hints = parse_kernel_args(args)
+    except ValueError:
+        return None
     pattern = opts.get("-p", "shared")
     library = opts.get("-L", "mpiio" if pattern == "shared" else "posix")
     aggr = hints.get("cb_config_list", "").rpartition(":")[2] or hints.get("cb_nodes")
@@ -115,10 +105,12 @@ def _grid(opts):
 
 def grid_of(args):
     """The grid and steps an nm-iobench argv asks for ('512x512x8/2')."""
-    opts, it = {}, iter([str(a) for a in args or []])
-    for a in it:
-        if a in _VALUE_OPTS:
-            opts[a] = next(it, "")
+    from ..io.space import parse_kernel_args
+
+    try:
+        opts = parse_kernel_args(args)[0]
+    except ValueError:
+        opts = {}
     return _grid(opts)
 
 
