@@ -52,7 +52,8 @@ def sweep(args):
     from ..study.runner import default_db
     from . import best as best_mod
     from . import config, preselect
-    from .sweep import compile_study, ensure_dir, expand, run_study
+    from ..study.config import make_workdir
+    from .sweep import compile_study, expand, run_study
 
     if args.file:
         s, _ = config.load(args.file)
@@ -71,7 +72,7 @@ def sweep(args):
         _refuse_existing(db, [f"{s.study.name}-preselect", s.study.name])
     else:
         _check_resumable(db, s)
-    ensure_dir(io.dir)
+    make_workdir(io.dir, "I/O directory")
     resume_hint = shlex.join(["nearmetal", "io", "sweep"] + ([args.file] if args.file else [])
                              + ["--resume", "--db", str(db)])
     progress = not args.no_progress

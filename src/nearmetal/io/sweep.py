@@ -159,12 +159,3 @@ def max_rank_values(store, study_id, metric):
             block = (block, len(bucket))
         bucket[block] = rec["value"]
     return out
-
-
-def ensure_dir(path):
-    import os
-
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise NearmetalError(f"cannot create the I/O directory {path}: {e.strerror}")

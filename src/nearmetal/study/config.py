@@ -60,6 +60,14 @@ def check_workdir(path):
     return None
 
 
+def make_workdir(path, what="working directory"):
+    """Create a directory check_workdir accepted (and its parents); a one-line error if that fails."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise NearmetalError(f"cannot create the {what} {path}: {e.strerror}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -39,6 +39,7 @@ class Executor:
 
             from .. import kernels
             from ..run import RunRequest, plan
+            from .config import make_workdir
 
             variant = json.loads(row["variant_json"])
             bench = next(b for b in self.config.benchmark if b.label == row["benchmark"])
@@ -60,7 +61,7 @@ class Executor:
                              scheduler=self.config.study.scheduler, slurm=slurm, workdir=workdir)
             try:
                 if workdir:  # created when first planned (a dry run too: the argv needs it to exist)
-                    _make_workdir(workdir)
+                    make_workdir(workdir)
                 self._plans[key] = (plan(req), req, spec, bench)
             except NearmetalError as e:
                 self._plans[key] = e
@@ -178,13 +179,6 @@ class Executor:
             if bar:
                 bar.stop()
         return done, failed
-
-
-def _make_workdir(path):
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise NearmetalError(f"cannot create the working directory {path}: {e.strerror}")
 
 
 class _Done:
