@@ -10,6 +10,7 @@ the runner-up (is the difference real?).
 """
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from .space import Configuration, parse_kernel_args, parse_pair
 from .sweep import max_rank_values
 
 N_BOOT = 2000
+# What a hints file may hold (ROMIO reads "KEY VALUE" lines, split at blanks): a key is a
+# name; a value is letters, digits and _ . : * , + = / @ - (enough for cb_config_list "*:2").
+_HINT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HINT_VALUE = re.compile(r"[A-Za-z0-9_.:*,+=/@-]+")
 
 
 def _records(store, study_id, metric, rank):
@@ -76,9 +81,11 @@ def analyze(store, study_row, metric="total"):
     configs = {}
     for label in benches:
         try:
-            configs[label] = Configuration.from_label(label)
+            configuration = Configuration.from_label(label)
         except ValueError:
             continue  # not written by io sweep: not a configuration
+        if configuration.label() == label:  # io sweep writes canonical labels only (one line, single blanks)
+            configs[label] = configuration
     if not configs:
         raise NearmetalError(f"study '{study_row['name']}' has no I/O configurations")
     # the compiled study lists the serial reference first
@@ -144,8 +151,22 @@ def _compare(base_byblock, var_byblock, margin):
 
 # -- files -------------------------------------------------------------------------------------
 
+def _one_entry_per_line(lines, what):
+    """The file's text; refused when a line holds a newline or another control character,
+    which would let a value (a study name, a path) start an entry of its own."""
+    for line in lines:
+        if not line.isprintable():
+            raise NearmetalError(f"cannot write the {what}: {line[:60]!r} holds a newline or control character")
+    return "\n".join(lines) + "\n"
+
+
 def hints_file(result, path):
     """A ROMIO hints file ("key value" lines; '#' lines are comments)."""
+    for key, value in result["hints"].items():
+        if not _HINT_KEY.fullmatch(key) or not _HINT_VALUE.fullmatch(value):
+            hint = f"{key}={value}"
+            raise NearmetalError(f"cannot write the hints file: hint {hint!r} of '{result['best']}' is not KEY=VALUE "
+                                 f"with a name and a value of letters, digits and _ . : * , + = / @ -")
     lines = [f"# MPI-IO hints of the fastest I/O configuration: {result['best']}",
              f"# measured by `nearmetal io best` (study {result['study']}, {result['variant']}, metric {result['metric']})",
              "# MPICH (ROMIO):       ROMIO_HINTS=" + str(Path(path).resolve()) + " mpiexec ...",
@@ -158,7 +179,7 @@ def hints_file(result, path):
     if not result["hints"]:
         lines.append("# (this configuration sets no MPI-IO hint)")
     lines += [f"{k} {v}" for k, v in result["hints"].items()]
-    Path(path).write_text("\n".join(lines) + "\n")
+    Path(path).write_text(_one_entry_per_line(lines, "hints file"))
 
 
 def parse_hints_file(text):
@@ -211,10 +232,13 @@ def namelist(result):
     lines.append("! MOM5: io_layout is in &ocean_model_nml (other FMS components have their own, e.g. &fv_core_nml)")
     lines.append("&ocean_model_nml")
     if ix is None:
-        ix, iy = parse_pair(result["layout"]) if result.get("layout") else ("PX", "PY")
+        try:
+            ix, iy = parse_pair(result["layout"]) if result.get("layout") else ("PX", "PY")
+        except ValueError as e:
+            raise NearmetalError(f"cannot write the FMS namelist: the study's domain layout (-l): {e}") from None
     lines.append(f"  io_layout = {ix}, {iy}")
     lines.append("/")
-    return "\n".join(lines) + "\n"
+    return _one_entry_per_line(lines, "FMS namelist")
 
 
 def _flag(b):

@@ -14,6 +14,7 @@ driver is part of the root's path.
 import os
 from pathlib import Path
 
+from ..errors import NearmetalError
 from ..home import subdir
 
 DEFAULT_DRIVER = "overlay"
@@ -28,8 +29,16 @@ runtime = "runc"
 """
 
 
+_DRIVER_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
 def storage_driver() -> str:
-    return os.environ.get("NEARMETAL_PODMAN_DRIVER") or DEFAULT_DRIVER
+    """The driver's name goes into directory names and podman's argv: a plain name only."""
+    driver = os.environ.get("NEARMETAL_PODMAN_DRIVER") or DEFAULT_DRIVER
+    if not set(driver) <= _DRIVER_CHARS:
+        raise NearmetalError(f"NEARMETAL_PODMAN_DRIVER={driver!r}: expected a storage driver name "
+                             f"(lower-case letters, digits, _; e.g. overlay, vfs)")
+    return driver
 
 
 def _base() -> Path:

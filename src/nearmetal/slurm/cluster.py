@@ -44,6 +44,8 @@ PORT_LOW, PORT_HIGH = 17000, 31999  # below the kernel's ephemeral range (32768-
 TOOLS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd", "sinfo": "slurm-client",
          "srun": "slurm-client", "scontrol": "slurm-client"}
 SUN_PATH_MAX = 107
+NAME_MAX, PATH_MAX = 255, 4096
+CONF_SPECIAL = "#=%\"'\\"  # slurm.conf syntax: comment, key=value, %-patterns, quoting
 # Error lines every fresh start logs (no saved state yet): never the reason a start failed.
 BENIGN = ("state file", "Trying backup state save file")
 
@@ -81,7 +83,35 @@ def default_dir():
 
 def cluster_dir(dir=None):
     """The cluster's directory, with symbolic links resolved (it is part of the marker)."""
-    return Path(os.path.realpath(os.path.expanduser(str(dir)) if dir else default_dir()))
+    d = Path(os.path.realpath(os.path.expanduser(str(dir)) if dir else default_dir()))
+    too_long = [part for part in d.parts if len(os.fsencode(part)) > NAME_MAX]
+    if too_long or len(os.fsencode(str(d))) >= PATH_MAX:
+        what = f"a name longer than {NAME_MAX} bytes" if too_long else f"{PATH_MAX} bytes or more"
+        raise NearmetalError(f"the cluster directory path has {what}: {str(d)[:80]!r}...")
+    return d
+
+
+def _conf_safe(value, what):
+    """`value` as it may appear in slurm.conf: Slurm splits at blanks, starts comments at
+    '#', reads quotes and '=' itself and expands %-patterns in these paths; a newline
+    would start a directive of its own."""
+    text = str(value)
+    bad = sorted({c for c in text if not c.isprintable() or c.isspace() or c in CONF_SPECIAL})
+    if bad:
+        shown = " ".join(repr(c) for c in bad)
+        raise NearmetalError(f"{what} {text!r} cannot go into slurm.conf: it holds {shown} "
+                             f"(no blanks, control characters or {' '.join(CONF_SPECIAL)})")
+    return text
+
+
+def _make_dir(d):
+    """Create the cluster directory (and its parents); a one-line error when it cannot be one."""
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NearmetalError(f"the cluster directory {d} exists and is not a directory") from None
+    except OSError as e:
+        raise NearmetalError(f"cannot create the cluster directory {d}: {e.strerror}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,10 +126,9 @@ def up(nodes=DEFAULT_NODES, dir=None, timeout=READY_TIMEOUT):
     if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
         raise NearmetalError(f"--nodes must be a whole number >= 1, got {nodes!r}")
     d = cluster_dir(dir)
-    if any(c.isspace() or c in "#=" for c in str(d)):
-        raise NearmetalError(f"the cluster directory must not contain blanks, '#' or '=' (slurm.conf syntax): {d}")
+    _conf_safe(d, "the cluster directory")
     _check_tools()
-    d.mkdir(parents=True, exist_ok=True)
+    _make_dir(d)
     t0 = time.monotonic()
     with _lock(d):
         st = status(d, node_states=False)
@@ -270,6 +299,9 @@ def _choose_ports(d, count):
 
 def render_conf(d, names, ports, hostname):
     """slurm.conf for the cluster in `d` (ports: slurmctld first, then one per node)."""
+    d, hostname = _conf_safe(d, "the cluster directory"), _conf_safe(hostname, "the host name")
+    if not all(n.startswith("n") and n[1:].isdigit() for n in names) or not all(type(p) is int for p in ports):
+        raise NearmetalError(f"internal error: node names {names} or ports {ports} are not plain")
     ctld_port, node_ports = ports[0], ports[1:]
     lines = [
         "# Written by `nearmetal cluster up`: rewritten on every start. See docs/slurm-cluster.md.",
@@ -651,7 +683,11 @@ def _unlink(path):
 
 @contextmanager
 def _lock(d):
-    with open(d / ".lock", "a") as f:
+    try:
+        f = open(d / ".lock", "a")
+    except OSError as e:
+        raise NearmetalError(f"cannot write in the cluster directory {d}: {e.strerror}") from None
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
