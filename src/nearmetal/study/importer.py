@@ -9,10 +9,17 @@ CSV columns (header names, case-insensitive):
   benchmark default the study name
   block     randomized block / repetition index (pairs values across variants); default: row order
   any other column is a point parameter (e.g. cores, size), numbers kept as numbers.
+
+Every row is checked before the database is opened (UTF-8, field counts, finite
+non-negative values, integer n/block/ranks/threads, one unit per metric); the first
+problem is a one-line error naming the file, line and column. The study and its rows are
+then stored in one transaction, under the database's writer lock (docs/import.md).
 """
 
 import csv
+import io
 import json
+import math
 from datetime import datetime, timezone
 
 from .. import __version__
@@ -20,28 +27,108 @@ from ..errors import NearmetalError
 from .store import Store
 
 RESERVED = {"variant", "metric", "value", "mean", "median", "n", "std", "unit", "benchmark", "block", "repetition"}
+INT_MAX = 2**31 - 1
 
 
 def _num(text):
+    """A point parameter: an int or float when it reads as a finite number, else the text."""
     try:
         v = float(text)
     except ValueError:
         return text
+    if not math.isfinite(v):
+        return text
     return int(v) if v.is_integer() and "." not in text else v
 
 
-def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin=0.03):
+class _Bad(Exception):
+    """One bad cell: (column, problem)."""
+
+
+def _finite(r, col, *, non_negative=True):
+    text = r.get(col, "")
+    if text == "":
+        raise _Bad(col, "empty")
     try:
-        with open(csv_path, newline="") as f:
-            reader = csv.DictReader(f)
-            rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in row.items()} for row in reader]
+        v = float(text)
+    except ValueError:
+        raise _Bad(col, f"{text!r} is not a number") from None
+    if not math.isfinite(v):
+        raise _Bad(col, f"{text!r} is not a finite number")
+    if non_negative and v < 0:
+        raise _Bad(col, f"{text} is negative")
+    return v
+
+
+def _integer(r, col, low):
+    text = r.get(col, "")
+    try:
+        v = int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            raise _Bad(col, f"{text!r} is not an integer") from None
+        if not (math.isfinite(f) and f.is_integer()):
+            raise _Bad(col, f"{text!r} is not an integer")
+        v = int(f)
+    if not low <= v <= INT_MAX:
+        raise _Bad(col, f"{text} is out of range (an integer from {low} to {INT_MAX})")
+    return v
+
+
+def _read(csv_path):
+    """(header, [(line number, row dict)]) with every structural problem refused."""
+    try:
+        with open(csv_path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise NearmetalError(f"cannot read {csv_path}: {e.strerror}")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise NearmetalError(f"{csv_path}: line {line}: not UTF-8 text (byte 0x{data[e.start]:02x}); "
+                             f"save the file as UTF-8") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows = []
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise NearmetalError(f"{csv_path}: no rows")
+        header = [h.strip().lower() for h in header]
+        seen = set()
+        for h in header:
+            if h and h in seen:
+                raise NearmetalError(f"{csv_path}: line 1: column '{h}' appears twice")
+            seen.add(h)
+        for fields in reader:
+            if not fields:
+                continue  # blank line
+            line = reader.line_num
+            if len(fields) != len(header):
+                raise NearmetalError(f"{csv_path}: line {line}: {len(fields)} fields, but the header (line 1) has "
+                                     f"{len(header)}")
+            row = {}
+            for h, v in zip(header, fields):
+                v = v.strip()
+                if not h:
+                    if v:
+                        raise NearmetalError(f"{csv_path}: line {line}: a value ({v!r}) under a column without "
+                                             f"a name")
+                    continue
+                row[h] = v
+            rows.append((line, row))
     except csv.Error as e:
-        raise NearmetalError(f"{csv_path}: not a CSV file: {e}")
+        raise NearmetalError(f"{csv_path}: line {reader.line_num}: not a CSV file: {e}") from None
+    return [h for h in header if h], rows
+
+
+def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin=0.03):
+    header, rows = _read(csv_path)
     if not rows:
         raise NearmetalError(f"{csv_path}: no rows")
-    cols = set(rows[0])
+    cols = set(header)
     if "variant" not in cols:
         raise NearmetalError(f"{csv_path}: needs a 'variant' column (found: {', '.join(sorted(cols))})")
     if "metric" not in cols and not metric:
@@ -50,47 +137,69 @@ def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin
     if summary and not ({"n", "std"} <= cols and ({"mean", "median"} & cols)):
         raise NearmetalError(f"{csv_path}: needs a 'value' column (one run per row) or 'mean', 'n' and 'std' "
                              f"(summary rows)")
-    variants = sorted({r["variant"] for r in rows})
+    planned, results = _parse_rows(csv_path, rows, study, metric, unit, summary)
+    variants = sorted({p["variant"] for p in planned})
     if baseline not in variants:
         raise NearmetalError(f"{csv_path}: baseline variant '{baseline}' not among the variants ({', '.join(variants)})")
-    store = Store(db_path)
-    if store.study(study) is not None:
-        raise NearmetalError(f"study '{study}' already exists in {db_path}: choose another --study or --db")
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    study_id = store.create_study(study, "", None, margin, {"variant": baseline, "imported_from": str(csv_path)},
-                                  __version__, created)
+    for p in planned:
+        p["started"] = created
+    # Everything is checked before the database is opened; the study row and its runs
+    # then go in one transaction, under the writer lock: a failure leaves nothing behind.
+    store = Store(db_path, what=f"import of study '{study}'")
+    try:
+        if store.study(study) is not None:
+            raise NearmetalError(f"study '{study}' already exists in {db_path}: choose another --study or --db")
+        study_id = store.import_study(study, "", None, margin, {"variant": baseline, "imported_from": str(csv_path)},
+                                      __version__, created, planned, [[rec] for rec in results])
+    except BaseException:
+        store.close()
+        raise
+    return store, study_id, len(planned)
+
+
+def _parse_rows(csv_path, rows, study, metric, unit, summary):
     planned, results = [], []
     counters = {}
     point_texts = {}   # one JSON text per distinct point: 100,000 rows share a few thousand
-    for i, r in enumerate(rows, start=2):
+    units = {}         # (benchmark, metric) -> (unit, first line)
+    for i, r in rows:
         try:
+            if not r["variant"]:
+                raise _Bad("variant", "empty")
+            m = r.get("metric") or metric
+            if not m:
+                raise _Bad("metric", "empty (and no --metric)")
             bench = r.get("benchmark") or study
+            u = r.get("unit") or unit
+            first = units.setdefault((bench, m), (u, i))
+            if first[0] != u:
+                raise _Bad("unit", f"metric '{m}' is in '{u}' here but in '{first[0]}' on line {first[1]}")
             raw = tuple((k, v) for k, v in r.items() if k not in RESERVED and v != "")
             if raw not in point_texts:
                 point = {k: _num(v) for k, v in raw}
                 point_texts[raw] = (point, json.dumps(point, sort_keys=True))
             point, point_text = point_texts[raw]
-            blk = r.get("block") or r.get("repetition")
+            ranks = _integer(r, "ranks", 1) if r.get("ranks") else 0
+            threads = _integer(r, "threads", 1) if r.get("threads") else 0
             key_base = (bench, r["variant"], point_text)
             counters[key_base] = counters.get(key_base, -1) + 1
-            block = int(float(blk)) if blk else counters[key_base]
+            blk_col = "block" if r.get("block") else "repetition" if r.get("repetition") else None
+            block = _integer(r, blk_col, 0) if blk_col else counters[key_base]
             if summary:
-                rec = {"value": float(r.get("mean") or r.get("median")), "n": int(float(r["n"])), "std": float(r["std"])}
+                mean_col = "mean" if r.get("mean") or "median" not in r else "median"
+                rec = {"value": _finite(r, mean_col), "n": _integer(r, "n", 1), "std": _finite(r, "std")}
             else:
-                rec = {"value": float(r["value"])}
-        except (KeyError, ValueError) as e:
-            store.close()
-            raise NearmetalError(f"{csv_path}: line {i}: bad value ({e})")
-        rec.update({"metric": r.get("metric") or metric, "unit": r.get("unit") or unit, "point": point,
-                    "point_json": point_text})
+                rec = {"value": _finite(r, "value")}
+        except _Bad as e:
+            col, problem = e.args
+            raise NearmetalError(f"{csv_path}: line {i}, column '{col}': {problem}") from None
+        rec.update({"metric": m, "unit": u, "point": point, "point_json": point_text})
         run_key = f"{bench}|{r['variant']}|{point_text}|{block}|line{i}"
+        variant_json = {"mode": r["variant"], "runtime": None, "mpi": None, "image": None}
         planned.append({"run_key": run_key, "position": i, "block": block, "repetition": block, "warmup": False,
                         "benchmark": bench, "kernel": "imported", "variant": r["variant"],
-                        "variant_json": {"mode": r["variant"], "runtime": None, "mpi": None, "image": None},
-                        "variant_text": json.dumps({"mode": r["variant"], "runtime": None, "mpi": None, "image": None}),
-                        "ranks": int(point.get("ranks", 0) or 0), "threads": int(point.get("threads", 0) or 0)})
+                        "variant_json": variant_json, "variant_text": json.dumps(variant_json),
+                        "ranks": ranks, "threads": threads})
         results.append(rec)
-    for p in planned:
-        p["started"] = created
-    store.add_finished(study_id, planned, [[rec] for rec in results])
-    return store, study_id, len(planned)
+    return planned, results

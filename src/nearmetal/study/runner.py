@@ -10,6 +10,7 @@ from .. import __version__
 from ..errors import NearmetalError
 from . import config as config_mod
 from .plan import baseline_of, make_plan, variant_id
+from .lock import lock_for_writing
 from .store import Store
 
 
@@ -26,9 +27,24 @@ def load(path):
 def prepare(cfg, text, db_path, resume, builtin=False, say=print):
     """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
 
+    The returned store holds the database's writer lock (study/lock.py) until it is
+    closed or the process ends: opening, creating, planning and running all happen under
+    it, so a second runner of the same database is refused with the holder's PID.
+
     For the built-in quickstart, a database planned from an older quickstart is kept aside
     (renamed) rather than refused, so the README's first command always works."""
-    store = Store(db_path)
+    what = f"study '{cfg.study.name}'"
+    with lock_for_writing(db_path, what):   # held across the rename below; the store keeps its own hold
+        opened = [Store(db_path, what=what)]
+        try:
+            return _prepare(opened, cfg, text, db_path, resume, builtin, say, what)
+        except BaseException:
+            opened[-1].close()
+            raise
+
+
+def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
+    store = opened[-1]
     row = store.study(cfg.study.name)
     if builtin and row is not None and row["config_toml"] != text:
         store.close()
@@ -38,15 +54,14 @@ def prepare(cfg, text, db_path, resume, builtin=False, say=print):
             if src.exists():
                 src.rename(str(kept) + suffix)
         say(f"the built-in quickstart changed since {row['created']}: previous results kept in {kept}")
-        store = Store(db_path)
+        store = Store(db_path, what=what)
+        opened.append(store)
         row = None
     if row is not None:
         if not resume:
-            store.close()
             raise NearmetalError(f"study '{cfg.study.name}' already exists in {db_path}: use --resume to complete it, "
                                  f"or --db for a new database")
         if row["config_toml"] != text:
-            store.close()
             raise NearmetalError(f"study '{cfg.study.name}' in {db_path} was planned from a different study file; "
                                  f"resume needs the same file (or use a new --db)")
         return store, row["id"], False
@@ -54,8 +69,7 @@ def prepare(cfg, text, db_path, resume, builtin=False, say=print):
     runs = make_plan(cfg, seed)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
-                                  __version__, created)
-    store.add_planned(study_id, [_row(r) for r in runs])
+                                  __version__, created, planned=[_row(r) for r in runs])
     return store, study_id, True
 
 

@@ -1,7 +1,7 @@
 """The results store: SQLite on disk, one file per study directory by default.
 
-Schema version 1 (documented in docs/store.md):
-  meta(key, value)                      schema_version, created_by
+Schema version 2 (documented in docs/store.md):
+  meta(key, value)                      schema_version
   studies(id, name, config_toml, seed, margin, baseline_json, created, nearmetal_version)
   runs(id, study_id, run_key, position, block, repetition, warmup, benchmark, kernel,
        variant, variant_json, ranks, threads, status, exit_status, argv_json, env_json,
@@ -10,22 +10,35 @@ Schema version 1 (documented in docs/store.md):
                                         one row per measured point; n/std only for imported
                                         summary rows (value is then their mean)
   contexts(id, digest, context_json)                      host, kernel, CPU, MPI, runtime, image, ...
+  jobs(id, study_id, run_id, job_id, submitted, state)    batch jobs submitted for runs (v2)
 
 Every finished run is committed at once (its status, records and context in one
 transaction), so a study killed at any moment — even SIGKILL — loses nothing finished,
 and `--resume` runs exactly the runs still `planned`.
+
+Writers (`Store(path)`) hold the database's writer lock (lock.py: `<db>.lock`) for as
+long as they are open, create or migrate the schema, and refuse a file that is not a
+nearmetal store. Readers (`Store(path, readonly=True)`) never write: not the file, not
+its journal mode. Every SQLite error becomes a one-line NearmetalError.
 """
 
 import hashlib
 import json
+import os
 import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import quote
 
 from ..errors import NearmetalError
+from .lock import lock_for_writing
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+BUSY_TIMEOUT_S = 30
 
-SCHEMA = """
+_TABLES_V1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS studies (
   id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, config_toml TEXT NOT NULL, seed INTEGER,
@@ -45,116 +58,307 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(study_id, status, position);
 CREATE INDEX IF NOT EXISTS records_run ON records(run_id);
 """
 
+# Version 1 -> 2: the batch jobs submitted for runs (Slurm job ids), so a resumed study
+# can find jobs a killed runner left behind.
+_TABLES_V2 = """
+CREATE TABLE IF NOT EXISTS jobs (
+  id INTEGER PRIMARY KEY, study_id INTEGER NOT NULL REFERENCES studies(id), run_id INTEGER REFERENCES runs(id),
+  job_id TEXT NOT NULL, submitted TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'submitted');
+CREATE INDEX IF NOT EXISTS jobs_open ON jobs(study_id, state);
+CREATE INDEX IF NOT EXISTS jobs_job ON jobs(job_id);
+"""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _now():
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _header(path):
+    """(exists, first 100 bytes) of the file; NearmetalError when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return True, f.read(100)
+    except FileNotFoundError:
+        return False, b""
+    except OSError as e:
+        raise NearmetalError(f"cannot read results database {path}: {e.strerror}")
+
 
 class Store:
-    def __init__(self, path, create=True):
+    def __init__(self, path, create=True, readonly=False, what=None):
+        """readonly: open for reading only (the file must exist and be a nearmetal store of
+        a readable schema version; nothing is written). Otherwise a writer: takes the
+        writer lock (`what` names the writer in the lock file, e.g. "study 'x'"), creates
+        the file when `create`, creates or migrates the schema."""
         self.path = Path(path)
-        if not create and not self.path.exists():
+        self.readonly = readonly
+        self.db = None
+        self._lock = None
+        exists, head = _header(self.path)
+        if not exists and (readonly or not create):
             raise NearmetalError(f"no results database at {self.path}")
+        if head and not head.startswith(_SQLITE_MAGIC):
+            raise NearmetalError(f"{self.path} is not a nearmetal results database (not an SQLite file)")
+        if not readonly:
+            self._lock = lock_for_writing(self.path, what or "a nearmetal writer")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30)
-        except (OSError, sqlite3.Error) as e:
+            self._open(head)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, head):
+        try:
+            if self.readonly:
+                self.db = sqlite3.connect(self._readonly_uri(head), uri=True, timeout=BUSY_TIMEOUT_S)
+            else:
+                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as e:
             raise NearmetalError(f"cannot open results database {self.path}: {e}")
         self.db.row_factory = sqlite3.Row
-        # WAL: readers (report) never block the running study; every commit is durable.
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
-        try:
-            self.db.executescript(SCHEMA)
-            row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.DatabaseError as e:
-            raise NearmetalError(f"{self.path} is not a nearmetal results database: {e}")
+        with self._guard():
+            version = self._version()
+            if self.readonly:
+                if version is None:
+                    raise NearmetalError(f"{self.path} is not a nearmetal results database (no schema_version)")
+                return
+            if version is None:
+                self._create()
+            elif version == 1:
+                self._migrate_1_to_2()
+            # WAL: readers (report) never block the running study; every commit is durable.
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+
+    def _readonly_uri(self, head):
+        """`mode=ro`; for a WAL database no writer has open (no -wal file), `immutable=1`
+        too: a read-only connection would otherwise create -wal and -shm files beside it
+        and leave them behind. A live database (a study running) is read through its WAL."""
+        uri = "file:" + quote(str(self.path.resolve())) + "?mode=ro"
+        wal = len(head) >= 20 and head[18] == 2 and head[19] == 2
+        if wal and not os.path.exists(str(self.path) + "-wal"):
+            uri += "&immutable=1"
+        return uri
+
+    def _version(self):
+        """The store's schema version; None for an empty database (writers create the
+        schema there); NearmetalError for any other database."""
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables and not self.readonly:
+            return None
+        if "meta" not in tables:
+            what = f"its tables: {', '.join(sorted(tables)[:5])}" if tables else "it is empty"
+            raise NearmetalError(f"{self.path} is not a nearmetal results database ({what})")
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
-            with self.db:
-                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise NearmetalError(f"{self.path} has store schema {row[0]}; this nearmetal reads schema {SCHEMA_VERSION}")
+            raise NearmetalError(f"{self.path} is not a nearmetal results database (no schema_version)")
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            version = None
+        if version not in READABLE_VERSIONS:
+            raise NearmetalError(f"{self.path} has store schema version {row[0]!r}; this nearmetal reads versions "
+                                 f"{', '.join(map(str, READABLE_VERSIONS))}")
+        return version
+
+    def _script(self, sql):
+        """One transaction for several DDL/DML statements (sqlite3 would commit DDL at once)."""
+        try:
+            self.db.executescript("BEGIN IMMEDIATE;\n" + sql + "\nCOMMIT;")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.rollback()
+            raise
+
+    def _create(self):
+        self._script(_TABLES_V1 + _TABLES_V2
+                     + f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');")
+
+    def _migrate_1_to_2(self):
+        self._script(_TABLES_V2 + "UPDATE meta SET value='2' WHERE key='schema_version';")
+
+    @contextmanager
+    def _guard(self):
+        """SQLite errors as one-line NearmetalErrors naming the database."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            text = str(e)
+            if "locked" in text or "busy" in text:
+                raise NearmetalError(f"results database {self.path} is locked by another process "
+                                     f"(waited {BUSY_TIMEOUT_S} s): try again when it has finished") from None
+            if isinstance(e, sqlite3.OperationalError) and "readonly" in text.replace(" ", ""):
+                raise NearmetalError(f"cannot write results database {self.path}: {text}") from None
+            raise NearmetalError(f"{self.path} is not a usable nearmetal results database: {text}") from None
+
+    @contextmanager
+    def _tx(self):
+        """One write transaction (committed on success, rolled back on any exception)."""
+        if self.readonly:
+            raise NearmetalError(f"{self.path} was opened read-only")
+        with self._guard(), self.db:
+            yield self.db
+
+    def _all(self, sql, args=()):
+        with self._guard():
+            return self.db.execute(sql, args).fetchall()
+
+    def _one(self, sql, args=()):
+        with self._guard():
+            return self.db.execute(sql, args).fetchone()
 
     def close(self):
-        self.db.close()
+        try:
+            if self.db is not None:
+                self.db.close()
+                self.db = None
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     # -- studies -------------------------------------------------------------------------
     def study(self, name):
-        return self.db.execute("SELECT * FROM studies WHERE name=?", (name,)).fetchone()
+        return self._one("SELECT * FROM studies WHERE name=?", (name,))
 
     def studies(self):
-        return self.db.execute("SELECT * FROM studies ORDER BY id").fetchall()
+        return self._all("SELECT * FROM studies ORDER BY id")
 
-    def create_study(self, name, config_toml, seed, margin, baseline, version, created):
-        with self.db:
-            cur = self.db.execute(
+    def create_study(self, name, config_toml, seed, margin, baseline, version, created, planned=()):
+        """The study row and its planned runs, in one transaction; returns the study id."""
+        with self._tx() as db:
+            cur = db.execute(
                 "INSERT INTO studies (name, config_toml, seed, margin, baseline_json, created, nearmetal_version) "
                 "VALUES (?,?,?,?,?,?,?)", (name, config_toml, seed, margin, json.dumps(baseline), created, version))
+            self._insert_planned(db, cur.lastrowid, planned)
         return cur.lastrowid
 
     def add_planned(self, study_id, runs):
         """Insert planned runs (idempotent by run_key)."""
-        with self.db:
-            self.db.executemany(
-                "INSERT OR IGNORE INTO runs (study_id, run_key, position, block, repetition, warmup, benchmark, kernel,"
-                " variant, variant_json, ranks, threads) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(study_id, r["run_key"], r["position"], r["block"], r["repetition"], int(r["warmup"]), r["benchmark"],
-                  r["kernel"], r["variant"], json.dumps(r["variant_json"]), r["ranks"], r["threads"]) for r in runs])
+        with self._tx() as db:
+            self._insert_planned(db, study_id, runs)
+
+    @staticmethod
+    def _insert_planned(db, study_id, runs):
+        db.executemany(
+            "INSERT OR IGNORE INTO runs (study_id, run_key, position, block, repetition, warmup, benchmark, kernel,"
+            " variant, variant_json, ranks, threads) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(study_id, r["run_key"], r["position"], r["block"], r["repetition"], int(r["warmup"]), r["benchmark"],
+              r["kernel"], r["variant"], json.dumps(r["variant_json"]), r["ranks"], r["threads"]) for r in runs])
 
     def pending(self, study_id):
-        return self.db.execute("SELECT * FROM runs WHERE study_id=? AND status='planned' ORDER BY position",
-                               (study_id,)).fetchall()
+        return self._all("SELECT * FROM runs WHERE study_id=? AND status='planned' ORDER BY position", (study_id,))
 
     def counts(self, study_id):
-        rows = self.db.execute("SELECT status, COUNT(*) FROM runs WHERE study_id=? GROUP BY status", (study_id,))
+        rows = self._all("SELECT status, COUNT(*) FROM runs WHERE study_id=? GROUP BY status", (study_id,))
         return {r[0]: r[1] for r in rows}
 
     def context_id(self, context):
         text = json.dumps(context, sort_keys=True)
         digest = hashlib.sha256(text.encode()).hexdigest()
-        row = self.db.execute("SELECT id FROM contexts WHERE digest=?", (digest,)).fetchone()
-        if row:
-            return row[0]
-        with self.db:
-            return self.db.execute("INSERT INTO contexts (digest, context_json) VALUES (?,?)", (digest, text)).lastrowid
+        with self._tx() as db:
+            row = db.execute("SELECT id FROM contexts WHERE digest=?", (digest,)).fetchone()
+            if row:
+                return row[0]
+            return db.execute("INSERT INTO contexts (digest, context_json) VALUES (?,?)", (digest, text)).lastrowid
 
-    def finish_run(self, run_id, status, exit_status, argv, env, context_id, started, wall_s, stderr_tail, records):
-        """One transaction: the run's outcome and all its records."""
-        with self.db:
-            self.db.execute(
+    def finish_run(self, run_id, status, exit_status, argv, env, context_id, started, wall_s, stderr_tail, records,
+                   job_id=None, job_state=None):
+        """One transaction: the run's outcome and all its records — the records only when
+        this call moved the run out of 'planned' (a run is never stored twice). With
+        `job_id`, that batch job is closed in the same transaction (state `job_state`, or
+        the run's status). Returns True when the run was stored, False when it had already
+        been finished."""
+        with self._tx() as db:
+            cur = db.execute(
                 "UPDATE runs SET status=?, exit_status=?, argv_json=?, env_json=?, context_id=?, started=?, wall_s=?,"
                 " stderr_tail=? WHERE id=? AND status='planned'",
                 (status, exit_status, json.dumps(argv), json.dumps(env), context_id, started, wall_s, stderr_tail, run_id))
-            self.db.executemany(
+            if cur.rowcount != 1:
+                return False
+            db.executemany(
                 "INSERT INTO records (run_id, metric, unit, value, point_json, n, std) VALUES (?,?,?,?,?,?,?)",
                 [(run_id, r["metric"], r["unit"], r["value"], json.dumps(r["point"], sort_keys=True),
                   r.get("n"), r.get("std")) for r in records])
+            if job_id is not None:
+                self._close_job(db, job_id, job_state or status)
+        return True
+
+    def import_study(self, name, config_toml, seed, margin, baseline, version, created, runs, records_per_run):
+        """An imported study: its row, its finished runs and their records, in one
+        transaction (a failure leaves nothing behind). Returns the study id."""
+        with self._tx() as db:
+            study_id = db.execute(
+                "INSERT INTO studies (name, config_toml, seed, margin, baseline_json, created, nearmetal_version) "
+                "VALUES (?,?,?,?,?,?,?)", (name, config_toml, seed, margin, json.dumps(baseline), created, version)
+            ).lastrowid
+            self._insert_finished(db, study_id, runs, records_per_run)
+        return study_id
 
     def add_finished(self, study_id, runs, records_per_run):
         """Bulk-insert runs that are already finished (imports): one transaction for all."""
-        with self.db:
-            for r, recs in zip(runs, records_per_run):
-                cur = self.db.execute(
-                    "INSERT INTO runs (study_id, run_key, position, block, repetition, warmup, benchmark, kernel,"
-                    " variant, variant_json, ranks, threads, status, exit_status, argv_json, env_json, started, wall_s)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'ok',0,'[]','{}',?,0.0)",
-                    (study_id, r["run_key"], r["position"], r["block"], r["repetition"], int(r["warmup"]),
-                     r["benchmark"], r["kernel"], r["variant"], r.get("variant_text") or json.dumps(r["variant_json"]), r["ranks"],
-                     r["threads"], r.get("started")))
-                self.db.executemany(
-                    "INSERT INTO records (run_id, metric, unit, value, point_json, n, std) VALUES (?,?,?,?,?,?,?)",
-                    [(cur.lastrowid, x["metric"], x["unit"], x["value"],
-                      x.get("point_json") or json.dumps(x["point"], sort_keys=True), x.get("n"), x.get("std"))
-                     for x in recs])
+        with self._tx() as db:
+            self._insert_finished(db, study_id, runs, records_per_run)
+
+    @staticmethod
+    def _insert_finished(db, study_id, runs, records_per_run):
+        for r, recs in zip(runs, records_per_run):
+            cur = db.execute(
+                "INSERT INTO runs (study_id, run_key, position, block, repetition, warmup, benchmark, kernel,"
+                " variant, variant_json, ranks, threads, status, exit_status, argv_json, env_json, started, wall_s)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'ok',0,'[]','{}',?,0.0)",
+                (study_id, r["run_key"], r["position"], r["block"], r["repetition"], int(r["warmup"]),
+                 r["benchmark"], r["kernel"], r["variant"], r.get("variant_text") or json.dumps(r["variant_json"]),
+                 r["ranks"], r["threads"], r.get("started")))
+            db.executemany(
+                "INSERT INTO records (run_id, metric, unit, value, point_json, n, std) VALUES (?,?,?,?,?,?,?)",
+                [(cur.lastrowid, x["metric"], x["unit"], x["value"],
+                  x.get("point_json") or json.dumps(x["point"], sort_keys=True), x.get("n"), x.get("std"))
+                 for x in recs])
+
+    # -- batch jobs (schema 2) -----------------------------------------------------------
+    def record_job(self, study_id, run_id, job_id):
+        """A batch job submitted for a run (committed at once); returns its row id."""
+        with self._tx() as db:
+            return db.execute("INSERT INTO jobs (study_id, run_id, job_id, submitted, state) VALUES (?,?,?,?,?)",
+                              (study_id, run_id, str(job_id), _now(), "submitted")).lastrowid
+
+    def finish_job(self, job_id, state):
+        """Close a submitted job with its final state; True when a submitted job was closed."""
+        with self._tx() as db:
+            return self._close_job(db, job_id, state)
+
+    @staticmethod
+    def _close_job(db, job_id, state):
+        cur = db.execute("UPDATE jobs SET state=? WHERE job_id=? AND state='submitted'", (state, str(job_id)))
+        return cur.rowcount > 0
+
+    def open_jobs(self, study_id):
+        """The study's jobs still 'submitted' (none on a read-only schema-1 store)."""
+        if not self._one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='jobs'"):
+            return []
+        return self._all("SELECT * FROM jobs WHERE study_id=? AND state='submitted' ORDER BY id", (study_id,))
 
     # -- reading -------------------------------------------------------------------------
     def runs(self, study_id):
-        return self.db.execute("SELECT * FROM runs WHERE study_id=? ORDER BY position", (study_id,)).fetchall()
+        return self._all("SELECT * FROM runs WHERE study_id=? ORDER BY position", (study_id,))
 
     def records(self, study_id):
-        return self.db.execute(
+        return self._all(
             "SELECT r.id AS run_id, r.block, r.benchmark, r.kernel, r.variant, r.ranks, r.threads, "
             "c.metric, c.unit, c.value, c.point_json, c.n, c.std FROM records c JOIN runs r ON r.id = c.run_id "
-            "WHERE r.study_id=? AND r.status='ok' AND r.warmup=0", (study_id,)).fetchall()
+            "WHERE r.study_id=? AND r.status='ok' AND r.warmup=0", (study_id,))
 
     def contexts(self, study_id):
-        return self.db.execute(
+        return self._all(
             "SELECT DISTINCT x.context_json FROM contexts x JOIN runs r ON r.context_id = x.id WHERE r.study_id=?",
-            (study_id,)).fetchall()
+            (study_id,))
