@@ -42,7 +42,12 @@ def _slurm_options(args):
     """--partition/--nodes/--time/--account/--export as the RunRequest's slurm dict (set ones only)."""
     pairs = (("partition", "partition"), ("nodes", "nodes"), ("time", "time"), ("account", "account"),
              ("export", "slurm_export"))
-    return {k: getattr(args, a) for k, a in pairs if getattr(args, a, None)}
+    options = {k: getattr(args, a) for k, a in pairs if getattr(args, a, None)}
+    if not options:
+        return options  # the hot path: slurm.options imports re
+    from .slurm.options import check_slurm
+
+    return check_slurm(options)  # the values go into a batch script: nothing may break out
 
 
 def _split_components(argv):
@@ -108,7 +113,7 @@ def cmd_bench(args):
 
         if args.dry_run:
             return submit_and_wait(p, req, [req], dry_run=True)
-        rc, out, err = submit_and_wait(p, req, [req], capture=True)
+        rc, out, err, _ = submit_and_wait(p, req, [req], capture=True)
     else:
         rc, out, err = capture(p, timeout=args.timeout)
     params = {"mode": args.mode, "mpi": req.mpi["family"], "ranks": ranks, "threads": args.threads}
@@ -154,13 +159,14 @@ def cmd_study(args):
     err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {pending} to run; results in {db}", highlight=False)
     ex = Executor(cfg, store, study_id, console=err, progress=not args.no_progress)
     try:
+        ex.cancel_leftover_jobs(say=lambda m: err.print(m, highlight=False))
         done, failed = ex.run_all()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         finished = total - store.counts(study_id).get("planned", 0)
         resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
-        err.print(f"interrupted: {finished} of {total} runs finished and stored; resume with: {' '.join(resume)}",
-                  highlight=False)
-        return 130
+        err.print(f"{_interrupted(e)}: {finished} of {total} runs finished and stored; resume with: "
+                  f"{' '.join(resume)}", highlight=False)
+        return _interrupt_status(e)
     return _report(store, cfg.study.name, Path(args.out) if args.out else db.parent, "html", failed)
 
 
@@ -170,8 +176,11 @@ def cmd_report(args):
     from .study.store import Store
 
     db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
-    store = Store(db, create=False)
-    return _report(store, args.study, Path(args.out) if args.out else db.parent, args.format, None)
+    store = Store(db, readonly=True)  # a report never writes the database (docs/store.md)
+    try:
+        return _report(store, args.study, Path(args.out) if args.out else db.parent, args.format, None)
+    finally:
+        store.close()
 
 
 def cmd_import(args):
@@ -185,8 +194,11 @@ def cmd_import(args):
     db = Path(args.db) if args.db else default_db(args.study)
     store, _, n = import_csv(args.csv, db, args.study, args.baseline, metric=args.metric, unit=args.unit,
                              margin=args.margin)
-    print(f"imported {n} rows into study '{args.study}' in {db}")
-    return _report(store, args.study, Path(args.out) if args.out else db.parent, "html", 0)
+    try:
+        print(f"imported {n} rows into study '{args.study}' in {db}")
+        return _report(store, args.study, Path(args.out) if args.out else db.parent, "html", 0)
+    finally:
+        store.close()
 
 
 def _report(store, study_name, out_dir, fmt, failed):
@@ -242,9 +254,10 @@ def cmd_image(args):
 
 
 def cmd_kernels(args):
-    from . import kernels
+    from . import kernels, supervise
     from .discovery.mpi import discover
 
+    print(f"nm-supervise: {supervise.binary()}")  # every launch runs under it: built with the kernels
     for fam in args.mpi or list(discover()):
         print(f"{fam}: {kernels.build(fam)}")
     return 0
@@ -261,6 +274,26 @@ def cmd_io(args):
     from .io.cli import command
 
     return command(args)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: handled exactly as an interrupt (^C), the exit status says which."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_terminate(signum, frame):
+    raise Terminated(signum)
+
+
+def _interrupted(e):
+    return "terminated" if isinstance(e, Terminated) else "interrupted"
+
+
+def _interrupt_status(e):
+    return 128 + e.signum if isinstance(e, Terminated) else 130
 
 
 COMMANDS = {"run": cmd_run, "bench": cmd_bench, "study": cmd_study, "report": cmd_report, "import": cmd_import, "doctor": cmd_doctor, "image": cmd_image, "kernels": cmd_kernels, "cluster": cmd_cluster, "io": cmd_io}
@@ -340,19 +373,30 @@ def main(argv=None):
         args = build_parser(only).parse_args(argv)
         if only == "bench":
             args.kernel_args = extra
+    previous = {}
+    if args.command != "run":  # `run` becomes nm-supervise, which ends the job on SIGTERM itself
+        import signal
+
+        previous = {sig: signal.signal(sig, _on_terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         return COMMANDS[args.command](args)
     except NearmetalError as e:
         print(f"nearmetal {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"nearmetal {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"nearmetal {args.command}: {_interrupted(e)}", file=sys.stderr)
+        return _interrupt_status(e)
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error worth a traceback.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    finally:
+        if previous:  # main() also runs in-process (tests): leave the caller's handlers as they were
+            import signal
+
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ class Plan:
         return "\n".join(lines)
 
 
-def _validate(req):
+def _validate(req, check_paths=True):
     if req.mode not in MODES:
         raise NearmetalError(f"unknown mode '{req.mode}' (choose from: {', '.join(MODES)})")
     if req.ranks is None or req.ranks < 1:
@@ -72,7 +72,7 @@ def _validate(req):
         raise NearmetalError(f"--ranks-per-node must be at least 1, got {req.ranks_per_node}")
     if not req.program:
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
-    if req.workdir is not None:
+    if req.workdir is not None and check_paths:
         req.workdir = _checked_workdir(req.workdir)
 
 
@@ -112,13 +112,14 @@ def _default_family(req):
     return "openmpi" if "openmpi" in found else next(iter(found))
 
 
-def plan(req, more=()):
+def plan(req, more=(), check_paths=True):
     """The Plan for one run; `more` are further MPMD components (RunRequests) that share
-    MPI_COMM_WORLD with the first: `prog_a : prog_b` under one launcher."""
-    _validate(req)
+    MPI_COMM_WORLD with the first: `prog_a : prog_b` under one launcher. check_paths=False
+    (a study's dry run): the working directory need not exist yet."""
+    _validate(req, check_paths)
     for r in more:
         r.workdir = req.workdir  # one working directory for the whole job
-        _validate(r)
+        _validate(r, check_paths)
     from . import launchers
     from .discovery import mpi as mpi_mod
 
@@ -258,9 +259,13 @@ def _family_from_image(req):
 
 
 def execute(plan, verbose=False):
-    """Replace this process with the launcher: the exit status is the program's."""
+    """Replace this process with the launcher under nm-supervise (same PID): the exit
+    status is the program's, and killing this PID, even with SIGKILL, ends the whole job."""
+    from . import supervise
+
     if verbose:
         print(plan.describe(), file=sys.stderr, flush=True)
+    argv = supervise.wrap(plan.argv, die_with_parent=False)
     sys.stdout.flush()
     if plan.cwd:
         try:
@@ -268,34 +273,52 @@ def execute(plan, verbose=False):
         except OSError as e:
             raise NearmetalError(f"--workdir {plan.cwd}: {e.strerror}")
     try:
-        os.execve(plan.argv[0], plan.argv, plan.environ())
+        os.execve(argv[0], argv, plan.environ())
     except OSError as e:
         raise NearmetalError(f"cannot start {plan.argv[0]}: {e.strerror}")
 
 
-def capture(plan, timeout=None):
-    """Run a plan as a child in its own process group; (exit status, stdout, stderr).
-
-    On timeout the whole group (launcher, containers, ranks) is killed.
-    """
-    import signal
+def start(plan):
+    """Start a plan as a supervised child in its own session, stdout/stderr piped (text).
+    The job ends when this process ends, however it ends (see supervise)."""
     import subprocess
 
-    proc = subprocess.Popen(plan.argv, env=plan.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, start_new_session=True, cwd=plan.cwd)
+    from . import supervise
+
+    try:
+        return subprocess.Popen(supervise.wrap(plan.argv), env=plan.environ(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                start_new_session=True, cwd=plan.cwd)
+    except OSError as e:  # E2BIG (huge arguments or environment), a vanished working directory, ...
+        raise NearmetalError(f"cannot start {plan.argv[0]}: {e.strerror}")
+    except ValueError as e:  # a NUL byte in an argument or environment value
+        raise NearmetalError(f"cannot start {plan.argv[0]}: {e}")
+
+
+def wait(proc, timeout=None):
+    """(exit status, stdout, stderr, why) for a started plan; on time-out the job's whole
+    process tree is ended and `why` says so (exit status None); an interrupt ends it too."""
+    import subprocess
+
+    from . import supervise
+
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        supervise.stop(proc)
         out, err = proc.communicate()
-        raise NearmetalError(f"timed out after {timeout}s: {plan.argv[0]} (process group killed)")
-    except KeyboardInterrupt:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        return None, out, err, f"timed out after {timeout:g} s; the job's process tree was ended"
+    except BaseException:
+        supervise.stop(proc)
+        proc.communicate()
         raise
-    return proc.returncode, out, err
+    return proc.returncode, out, err, None
+
+
+def capture(plan, timeout=None):
+    """Run a plan as a supervised child; (exit status, stdout, stderr). On time-out the
+    job's whole process tree is ended and a one-line error raised."""
+    rc, out, err, why = wait(start(plan), timeout)
+    if why:
+        raise NearmetalError(f"{plan.argv[0]}: {why}")
+    return rc, out, err

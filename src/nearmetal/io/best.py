@@ -269,7 +269,7 @@ def run(db, study=None, metric="total", console=None, as_json=False):
 
     # Piped or captured output is not squeezed into 80 columns: configuration labels are long.
     console = console or Console(width=None if sys.stdout.isatty() else 160)
-    store = Store(db, create=False)
+    store = Store(db, readonly=True)  # io best never writes the database
     try:
         row = find_study(store, study)
         result = analyze(store, row, metric)

@@ -47,13 +47,9 @@ def best(args):
 
 
 def sweep(args):
-    from rich.console import Console
-
+    from ..study.lock import lock_for_writing
     from ..study.runner import default_db
-    from . import best as best_mod
-    from . import config, preselect
-    from ..study.config import make_workdir
-    from .sweep import compile_study, expand, run_study
+    from . import config
 
     if args.file:
         s, _ = config.load(args.file)
@@ -61,11 +57,24 @@ def sweep(args):
     else:
         s, _ = config.builtin()
         source = "built-in I/O study"
-    io = s.io
     config.check_environment(s, source)
     if args.dry_run:
         return _dry_run(s)
     db = Path(args.db) if args.db else default_db(s.study.name)
+    # One writer per database, from the checks below to the end of the sweep (study/lock.py).
+    with lock_for_writing(db, f"I/O sweep '{s.study.name}'"):
+        return _sweep_locked(args, s, db)
+
+
+def _sweep_locked(args, s, db):
+    from rich.console import Console
+
+    from . import best as best_mod
+    from . import preselect
+    from ..study.config import make_workdir
+    from .sweep import compile_study, expand, run_study
+
+    io = s.io
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     say = lambda m: err.print(m, highlight=False, soft_wrap=True)
     if not args.resume:
@@ -135,7 +144,7 @@ def _check_resumable(db, s):
 
     if not db.exists():
         return
-    store = Store(db, create=False)
+    store = Store(db, readonly=True)
 
     def same(name, text):
         row = store.study(name)
@@ -165,7 +174,7 @@ def _refuse_existing(db, names):
 
     if not db.exists():
         return
-    store = Store(db, create=False)
+    store = Store(db, readonly=True)
     try:
         for name in names:
             if store.study(name) is not None:

@@ -211,6 +211,15 @@ def _draw_one(i):
 _COST = {"pairs_heatmaps": 0, "size_sweep": 1, "dispersion": 2, "scaling": 3, "overhead_bars": 4, "phases_bars": 5}
 
 
+def _default_signals():
+    """Pool workers inherit the CLI's SIGTERM-as-interrupt handler; the pool stops its
+    workers with SIGTERM, which must simply end them."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 class _Drawing:
     """Figures being drawn: .get() -> [Fig or None] in job order."""
 
@@ -222,7 +231,7 @@ class _Drawing:
         if workers > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
             _JOBS = jobs  # inherited by the forked workers
             try:
-                self.pool = mp.get_context("fork").Pool(workers)
+                self.pool = mp.get_context("fork").Pool(workers, initializer=_default_signals)
                 self.async_result = self.pool.map_async(_draw_one, order, chunksize=1)
             except (OSError, mp.ProcessError):
                 self._close()

@@ -85,9 +85,10 @@ def _scontrol(job):
 
 
 def submit_and_wait(plan, req, components, verbose=False, dry_run=False, poll=0.25, out=sys.stdout, err=sys.stderr,
-                    capture=False):
+                    capture=False, on_submit=None):
     """Submit, wait, relay the output; the job's exit status (or, with capture=True,
-    (exit status, stdout text, stderr text) without printing them)."""
+    (exit status, stdout text, stderr text, Slurm's final job state) without printing them).
+    on_submit(job_id) is called as soon as Slurm has accepted the job."""
     outdir = _job_dir()
     text = script(plan, req, components, outdir)
     path = outdir / "job.sh"
@@ -103,6 +104,8 @@ def submit_and_wait(plan, req, components, verbose=False, dry_run=False, poll=0.
         reason = (sub.stderr.strip().splitlines() or ["no reason given"])[-1]
         raise NearmetalError(f"Slurm refused the job: {reason} (script: {path})")
     job = sub.stdout.strip().split(";")[0]
+    if on_submit:
+        on_submit(job)
     import signal
 
     def _terminate(signum, frame):  # killed while waiting: the job must not outlive us
@@ -129,7 +132,7 @@ def submit_and_wait(plan, req, components, verbose=False, dry_run=False, poll=0.
                              f"script and output in {outdir}\n")
         rc = rc or (128 + int(sig) if sig.isdigit() and int(sig) else 1)
     if capture:
-        return rc, texts["job.out"], texts["job.err"]
+        return rc, texts["job.out"], texts["job.err"], state.get("JobState")
     out.write(texts["job.out"])
     err.write(texts["job.err"])
     return rc

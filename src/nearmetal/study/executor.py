@@ -7,8 +7,6 @@ exit code and the tail of its stderr, and the study goes on.
 
 import os
 import platform
-import signal
-import subprocess
 import time
 from datetime import datetime, timezone
 
@@ -60,9 +58,10 @@ class Executor:
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=self.config.study.scheduler, slurm=slurm, workdir=workdir)
             try:
-                if workdir:  # created when first planned (a dry run too: the argv needs it to exist)
+                dry = self.store is None
+                if workdir and not dry:  # created when first planned; a dry run creates nothing
                     make_workdir(workdir)
-                self._plans[key] = (plan(req), req, spec, bench)
+                self._plans[key] = (plan(req, check_paths=not dry), req, spec, bench)
             except NearmetalError as e:
                 self._plans[key] = e
         return key, self._plans[key]
@@ -100,59 +99,95 @@ class Executor:
 
     # -- one run
     def execute(self, row):
-        key, planned = self.plan_for(row)
+        """Run one planned run and store its outcome; anything that keeps it from starting
+        (planning, exec limits, a refused batch job) is a failed run with the reason, never
+        a crashed study."""
         started = _now()
-        if isinstance(planned, NearmetalError):
-            self.store.finish_run(row["id"], "failed", None, [], {}, None, started, 0.0, f"not started: {planned}", [])
+        try:
+            key, planned = self.plan_for(row)
+            if isinstance(planned, NearmetalError):
+                raise planned
+            outcome = self._launch(row, planned)
+        except NearmetalError as e:
+            self.store.finish_run(row["id"], "failed", None, [], {}, None, started, 0.0, f"not started: {e}", [])
             return "failed"
+        status, returncode, out, err, wall = outcome
         p, req, spec, bench = planned
-        t0 = time.perf_counter()
-        status = "ok"
-        if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
-            from ..slurm.batch import submit_and_wait
-
-            try:
-                returncode, out, err = submit_and_wait(p, req, [req], capture=True)
-            except NearmetalError as e:  # refused or never startable: a failed run, the study goes on
-                returncode, out, err = None, "", str(e)
-            if "ended TIMEOUT" in err:
-                status = "timeout"
-            proc = _Done(returncode if returncode is not None else -1)
-        else:
-            proc = subprocess.Popen(p.argv, env=p.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, text=True, start_new_session=True,
-                                    cwd=getattr(p, "cwd", None))
-            try:
-                out, err = proc.communicate(timeout=self.config.study.timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid)
-                out, err = proc.communicate()
-                status = "timeout"
-            except BaseException:
-                _kill_group(proc.pid)
-                proc.communicate()
-                raise
-        wall = time.perf_counter() - t0
         records = []
-        if status == "ok" and proc.returncode != 0:
+        if status == "ok" and returncode != 0:
             status = "failed"
         if status == "ok":
-            from .. import kernels
-
-            try:
-                parsed = kernels.parse(spec, out, {})
-            except Exception as e:  # a kernel printing garbage is a failed run, not a crashed study
-                parsed, err = [], f"{err}\nunparseable output: {e}"
-            wanted = set(bench.metrics)
-            records = [{"metric": r["metric"], "unit": r["unit"], "value": r["value"], "point": r["params"]}
-                       for r in parsed if (not wanted or r["metric"] in wanted)
-                       and all(str(r["params"].get(k)) == str(v) for k, v in bench.where.items())]
+            records, err = self._records(spec, bench, out, err)
             if not records:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
         ctx = self.context_for(key, req)
         tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
-        self.store.finish_run(row["id"], status, proc.returncode, p.argv, p.env_delta, ctx, started, wall, tail, records)
+        self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records)
         return status
+
+    def _launch(self, row, planned):
+        """(status, exit status, stdout, stderr, wall seconds) of one run."""
+        from ..run import start, wait
+
+        p, req, spec, bench = planned
+        t0 = time.perf_counter()
+        if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+            return self._batch(row, p, req, t0)
+        returncode, out, err, why = wait(start(p), timeout=self.config.study.timeout)
+        wall = time.perf_counter() - t0
+        if why:  # the reason goes first: the tail keeps the end of the job's stderr
+            return "timeout", None, out, f"nearmetal: {why}\n{err}", wall
+        return "ok", returncode, out, err, wall
+
+    def _batch(self, row, p, req, t0):
+        """One sbatch job; its id is stored while it is queued, so that a runner killed
+        meanwhile leaves a trace that --resume cancels."""
+        from ..slurm.batch import submit_and_wait
+
+        job = []
+
+        def submitted(job_id):
+            job.append(job_id)
+            self.store.record_job(self.study_id, row["id"], job_id)
+
+        try:
+            returncode, out, err, state = submit_and_wait(p, req, [req], capture=True, on_submit=submitted)
+        except NearmetalError as e:  # refused or never startable: a failed run, the study goes on
+            returncode, out, err, state = None, "", str(e), "FAILED"
+        finally:
+            for job_id in job:
+                self.store.finish_job(job_id, "ended")
+        status = "timeout" if state == "TIMEOUT" else "ok"
+        return status, returncode if returncode is not None else -1, out, err, time.perf_counter() - t0
+
+    @staticmethod
+    def _records(spec, bench, out, err):
+        from .. import kernels
+
+        try:
+            parsed = kernels.parse(spec, out, {})
+        except Exception as e:  # a kernel printing garbage is a failed run, not a crashed study
+            return [], f"{err}\nunparseable output: {e}"
+        wanted = set(bench.metrics)
+        return [{"metric": r["metric"], "unit": r["unit"], "value": r["value"], "point": r["params"]}
+                for r in parsed if (not wanted or r["metric"] in wanted)
+                and all(str(r["params"].get(k)) == str(v) for k, v in bench.where.items())], err
+
+    def cancel_leftover_jobs(self, say=None):
+        """Batch jobs that a killed runner left queued or running: cancelled, and marked so;
+        their runs are still planned and run again. The job ids cancelled."""
+        import subprocess
+
+        ids = [row["job_id"] for row in self.store.open_jobs(self.study_id)]
+        for job_id in ids:
+            try:
+                subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass  # no Slurm here any more: nothing of the job can be running on it
+            self.store.finish_job(job_id, "cancelled on resume")
+        if ids and say:
+            say(f"cancelled {len(ids)} batch job(s) left by an earlier runner: {', '.join(ids)}")
+        return ids
 
     def run_all(self):
         pending = self.store.pending(self.study_id)
@@ -179,17 +214,3 @@ class Executor:
             if bar:
                 bar.stop()
         return done, failed
-
-
-class _Done:
-    """The outcome of a run that did not go through Popen (a batch job)."""
-
-    def __init__(self, returncode):
-        self.returncode = returncode
-
-
-def _kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

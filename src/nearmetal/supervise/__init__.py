@@ -1,0 +1,71 @@
+"""No process outlives nearmetal: every job starts under `nm-supervise` (C, beside this file).
+
+nm-supervise keeps the job's whole process tree below a child subreaper that terminates
+it when nearmetal dies, whatever killed it (SIGKILL included), when the launcher exits
+leaving processes behind, or when asked (SIGTERM/SIGINT): the launcher first, SIGKILL
+for what is left after a grace period. See nm-supervise.c for the mechanism.
+
+The binary is built with the host's C compiler on first use, into the nearmetal home,
+and rebuilt when the source is newer. Only os/stat on the hot path (`nearmetal run`).
+"""
+
+import os
+import signal
+
+from ..errors import NearmetalError
+from ..home import home_str
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-supervise.c")
+GRACE_S = 1.0  # nm-supervise's default --grace-ms, in seconds
+
+
+def binary():
+    """The path of a built nm-supervise no older than its source (built when needed)."""
+    path = os.path.join(home_str(), "tools", "nm-supervise")
+    try:
+        if os.stat(path).st_mtime >= os.stat(SOURCE).st_mtime:
+            return path
+    except OSError:
+        pass
+    return build(path)
+
+
+def build(path):
+    import subprocess
+    import tempfile
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".nm-supervise.")
+    os.close(fd)
+    try:
+        out = subprocess.run(["cc", "-O2", "-Wall", "-o", tmp, SOURCE], capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(tmp)
+        raise NearmetalError(f"cannot build nm-supervise (a C compiler is needed: Debian's gcc): {e.strerror}")
+    if out.returncode != 0:
+        os.unlink(tmp)
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NearmetalError(f"building nm-supervise failed: {last}")
+    os.replace(tmp, path)  # atomic: concurrent first uses each install a complete binary
+    return path
+
+
+def wrap(argv, die_with_parent=True):
+    """argv run under nm-supervise; die_with_parent: the job ends when this process does."""
+    return [binary()] + (["--die-with-parent"] if die_with_parent else []) + ["--"] + list(argv)
+
+
+def stop(proc, grace=GRACE_S):
+    """Ask a supervised job (a Popen of wrap(...)) to end; SIGKILL its process group if it
+    has not within the grace period plus a margin. Returns nothing; the caller reaps."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace + 3)
+    except Exception:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
