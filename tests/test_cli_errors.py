@@ -27,6 +27,11 @@ from nearmetal.cli import fast_parse_run
     (["doctor", "--program", "x"], "--image"),
     (["doctor", "--image", "no-such-image"], "no-such-image"),
     (["frobnicate"], "frobnicate"),
+    (["bench", "mpi-info", "-n", "2000000"], "-n: must be at most 1000000"),
+    (["bench", "mpi-info", "--threads", "4096"], "--threads: must be at most 1024"),
+    (["bench", "mpi-info", "--timeout", "99999999999999999999"], "--timeout: must be at most 604800"),
+    (["study", "/dev/zero"], "/dev/zero: not a regular file"),
+    (["io", "sweep", "/dev/zero"], "/dev/zero: not a regular file"),
 ])
 def test_bad_input_one_line(args, expect):
     out = nearmetal(*args)

@@ -27,8 +27,11 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        # One line, no usage dump: the user sees what was wrong and where to look.
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # One line, no usage dump: the user sees what was wrong and where to look (a bad
+        # value quoted in the message may hold a newline: escaped).
+        from .study.inputs import one_line
+
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
 
 def _env_pair(text):
@@ -38,14 +41,27 @@ def _env_pair(text):
     return key, value
 
 
-def _positive(text):
+def _positive(text, limit=None):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text}'")
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text[:60]}'")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if limit is not None and value > limit:
+        raise argparse.ArgumentTypeError(f"must be at most {limit}, got {str(value)[:40]}")
     return value
+
+
+def _at_most(limit):
+    """_positive with an upper bound: beyond it a count is a typo (the limits of study files)."""
+    def parse(text):
+        return _positive(text, limit)
+    return parse
+
+
+# As in study files (study/config.py): ranks, threads, and a timeout of at most a week.
+_RANKS, _THREADS, _TIMEOUT = _at_most(1_000_000), _at_most(1024), _at_most(7 * 24 * 3600)
 
 
 def _csv(choices):
@@ -88,9 +104,9 @@ def _launch_options(r):
     r.add_argument("--runtime", choices=RUNTIMES, default="charliecloud", help="container runtime (default: charliecloud)")
     r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
     r.add_argument("--mpi", choices=MPIS, help="host MPI family (default: what the program was built with)")
-    r.add_argument("-n", dest="ranks", type=_positive, default=2, help="number of ranks (default: 2)")
-    r.add_argument("--ranks-per-node", type=_positive, help="ranks per node")
-    r.add_argument("--threads", type=_positive, default=1, help="OpenMP threads per rank")
+    r.add_argument("-n", dest="ranks", type=_RANKS, default=2, help="number of ranks (default: 2)")
+    r.add_argument("--ranks-per-node", type=_RANKS, help="ranks per node")
+    r.add_argument("--threads", type=_THREADS, default=1, help="OpenMP threads per rank")
     r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
     r.add_argument("--workdir", metavar="DIR", help="the ranks' working directory; containers get it read-write at /nm/work "
                                                     "(default: unchanged)")
@@ -124,7 +140,7 @@ def _add_bench(sub):
     _launch_options(b)
     b.set_defaults(ranks=None)
     b.add_argument("--json", action="store_true", help="one JSON record per measured point")
-    b.add_argument("--timeout", type=_positive, default=1800, help="seconds before the run is killed (default: 1800)")
+    b.add_argument("--timeout", type=_TIMEOUT, default=1800, help="seconds before the run is killed (default: 1800)")
     # KERNEL_ARGS (after "--") are split off before parsing: see cli.main.
 
 
@@ -173,11 +189,11 @@ def _add_kernels(sub):
 def component_parser():
     """Options of the second and later MPMD components (unset = inherit from the first)."""
     c = _Parser(prog="nearmetal run (MPMD component)", add_help=False)
-    c.add_argument("-n", dest="ranks", type=_positive, default=1)
+    c.add_argument("-n", dest="ranks", type=_RANKS, default=1)
     c.add_argument("--mode", choices=MODES)
     c.add_argument("--runtime", choices=RUNTIMES)
     c.add_argument("--image")
-    c.add_argument("--threads", type=_positive)
+    c.add_argument("--threads", type=_THREADS)
     c.add_argument("--env", action="append", type=_env_pair, default=[])
     c.add_argument("program_argv", nargs=argparse.REMAINDER)
     return c

@@ -7,17 +7,16 @@ margin, ...) plus an [io] table: the grid, the domain layout, the file system un
 path, in the same style as study files.
 """
 
-import os
 import re
 import subprocess
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator
 
 from ..errors import NearmetalError
-from ..study.config import Baseline, SlurmSection, StudySection, check_workdir
+from ..study.config import MAX_RANKS, Baseline, ImageName, SlurmSection, StudySection, check_images, check_workdir
+from ..study.inputs import expand_dir, one_line, parse_toml, read_text, validation_error
 from .space import parse_pair, parse_size
 
 # MPI_Info keys nm-iobench accepts: a user writing one of them into [io.space] meant a
@@ -25,6 +24,8 @@ from .space import parse_pair, parse_size
 HINT_KEYS = {"cb_nodes": "aggregators", "cb_config_list": "aggregators", "cb_buffer_size": "buffer",
              "striping_factor": "stripes", "striping_unit": None, "romio_cb_write": None, "romio_cb_read": None}
 SPACE_KEYS = ("pattern", "library", "io_layout", "aggregators", "stripes", "buffer", "chunk", "read", "mpiio")
+C_INT_MAX = (1 << 31) - 1   # grid sizes and hint values are C ints in nm-iobench and ROMIO
+MAX_SPACE = 100_000         # raw configurations in the space's cross product (the sweep plans them all)
 
 
 class _Strict(BaseModel):
@@ -71,14 +72,17 @@ class Space(_Strict):
     @classmethod
     def _positive(cls, v):
         for x in v:
-            if x != "default" and x < 1:
-                raise ValueError(f"expected positive integers or \"default\", got {x}")
+            if x != "default" and not 1 <= x <= C_INT_MAX:
+                raise ValueError(f"expected positive integers (at most {C_INT_MAX}) or \"default\", got {x}")
         return v
 
     @field_validator("buffer")
     @classmethod
     def _sizes(cls, v):
         out = [x if x == "default" else parse_size(x) for x in v]
+        for x in out:
+            if x != "default" and x > C_INT_MAX:
+                raise ValueError(f"a size must be at most {C_INT_MAX} bytes (cb_buffer_size is a C int), got {x}")
         return _unique(out)
 
     @field_validator("chunk")
@@ -95,32 +99,32 @@ class Space(_Strict):
 
 
 class Preselect(_Strict):
-    enabled: bool = True
-    repetitions: int = Field(3, ge=2, le=1000)
-    threshold: float = Field(0.05, gt=0, lt=1)
-    alpha: float = Field(0.05, gt=0, lt=1)
+    enabled: StrictBool = True
+    repetitions: StrictInt = Field(3, ge=2, le=1000)
+    threshold: StrictFloat = Field(0.05, gt=0, lt=1, allow_inf_nan=False)
+    alpha: StrictFloat = Field(0.05, gt=0, lt=1, allow_inf_nan=False)
 
 
 class IOSection(_Strict):
     grid: list[StrictInt] = Field(min_length=3, max_length=3)
-    steps: int = Field(2, ge=1, le=100000)
+    steps: StrictInt = Field(2, ge=1, le=100000)
     layout: str = "2x1"
     types: list[Literal["double", "float"]] = ["double", "float"]
     dir: str
-    nodes: int = Field(1, ge=1)
+    nodes: StrictInt = Field(1, ge=1, le=100000)
     metric: Literal["total", "write"] = "total"   # what pre-selection and the summary rank by
     mode: list[Literal["native", "hybrid", "bind"]] = ["native"]
     runtime: list[Literal["charliecloud", "bwrap", "podman"]] = ["charliecloud"]
     mpi: list[Literal["openmpi", "mpich"]] = ["openmpi"]
-    image: list[str] = ["default"]
+    image: list[ImageName] = ["default"]
     space: Space = Space()
     preselect: Preselect = Preselect()
 
     @field_validator("grid")
     @classmethod
     def _grid(cls, v):
-        if any(x < 1 for x in v):
-            raise ValueError("expected three positive integers nx, ny, nz")
+        if any(not 1 <= x <= C_INT_MAX for x in v):
+            raise ValueError(f"expected three positive integers nx, ny, nz (at most {C_INT_MAX})")
         return v
 
     @field_validator("layout")
@@ -139,12 +143,7 @@ class IOSection(_Strict):
     @field_validator("dir")
     @classmethod
     def _dir(cls, v):
-        full = os.path.expandvars(os.path.expanduser(v))
-        if "$" in full:
-            raise ValueError(f"'{v}' names an environment variable that is not set")
-        if not full.strip():
-            raise ValueError("expected a directory path")
-        return os.path.abspath(full)
+        return expand_dir(v)
 
     @property
     def ranks(self):
@@ -159,41 +158,20 @@ class IOStudy(_Strict):
     io: IOSection
 
 
-def _where(loc):
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
-def _validation_error(e, source):
-    errors = e.errors()
-    err = errors[0]
-    # Union members (int | "default") report one error per member, under a tagged location.
-    branches = ("int", "str", "literal['default']")
-    union = err["loc"] and err["loc"][-1] in branches
-    loc = [p for p in err["loc"] if p not in branches]
-    if union:
-        errors = [x for x in errors if [p for p in x["loc"] if p not in branches] != loc]
-    found = err.get("input")
-    found_s = repr(found) if not isinstance(found, dict) else "a table"
-    msg = err["msg"].removeprefix("Value error, ")
-    if union:
-        msg = 'expected a positive integer or "default"' if loc[-2] in ("aggregators", "stripes") else \
-            'expected a size (bytes, or like 16MiB) or "default"'
-    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-    if err["type"] == "missing":
-        return NearmetalError(f"{source}: {_where(loc)}: required key is missing{more}")
-    if err["type"] == "extra_forbidden":
+def _special(loc, err, union):
+    """The I/O study's own wording: union members of the space, MPI-IO hint names."""
+    if union and loc[-2:-1] and loc[-2] in ("aggregators", "stripes"):
+        return f'expected a positive integer or "default"; found {err.get("input")!r:.60}'
+    if union and loc[-2:-1] and loc[-2] == "buffer":
+        return f'expected a size (bytes, or like 16MiB) or "default"; found {err.get("input")!r:.60}'
+    if err["type"] == "extra_forbidden" and loc[:2] == ["io", "space"] and len(loc) == 3:
         key = loc[-1]
-        if loc[:2] == ["io", "space"] and key in HINT_KEYS:
+        if key in HINT_KEYS:
             via = HINT_KEYS[key]
             how = f"the tuner sets it from io.space.{via}" if via else "the tuner does not vary it"
-            return NearmetalError(f"{source}: {_where(loc)}: an MPI-IO hint, not a tuning parameter: {how}{more}")
-        if loc[:2] == ["io", "space"]:
-            return NearmetalError(f"{source}: {_where(loc)}: unknown parameter (parameters: {', '.join(SPACE_KEYS)}){more}")
-        return NearmetalError(f"{source}: {_where(loc)}: unknown key{more}")
-    return NearmetalError(f"{source}: {_where(loc)}: {msg}; found {found_s}{more}")
+            return f"an MPI-IO hint, not a tuning parameter: {how}"
+        return f"unknown parameter (parameters: {', '.join(SPACE_KEYS)})"
+    return None
 
 
 def _check_combinations(s, source):
@@ -213,9 +191,18 @@ def _check_combinations(s, source):
             if cx > nx or cy > ny:
                 raise NearmetalError(f"{source}: io.space.chunk[{i}]: {ch} splits the {nx}x{ny} grid into more "
                                      f"chunks than it has points")
-    if set(io.space.pattern) == {"shared"} and set(io.space.library) == {"posix"}:
-        raise NearmetalError(f"{source}: io.space: posix cannot write one shared file: the space is empty "
-                             f"(add a pattern or an MPI-IO library)")
+    if "shared" in io.space.pattern and set(io.space.library) == {"posix"}:
+        raise NearmetalError(f"{source}: io.space.pattern[{io.space.pattern.index('shared')}]: shared needs an MPI-IO "
+                             f"library, but io.space.library lists only posix (posix cannot write one shared file)")
+    if px * py > MAX_RANKS:
+        raise NearmetalError(f"{source}: io.layout: {io.layout} is {px * py} ranks; at most {MAX_RANKS}")
+    combinations = 1
+    for key in SPACE_KEYS:
+        combinations *= len(getattr(io.space, key))
+    if combinations > MAX_SPACE:
+        raise NearmetalError(f"{source}: io.space: {combinations} combinations; at most {MAX_SPACE} (fix some "
+                             f"parameters, or split the study)")
+    _check_baseline(s, source)
     if any(m != "default" for m in io.space.mpiio) and "openmpi" not in io.mpi:
         raise NearmetalError(f"{source}: io.space.mpiio: romio/ompio choose Open MPI's MPI-IO component, "
                              f"but io.mpi has no openmpi")
@@ -226,17 +213,29 @@ def _check_combinations(s, source):
         raise NearmetalError(f"{source}: study.workdir: I/O studies run in io.dir (the file system under test)")
 
 
+def _check_baseline(s, source):
+    """The baseline must be one of the study's variants (the compiled study would refuse it
+    only when the sweep starts, and without this file's name)."""
+    b, io = s.baseline, s.io
+    if b is None:
+        return
+    for key, values in (("mode", io.mode), ("runtime", io.runtime), ("mpi", io.mpi), ("image", io.image)):
+        value = getattr(b, key)
+        if value is not None and value not in values and not (key in ("runtime", "image") and b.mode == "native"):
+            raise NearmetalError(f"{source}: baseline.{key}: {value!r:.60} is not in io.{key} ({', '.join(values)})")
+
+
 def parse(text, source="<io study>"):
     """Validate an I/O study's text (syntax and combinations; no file system or MPI checks)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise NearmetalError(f"{source}: not valid TOML: {e}")
+    data = parse_toml(text, source)
     try:
         s = IOStudy.model_validate(data)
     except ValidationError as e:
-        raise _validation_error(e, source) from None
-    _check_combinations(s, source)
+        raise validation_error(e, source, _special) from None
+    try:
+        _check_combinations(s, source)
+    except NearmetalError as e:
+        raise NearmetalError(one_line(str(e))) from None
     return s
 
 
@@ -246,7 +245,8 @@ def check_environment(s, source="<io study>", availability=None):
     a function variant -> {library: None | reason}, for callers that already know."""
     why = check_workdir(s.io.dir)
     if why:
-        raise NearmetalError(f"{source}: io.dir: {s.io.dir}: {why}")
+        raise NearmetalError(one_line(f"{source}: io.dir: {s.io.dir}: {why}"))
+    check_images([("io.image", s.io.image)], source)
     ask = availability or library_availability
     for variant in variants(s):
         have = ask(variant)
@@ -325,11 +325,8 @@ def library_availability(variant):
 
 def load(path):
     """(IOStudy, text) of a file; syntax and combinations checked (check_environment next)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise NearmetalError(f"cannot read I/O study file {path}: {e.strerror}")
-    return parse(text, source=str(path)), text
+    text = read_text(path, "I/O study file")
+    return parse(text, source=one_line(str(path))), text
 
 
 BUILTIN = Path(__file__).with_name("builtin.toml")

@@ -36,9 +36,12 @@ def display(param, value):
 
 
 def base_configuration(space):
+    """The first value of every parameter, pattern `shared` when listed and some library can
+    write it, else the first writable pattern/library pair (io.config refuses spaces where
+    `shared` has only posix, which made this raise StopIteration)."""
     vals = space_values(space)
-    pattern = "shared" if "shared" in vals["pattern"] else vals["pattern"][0]
-    library = next(l for l in vals["library"] if not (pattern == "shared" and l == "posix"))
+    pairs = [(p, l) for p in vals["pattern"] for l in vals["library"] if not (p == "shared" and l == "posix")]
+    pattern, library = next((pair for pair in pairs if pair[0] == "shared"), pairs[0])
     fields = {p: vals[p][0] for p in PARAMETERS}
     fields.update(pattern=pattern, library=library)
     return Configuration(**fields)

@@ -13,12 +13,26 @@ import random
 from ..errors import NearmetalError
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
+DIMS = VARIANT_DIMS + ("ranks", "threads")
+MAX_CELLS = 100_000      # a study this size is a typo: planning it would take minutes and gigabytes
+MAX_RUNS = 1_000_000
 
 
 def variant_id(v):
+    """Unambiguous for any image name: mode, runtime and MPI are validated words without '/',
+    so everything after the third '/' is the image."""
     if v["mode"] == "native":
         return f"native/{v['mpi']}"
     return f"{v['mode']}/{v['runtime']}/{v['mpi']}/{v['image']}"
+
+
+def key_part(text):
+    """A run-key component with its separators percent-encoded ('|' between components, '#'
+    before the repetition, '%' itself), so keys of any names are unambiguous; names without
+    these characters are unchanged, so existing databases' keys stay valid."""
+    if "%" not in text and "|" not in text and "#" not in text:
+        return text
+    return text.replace("%", "%25").replace("|", "%7C").replace("#", "%23")
 
 
 def _expand(dims, zips, exclude):
@@ -47,7 +61,7 @@ class Cell:
 
     def __init__(self, benchmark, variant, ranks, threads):
         self.benchmark, self.variant, self.ranks, self.threads = benchmark, variant, ranks, threads
-        self.key = f"{benchmark.label}|n={ranks}|t={threads}|{variant_id(variant)}"
+        self.key = f"{key_part(benchmark.label)}|n={ranks}|t={threads}|{key_part(variant_id(variant))}"
 
 
 class PlannedRun:
@@ -58,14 +72,19 @@ class PlannedRun:
         self.repetition, self.warmup = repetition, warmup
 
 
-def cells(config):
+def _dimensions(config, bench):
+    """A benchmark's dimensions ({dim: values}) and zips: its own, else the matrix's."""
     m = config.matrix
+    dims = {d: getattr(bench, d) or getattr(m, d) for d in DIMS}
+    return dims, (bench.zips if bench.zips is not None else m.zips)
+
+
+def cells(config):
     out = []
     for bench in config.benchmark:
-        dims = {d: getattr(bench, d) or getattr(m, d) for d in ("mode", "runtime", "mpi", "image", "ranks", "threads")}
-        zips = bench.zips if bench.zips is not None else m.zips
+        dims, zips = _dimensions(config, bench)
         seen = set()
-        for row in _expand(dims, zips, m.exclude):
+        for row in _expand(dims, zips, config.matrix.exclude):
             variant = {d: row[d] for d in VARIANT_DIMS}
             if variant["mode"] == "native":  # runtime and image do not apply
                 variant["runtime"] = variant["image"] = None
@@ -97,8 +116,67 @@ def check_baselines(config, all_cells):
     for c in all_cells:
         bid = variant_id(baseline_of(config, c.variant))
         if bid not in have:
-            raise NearmetalError(f"baseline '{bid}' for variant '{variant_id(c.variant)}' is not in the study's "
-                                 f"matrix: add it, or change [baseline]")
+            raise NearmetalError(f"baseline: '{bid}', the baseline of variant '{variant_id(c.variant)}', is not "
+                                 f"in the study's matrix: add it, or change [baseline]")
+
+
+def check(config):
+    """What planning would refuse, found at validation with its key path (a NearmetalError
+    'KEY: why'): repeated benchmark names, zipped dimensions of unequal length as a
+    benchmark sees them, a study too large to plan, an empty matrix, a missing baseline."""
+    first = {}
+    for i, bench in enumerate(config.benchmark):
+        j = first.setdefault(bench.label, i)
+        if j != i:
+            raise NearmetalError(f"benchmark[{i}]{'.name' if bench.name else ''}: {bench.label!r:.60} is also the name "
+                                 f"of benchmark[{j}]: benchmark names must be unique (give `name =`)")
+    total = 0
+    for i, bench in enumerate(config.benchmark):
+        dims, zips = _dimensions(config, bench)
+        where = f"benchmark[{i}].zips" if bench.zips is not None else "matrix.zips"
+        for zi, group in enumerate(zips):
+            lengths = {d: len(dims[d]) for d in group}
+            if len(set(lengths.values())) > 1:
+                whose = "" if bench.zips is not None else f" for benchmark[{i}] (give it its own zips)"
+                raise NearmetalError(f"{where}[{zi}]: zipped dimensions must have equal lengths, found {lengths}{whose}")
+        count = 1
+        for values in [dims[g[0]] for g in zips] + [v for d, v in dims.items() if not any(d in g for g in zips)]:
+            count *= len(values)
+        total += count
+        if total > MAX_CELLS:
+            raise NearmetalError(f"benchmark[{i}]: the study has more than {MAX_CELLS} cells (variants x placements); "
+                                 f"split it")
+    runs = total * (config.study.repetitions + config.study.warmup)
+    if runs > MAX_RUNS:
+        raise NearmetalError(f"study.repetitions: {total} cells x ({config.study.repetitions} repetitions + "
+                             f"{config.study.warmup} warm-up) = {runs} runs; at most {MAX_RUNS}")
+    try:
+        all_cells = cells(config)
+    except NearmetalError as e:
+        raise NearmetalError(f"matrix.exclude: {e}") from None
+    check_baselines(config, all_cells)
+
+
+def check_kernel_ranks(config):
+    """Every rank count a benchmark's cells use must suit its kernel (latency: exactly 2).
+    Checked for study files before anything runs, not for every parse: planning tests and
+    stored studies may hold cells that would only fail when run."""
+    from ..kernels import REGISTRY
+
+    all_cells = cells(config)
+    for i, bench in enumerate(config.benchmark):
+        spec = REGISTRY[bench.kernel]
+        for ranks in sorted({c.ranks for c in all_cells if c.benchmark is bench}):
+            if ranks >= spec.min_ranks and not (spec.max_ranks and ranks > spec.max_ranks):
+                continue
+            need = (f"exactly {spec.min_ranks}" if spec.max_ranks == spec.min_ranks else
+                    f"{spec.min_ranks} to {spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}")
+            if bench.ranks:
+                where, whose = f"benchmark[{i}].ranks[{bench.ranks.index(ranks)}]", ""
+            else:
+                where = f"matrix.ranks[{config.matrix.ranks.index(ranks)}]"
+                whose = f" (benchmark[{i}] uses the matrix's ranks: give it its own ranks)"
+            raise NearmetalError(f"{where}: kernel '{bench.kernel}' needs {need} ranks, found {ranks}{whose}")
 
 
 def make_plan(config, seed):
