@@ -5,67 +5,72 @@ arguments, the placement matrix (ranks x threads), repetitions, warm-up runs, ti
 the run order and the baseline. Matrices are full cross products, with zipped
 dimensions (varying together, as Ramble's `zips`) and exclusions.
 
-Errors name the file, the key path, what was expected and what was found.
+Errors name the file, the key path, what was expected and what was found, for every
+problem, on one line. Integers are strict (`repetitions = true` is not 1), numbers finite
+and bounded, strings free of NUL bytes, and arguments and environment values small enough
+for exec(2). Parsing creates nothing: working directories are made absolute here (so a
+dry run can show them), checked by check_paths(), created when the first run is planned.
 """
 
-import os
 import re
-import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
+                      ValidationError, field_validator, model_validator)
 
 from ..errors import NearmetalError
+from .inputs import (check_image_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
+                     probe_path, read_text, validation_error)
 
 DIMENSIONS = ("mode", "runtime", "mpi", "image", "ranks", "threads")
 MODES = ("native", "hybrid", "bind")
 RUNTIMES = ("charliecloud", "bwrap", "podman")
 MPIS = ("openmpi", "mpich")
 
+# Sane limits: beyond them a value is a typo or an attack, and would fail much later
+# (OverflowError in a timeout, E2BIG from exec, an mpirun asked for 1e30 ranks).
+MAX_RANKS, MAX_THREADS = 1_000_000, 1024
+MAX_TIMEOUT = 7 * 24 * 3600          # seconds: a week
+MAX_EXEC_STRING = 64 << 10           # bytes per argument or environment value (Linux allows 128 KiB)
+MAX_EXEC_TOTAL = 1 << 20             # bytes of a benchmark's arguments and environment together
+
+
+def _fits_exec(v):
+    n = len(v.encode())
+    if n > MAX_EXEC_STRING:
+        raise ValueError(f"{n} bytes; an argument or environment value is at most {MAX_EXEC_STRING} bytes")
+    return v
+
+
+def _nonblank(v):
+    if not v.strip():
+        raise ValueError("expected a non-empty string")
+    return v
+
+
+ExecString = Annotated[StrictStr, AfterValidator(_fits_exec)]
+Ranks = Annotated[StrictInt, Field(ge=1, le=MAX_RANKS)]
+Threads = Annotated[StrictInt, Field(ge=1, le=MAX_THREADS)]
+ImageName = Annotated[StrictStr, Field(max_length=4096), AfterValidator(check_image_spec)]
+Mode = Literal["native", "hybrid", "bind"]
+Runtime = Literal["charliecloud", "bwrap", "podman"]
+Mpi = Literal["openmpi", "mpich"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _expand_dir(v):
-    """~ and $VARS expanded, made absolute (relative to the current directory)."""
-    if v is None:
-        return None
-    full = os.path.expandvars(os.path.expanduser(v))
-    if "$" in full:
-        raise ValueError(f"'{v}' names an environment variable that is not set")
-    if not full.strip():
-        raise ValueError("expected a directory path")
-    return os.path.abspath(full)
-
-
-def check_workdir(path):
-    """None when `path` is a directory a file can be created in, or can be created; else why
-    not. Tried for real (a temporary entry, removed at once): as root, access(2) says yes to
-    directories nobody can write (/proc, read-only mounts)."""
-    import tempfile
-
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        return "not a directory"
-    probe = p
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir():
-        return f"cannot be created ({probe} is not a directory)"
-    try:
-        tempfile.TemporaryDirectory(dir=probe, prefix=".nearmetal-probe-").cleanup()
-    except OSError as e:
-        return "not writable" if probe == p else f"cannot be created ({probe}: {e.strerror})"
-    return None
-
-
-def make_workdir(path, what="working directory"):
-    """Create a directory check_workdir accepted (and its parents); a one-line error if that fails."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as e:
-        raise NearmetalError(f"cannot create the {what} {path}: {e.strerror}")
+def _check_zip_names(zips):
+    """Zip groups name known dimensions, each in one group only."""
+    for zi, group in enumerate(zips):
+        if not group:
+            raise ValueError(f"zips[{zi}]: an empty group (list the dimensions that vary together)")
+        for dim in group:
+            if dim not in DIMENSIONS:
+                raise ValueError(f"zips[{zi}]: unknown dimension {dim!r:.60} (dimensions: {', '.join(DIMENSIONS)})")
+    seen = [d for g in zips for d in g]
+    if len(seen) != len(set(seen)):
+        raise ValueError("a dimension may appear in only one zip")
 
 
 class _Strict(BaseModel):
@@ -73,22 +78,22 @@ class _Strict(BaseModel):
 
 
 class StudySection(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-    description: str = ""
-    repetitions: int = Field(5, ge=1, le=10000)
-    warmup: int = Field(1, ge=0, le=100)
-    timeout: float = Field(600, gt=0)
-    seed: int | None = None
+    name: StrictStr = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    description: StrictStr = Field("", max_length=65536)
+    repetitions: StrictInt = Field(5, ge=1, le=10000)
+    warmup: StrictInt = Field(1, ge=0, le=100)
+    timeout: StrictFloat = Field(600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    seed: StrictInt | None = Field(None, ge=-(1 << 63), lt=1 << 63)   # stored as an SQLite integer
     order: Literal["blocks", "sequential"] = "blocks"
-    margin: float = Field(0.03, gt=0, lt=1)
-    pin: bool = False
+    margin: StrictFloat = Field(0.03, gt=0, lt=1, allow_inf_nan=False)
+    pin: StrictBool = False
     scheduler: Literal["local", "slurm"] = "local"
-    workdir: str | None = None
+    workdir: StrictStr | None = None
 
     @field_validator("workdir")
     @classmethod
     def _workdir(cls, v):
-        return _expand_dir(v)
+        return expand_dir(v)
 
 
 class SlurmSection(_Strict):
@@ -100,21 +105,34 @@ class SlurmSection(_Strict):
     account: str | None = None
     export: str | None = None
 
+    @field_validator("partition", "time", "account", "export")
+    @classmethod
+    def _batch_script_safe(cls, v, info):
+        """Checked as on the command line: the values go into #SBATCH lines (slurm/options.py)."""
+        from ..slurm.options import CHECKS
+
+        if v is None:
+            return v
+        try:
+            return CHECKS[info.field_name](v, what=None)
+        except NearmetalError as e:
+            raise ValueError(str(e)) from None
+
 
 class Matrix(_Strict):
-    mode: list[Literal["native", "hybrid", "bind"]] = ["native", "hybrid", "bind"]
-    runtime: list[Literal["charliecloud", "bwrap", "podman"]] = ["charliecloud"]
-    mpi: list[Literal["openmpi", "mpich"]] = ["openmpi", "mpich"]
-    image: list[str] = ["default"]
-    ranks: list[int] = [2]
-    threads: list[int] = [1]
-    zips: list[list[str]] = []
-    exclude: list[dict[str, str | int]] = []
+    mode: list[Mode] = ["native", "hybrid", "bind"]
+    runtime: list[Runtime] = ["charliecloud"]
+    mpi: list[Mpi] = ["openmpi", "mpich"]
+    image: list[ImageName] = ["default"]
+    ranks: list[Ranks] = [2]
+    threads: list[Threads] = [1]
+    zips: list[list[StrictStr]] = []
+    exclude: list[dict[str, StrictStr | StrictInt]] = []
 
     @field_validator("ranks", "threads")
     @classmethod
     def _positive(cls, v):
-        if not v or any(x < 1 for x in v):
+        if not v:
             raise ValueError("expected a non-empty list of positive integers")
         return v
 
@@ -127,52 +145,47 @@ class Matrix(_Strict):
 
     @model_validator(mode="after")
     def _zips_and_excludes(self):
+        _check_zip_names(self.zips)
         for zi, group in enumerate(self.zips):
-            for dim in group:
-                if dim not in DIMENSIONS:
-                    raise ValueError(f"zips[{zi}]: unknown dimension '{dim}' (dimensions: {', '.join(DIMENSIONS)})")
             lengths = {dim: len(getattr(self, dim)) for dim in group}
             if len(set(lengths.values())) > 1:
                 raise ValueError(f"zips[{zi}]: zipped dimensions must have equal lengths, found {lengths}")
-        seen = [d for g in self.zips for d in g]
-        if len(seen) != len(set(seen)):
-            raise ValueError("a dimension may appear in only one zip")
         for ei, ex in enumerate(self.exclude):
             for dim in ex:
                 if dim not in DIMENSIONS:
-                    raise ValueError(f"exclude[{ei}]: unknown dimension '{dim}' (dimensions: {', '.join(DIMENSIONS)})")
+                    raise ValueError(f"exclude[{ei}]: unknown dimension {dim!r:.60} (dimensions: {', '.join(DIMENSIONS)})")
         return self
 
 
 class Benchmark(_Strict):
     """One kernel with its arguments; any matrix dimension may be overridden per benchmark."""
 
-    kernel: str
-    name: str | None = None
-    args: list[str] = []
-    metrics: list[str] = []
-    where: dict[str, str | int | float] = {}
-    mode: list[Literal["native", "hybrid", "bind"]] | None = None
-    runtime: list[Literal["charliecloud", "bwrap", "podman"]] | None = None
-    mpi: list[Literal["openmpi", "mpich"]] | None = None
-    image: list[str] | None = None
-    ranks: list[int] | None = None
-    threads: list[int] | None = None
-    zips: list[list[str]] | None = None
-    env: dict[str, str] = {}
-    workdir: str | None = None
+    kernel: StrictStr
+    name: Annotated[StrictStr, Field(max_length=256), AfterValidator(_nonblank)] | None = None
+    args: list[ExecString] = []
+    metrics: list[StrictStr] = []
+    where: dict[str, StrictStr | StrictInt | StrictFloat] = {}
+    mode: list[Mode] | None = None
+    runtime: list[Runtime] | None = None
+    mpi: list[Mpi] | None = None
+    image: list[ImageName] | None = None
+    ranks: list[Ranks] | None = None
+    threads: list[Threads] | None = None
+    zips: list[list[StrictStr]] | None = None
+    env: dict[str, ExecString] = {}
+    workdir: StrictStr | None = None
 
     @field_validator("workdir")
     @classmethod
     def _workdir(cls, v):
-        return _expand_dir(v)
+        return expand_dir(v)
 
     @field_validator("env")
     @classmethod
     def _env_names(cls, v):
         for key in v:
             if not _ENV_NAME.match(key):
-                raise ValueError(f"'{key}' is not an environment variable name")
+                raise ValueError(f"{key!r:.60} is not an environment variable name")
         return v
 
     @field_validator("kernel")
@@ -181,8 +194,24 @@ class Benchmark(_Strict):
         from ..kernels import REGISTRY
 
         if v not in REGISTRY:
-            raise ValueError(f"unknown kernel '{v}' (kernels: {', '.join(sorted(REGISTRY))})")
+            raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))})")
         return v
+
+    @field_validator("mode", "runtime", "mpi", "image", "ranks", "threads")
+    @classmethod
+    def _override_nonempty(cls, v):
+        if v is not None and not v:
+            raise ValueError("expected a non-empty list (leave the key out to use [matrix]'s)")
+        return v
+
+    @model_validator(mode="after")
+    def _zips_and_exec_size(self):
+        _check_zip_names(self.zips or [])
+        total = sum(len(a.encode()) + 1 for a in self.args)
+        total += sum(len(k.encode()) + len(v.encode()) + 2 for k, v in self.env.items())
+        if total > MAX_EXEC_TOTAL:
+            raise ValueError(f"args and env are {total} bytes together; at most {MAX_EXEC_TOTAL} (exec(2) limits them)")
+        return self
 
     @property
     def label(self):
@@ -190,10 +219,10 @@ class Benchmark(_Strict):
 
 
 class Baseline(_Strict):
-    mode: Literal["native", "hybrid", "bind"] = "native"
-    runtime: str | None = None
-    mpi: str | None = None
-    image: str | None = None
+    mode: Mode = "native"
+    runtime: Runtime | None = None
+    mpi: Mpi | None = None
+    image: ImageName | None = None
 
 
 class StudyConfig(_Strict):
@@ -201,42 +230,30 @@ class StudyConfig(_Strict):
     baseline: Baseline = Baseline()
     slurm: SlurmSection = SlurmSection()
     matrix: Matrix = Matrix()
-    benchmark: list[Benchmark] = Field(min_length=1)
+    benchmark: list[Benchmark] = Field(min_length=1)   # unique names: plan.check (it names the key)
 
-    @model_validator(mode="after")
-    def _unique_benchmark_names(self):
-        labels = [b.label for b in self.benchmark]
-        dup = {l for l in labels if labels.count(l) > 1}
-        if dup:
-            raise ValueError(f"benchmark names must be unique (give `name =`): {', '.join(sorted(dup))}")
-        return self
-
-
-def _where(loc):
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+    def workdir_of(self, bench):
+        """A benchmark's working directory (its own, else [study]'s): absolute since the file
+        was read (relative paths resolved against the current directory then), or None."""
+        return bench.workdir or self.study.workdir
 
 
 def parse(text, source="<study>"):
+    """A validated StudyConfig from a study's text (also a stored study's): every problem of
+    the file at once, then what planning would refuse (zips, the baseline, the study's
+    size), all named by key path. Touches no file system."""
+    data = parse_toml(text, source)
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise NearmetalError(f"{source}: not valid TOML: {e}")
-    try:
-        return StudyConfig.model_validate(data)
+        cfg = StudyConfig.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        found = err.get("input")
-        found_s = repr(found) if not isinstance(found, dict) else "a table"
-        msg = err["msg"].removeprefix("Value error, ")
-        more = f" (and {len(e.errors()) - 1} more problems)" if len(e.errors()) > 1 else ""
-        if err["type"] == "missing":
-            raise NearmetalError(f"{source}: {_where(err['loc'])}: required key is missing{more}")
-        if err["type"] == "extra_forbidden":
-            raise NearmetalError(f"{source}: {_where(err['loc'])}: unknown key{more}")
-        raise NearmetalError(f"{source}: {_where(err['loc'])}: {msg}; found {found_s}{more}")
+        raise validation_error(e, source) from None
+    from .plan import check
+
+    try:
+        check(cfg)
+    except NearmetalError as e:
+        raise NearmetalError(one_line(f"{source}: {e}")) from None
+    return cfg
 
 
 def check_paths(cfg, source="<study>"):
@@ -245,23 +262,46 @@ def check_paths(cfg, source="<study>"):
     if cfg.study.workdir:
         why = check_workdir(cfg.study.workdir)
         if why:
-            raise NearmetalError(f"{source}: study.workdir: {cfg.study.workdir}: {why}")
+            raise NearmetalError(one_line(f"{source}: study.workdir: {cfg.study.workdir}: {why}"))
     for i, bench in enumerate(cfg.benchmark):
         if bench.workdir:
             why = check_workdir(bench.workdir)
             if why:
-                raise NearmetalError(f"{source}: benchmark[{i}].workdir: {bench.workdir}: {why}")
+                raise NearmetalError(one_line(f"{source}: benchmark[{i}].workdir: {bench.workdir}: {why}"))
 
 
 def load(path):
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise NearmetalError(f"cannot read study file {path}: {e.strerror}")
-    cfg = parse(text, source=str(path))
-    check_paths(cfg, source=str(path))
+    """(StudyConfig, text) of a study file; nothing is created (check_paths only probes)."""
+    text = read_text(path, "study file")
+    source = one_line(str(path))
+    cfg = parse(text, source=source)
+    check_runnable(cfg, source)
     return cfg, text
+
+
+def check_runnable(cfg, source="<study>"):
+    """Before any run starts: rank counts the kernels can use, images that can be looked up,
+    usable working directories."""
+    from .plan import check_kernel_ranks
+
+    try:
+        check_kernel_ranks(cfg)
+    except NearmetalError as e:
+        raise NearmetalError(one_line(f"{source}: {e}")) from None
+    places = [("matrix.image", cfg.matrix.image)]
+    places += [(f"benchmark[{i}].image", b.image) for i, b in enumerate(cfg.benchmark) if b.image]
+    check_images(places, source)
+    check_paths(cfg, source)
+
+
+def check_images(places, source):
+    """[(key path, [image values])]: each image must be possible to look up (an image path
+    under /proc/1/root is not, even for root)."""
+    for where, values in places:
+        for j, value in enumerate(values):
+            why = probe_path(value)
+            if why:
+                raise NearmetalError(one_line(f"{source}: {where}[{j}]: {value}: {why}"))
 
 
 QUICKSTART = Path(__file__).with_name("quickstart.toml")
