@@ -4,7 +4,9 @@
 For each MPI: the launcher argv comes from `nearmetal run --dry-run`; then both are timed
 interleaved (nearmetal, direct, nearmetal, ...) for N rounds with 2 ranks of /bin/true.
 Discovery is cached by the first call. Prints medians, the difference and the ratio.
-usage: bench/run_overhead.py [--rounds 20]
+--against SRC also times another checkout's package (its src/ directory, run by this
+interpreter) in the same rounds: before/after figures measured side by side.
+usage: bench/run_overhead.py [--rounds 20] [--against OTHER_CHECKOUT/src]
 """
 
 import argparse
@@ -13,6 +15,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
@@ -28,9 +31,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--mpi", default="openmpi,mpich")
+    ap.add_argument("--against", help="another checkout's src/ directory, timed in the same rounds")
     a = ap.parse_args()
     true = shutil.which("true")
-    print(f"{'MPI':8s} {'direct ms':>10s} {'nearmetal ms':>13s} {'added ms':>9s} {'ratio':>6s}")
+    other = f"{'other ms':>9s} {'this-other':>10s}" if a.against else ""
+    print(f"{'MPI':8s} {'direct ms':>10s} {'nearmetal ms':>13s} {'added ms':>9s} {'ratio':>6s} {other}")
     for mpi in a.mpi.split(","):
         nm = [NEARMETAL, "run", "--mpi", mpi, "-n", "2", "--", true]
         dry = subprocess.run(nm[:2] + ["--dry-run"] + nm[2:], capture_output=True, text=True, check=True)
@@ -40,13 +45,25 @@ def main():
             k, _, v = l.partition("=")
             env[k] = v
         direct = lines[-1].split()  # nearmetal's argv has no quoting for these plain paths
+        other_argv = [sys.executable, "-c", "import sys; from nearmetal.cli import main; sys.exit(main())"] + nm[1:]
+        # Its own home: the two versions would otherwise invalidate each other's discovery cache.
+        other_env = dict(env, PYTHONPATH=os.path.abspath(a.against),
+                         NEARMETAL_HOME=os.path.join(tempfile.gettempdir(), "nearmetal-bench-other")) if a.against else None
         timed(nm, env), timed(direct, env)  # warm caches
-        d, n = [], []
+        if a.against:
+            timed(other_argv, other_env)
+        d, n, o = [], [], []
         for _ in range(a.rounds):
             n.append(timed(nm, env))
             d.append(timed(direct, env))
+            if a.against:
+                o.append(timed(other_argv, other_env))
         md, mn = statistics.median(d) * 1e3, statistics.median(n) * 1e3
-        print(f"{mpi:8s} {md:10.1f} {mn:13.1f} {mn - md:9.1f} {mn / md:6.2f}")
+        line = f"{mpi:8s} {md:10.1f} {mn:13.1f} {mn - md:9.1f} {mn / md:6.2f}"
+        if a.against:
+            mo = statistics.median(o) * 1e3
+            line += f" {mo:9.1f} {mn - mo:+10.1f}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -394,17 +394,6 @@ def _bad_values(action):
     return []
 
 
-# Known gaps outside the input-validation modules, to be fixed where they live (strict: an
-# unexpected pass means the gap was closed and the marker must go).
-FAST_PATH_XFAIL = pytest.mark.xfail(strict=True, reason="cli.fast_parse_run accepts any count for -n, "
-                                    "--ranks-per-node and --threads; argparse caps them")
-IMAGE_XFAIL = pytest.mark.xfail(strict=True, reason="image.resolve lets PermissionError, ENAMETOOLONG and "
-                                "RuntimeError (~nosuchuser) escape from Path.is_dir/expanduser")
-
-ONE_LINE_XFAIL = pytest.mark.xfail(strict=True, reason="cli.main prints NearmetalError messages as they are: a "
-                                   "quoted value with a newline breaks the one-line error")
-
-
 def _cli_cases():
     cases = [pytest.param([], "COMMAND", id="no-command"), pytest.param(["frobnicate"], "frobnicate", id="unknown-command"),
              pytest.param(["--no-such-option"], "COMMAND", id="unknown-global-option")]
@@ -421,8 +410,7 @@ def _cli_cases():
             else:
                 cases.append(pytest.param(before + [opt], opt, id=f"{name}-{opt}-without-value"))
             for i, value in enumerate(_bad_values(action)):
-                marks = [FAST_PATH_XFAIL] if path == ("run",) and value == "99999999999999999999999" else []
-                cases.append(pytest.param(before + [opt, value] + after, opt, id=f"{name}-{opt}-bad{i}", marks=marks))
+                cases.append(pytest.param(before + [opt, value] + after, opt, id=f"{name}-{opt}-bad{i}"))
             if action.required:
                 rest = list(before)
                 at = rest.index(opt)
@@ -466,15 +454,13 @@ def _semantic_cases():
         (["run", "--mode", "bind", "--image", "{S}", "--dry-run", "--", "nm-mpi-info"], "not a nearmetal image"),
         (["run", "--dry-run", "--", "nm-mpi-info", ":", "-n", "0", "--", "nm-mpi-info"], "-n"),
         pytest.param(["run", "--mode", "hybrid", "--image", "/proc/1/root", "--dry-run", "--", "nm-mpi-info"],
-                     "/proc/1/root", marks=IMAGE_XFAIL),
-        pytest.param(["run", "--mode", "bind", "--image", "x" * 300, "--dry-run", "--", "nm-mpi-info"], "xxx",
-                     marks=IMAGE_XFAIL),
+                     "/proc/1/root"),
+        pytest.param(["run", "--mode", "bind", "--image", "x" * 300, "--dry-run", "--", "nm-mpi-info"], "xxx",),
         pytest.param(["run", "--mode", "bind", "--image", "~nosuchuser/x", "--dry-run", "--", "nm-mpi-info"],
-                     "nosuchuser", marks=IMAGE_XFAIL),
-        pytest.param(["run", "--mode", "hybrid", "--image", "a\nb", "--dry-run", "--", "nm-mpi-info"], "no image",
-                     marks=ONE_LINE_XFAIL),
-        pytest.param(["bench", "x\ny", "--dry-run"], "unknown kernel", marks=ONE_LINE_XFAIL),
-        pytest.param(["report", "--db", "{S}/a\nb.db"], "no results database", marks=ONE_LINE_XFAIL),
+                     "nosuchuser"),
+        pytest.param(["run", "--mode", "hybrid", "--image", "a\nb", "--dry-run", "--", "nm-mpi-info"], "no image",),
+        pytest.param(["bench", "x\ny", "--dry-run"], "unknown kernel"),
+        pytest.param(["report", "--db", "{S}/a\nb.db"], "no results database"),
     ]
 
 

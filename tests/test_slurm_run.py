@@ -150,3 +150,61 @@ def test_no_reachable_slurm_is_a_clear_error(tmp_path):
     err = assert_one_line_error(nearmetal("run", "--scheduler", "slurm", "--mpi", "mpich", "--", "nm-mpi-info",
                                           env=env, timeout=120))
     assert "no Slurm reachable" in err
+
+
+def test_resume_cancels_the_batch_job_a_killed_runner_left(slurm_env, tmp_path):
+    """A runner SIGKILLed while its sbatch job runs leaves the job in Slurm; the job id is in
+    the store, and --resume cancels it before running the run again (exactly once)."""
+    import signal
+    import sqlite3
+    import time
+
+    from conftest import NEARMETAL
+
+    study = tmp_path / "s.toml"
+    study.write_text("""
+[study]
+name = "left-behind"
+repetitions = 1
+warmup = 0
+timeout = 120
+scheduler = "slurm"
+[matrix]
+mode = ["native"]
+mpi = ["mpich"]
+[[benchmark]]
+kernel = "latency"
+args = ["-m", "8:8", "-i", "4000000"]
+""")
+    db = tmp_path / "s.db"
+    env = dict(os.environ, **slurm_env)
+    runner = subprocess.Popen([NEARMETAL, "study", study, "--db", db, "--no-progress"], env=env,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def jobs():
+        try:
+            with sqlite3.connect(db) as c:
+                return c.execute("SELECT job_id, state FROM jobs").fetchall()
+        except sqlite3.Error:  # not created yet
+            return []
+
+    deadline = time.monotonic() + 60
+    while not jobs() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    [(job, state)] = jobs()
+    assert state == "submitted"
+    left = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], env=env, capture_output=True, text=True)
+    assert left.stdout.strip() in ("PENDING", "RUNNING", "CONFIGURING"), left  # it outlived its runner
+
+    out = nearmetal("study", str(study), "--db", str(db), "--resume", "--no-progress", "--out", str(tmp_path),
+                    env=slurm_env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"cancelled 1 batch job(s) left by an earlier runner: {job}" in " ".join(out.stderr.split())
+    state = subprocess.run(["scontrol", "show", "job", job], env=env, capture_output=True, text=True).stdout
+    assert "JobState=CANCELLED" in state or not state.strip(), state
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT state FROM jobs WHERE job_id=?", (job,)).fetchone() == ("cancelled on resume",)
+        runs = c.execute("SELECT status, (SELECT COUNT(*) FROM records WHERE run_id = runs.id) FROM runs").fetchall()
+    assert runs == [("ok", 1)]

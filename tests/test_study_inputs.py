@@ -99,3 +99,17 @@ def test_check_workdir_gives_reasons_not_exceptions(path):
 
     why = check_workdir(path)
     assert isinstance(why, str) and why, why
+
+
+def test_dry_run_creates_no_workdir_and_shows_it_resolved(tmp_path, monkeypatch, capsys):
+    from nearmetal.cli import main
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    f = tmp_path / "wd.toml"
+    f.write_text('[study]\nname = "wd"\nworkdir = "../../outside/x"\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
+                 '[[benchmark]]\nkernel = "mpi-info"\n')
+    assert main(["study", str(f), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"working directory {tmp_path / 'outside' / 'x'} (created when the study runs; nothing is created now)" in out
+    assert not (tmp_path / "outside").exists()

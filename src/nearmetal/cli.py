@@ -345,7 +345,8 @@ def fast_parse_run(argv):
         if key in _RUN_CHOICES and value not in _RUN_CHOICES[key]:
             return None
         if key in ("ranks", "ranks_per_node", "threads"):
-            if not value.isdigit() or int(value) < 1:
+            limit = 1024 if key == "threads" else 1_000_000  # as study files (study.config): argparse says so
+            if not value.isdigit() or not 1 <= int(value) <= limit:
                 return None
             a[key] = int(value)
         elif key == "env":
@@ -381,7 +382,9 @@ def main(argv=None):
     try:
         return COMMANDS[args.command](args)
     except NearmetalError as e:
-        print(f"nearmetal {args.command}: error: {e}", file=sys.stderr)
+        from .study.inputs import one_line  # messages quote user strings: a newline must not split the error
+
+        print(f"nearmetal {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         print(f"nearmetal {args.command}: {_interrupted(e)}", file=sys.stderr)

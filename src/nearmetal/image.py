@@ -166,6 +166,13 @@ def build(distro=None, mpis=("openmpi", "mpich"), fmt="dir", name=None, progress
 def resolve(spec: str) -> Image:
     """An image from a NAME under home()/images, a rootfs directory, an image directory or a .sqfs."""
     spec = str(spec)
+    try:
+        return _resolve(spec)
+    except (OSError, RuntimeError, ValueError) as e:  # /proc/1/root, a 300-character name, ~nosuchuser, NUL
+        raise NearmetalError(f"image '{spec}': {getattr(e, 'strerror', None) or e}")
+
+
+def _resolve(spec):
     if spec and "/" not in spec and _NAME_RE.match(spec):
         meta = _read_json(images_dir() / spec / "image.json")
         if meta and (images_dir() / spec / "rootfs").is_dir():

@@ -100,7 +100,7 @@ class SlurmSection(_Strict):
     """Used with scheduler = "slurm": srun inside an allocation, else one sbatch job per run."""
 
     partition: str | None = None
-    nodes: int | None = Field(None, ge=1)
+    nodes: StrictInt | None = Field(None, ge=1, le=100_000)
     time: str | None = None
     account: str | None = None
     export: str | None = None

@@ -64,6 +64,8 @@ class Executor:
                 self._plans[key] = (plan(req, check_paths=not dry), req, spec, bench)
             except NearmetalError as e:
                 self._plans[key] = e
+            except (OSError, ValueError, RuntimeError) as e:  # a path or value no check foresaw: cannot run
+                self._plans[key] = NearmetalError(f"cannot plan this run: {getattr(e, 'strerror', None) or e}")
         return key, self._plans[key]
 
     def _static_context(self):

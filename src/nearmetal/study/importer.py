@@ -20,6 +20,8 @@ import csv
 import io
 import json
 import math
+import os
+import stat
 from datetime import datetime, timezone
 
 from .. import __version__
@@ -28,6 +30,7 @@ from .store import Store
 
 RESERVED = {"variant", "metric", "value", "mean", "median", "n", "std", "unit", "benchmark", "block", "repetition"}
 INT_MAX = 2**31 - 1
+MAX_CSV_BYTES = 1 << 30  # far beyond any real import (103,040 runs are ~10 MB); refuses devices
 
 
 def _num(text):
@@ -80,10 +83,19 @@ def _integer(r, col, low):
 def _read(csv_path):
     """(header, [(line number, row dict)]) with every structural problem refused."""
     try:
+        st = os.stat(csv_path)
+        if not stat.S_ISREG(st.st_mode):  # /dev/zero would be read until memory runs out
+            raise NearmetalError(f"cannot read {csv_path}: not a regular file")
+        if st.st_size > MAX_CSV_BYTES:
+            raise NearmetalError(f"cannot read {csv_path}: {st.st_size} bytes, more than {MAX_CSV_BYTES >> 30} GiB")
         with open(csv_path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_CSV_BYTES + 1)
     except OSError as e:
         raise NearmetalError(f"cannot read {csv_path}: {e.strerror}")
+    except ValueError:
+        raise NearmetalError(f"cannot read {csv_path!r}: the path contains a NUL byte") from None
+    if len(data) > MAX_CSV_BYTES:
+        raise NearmetalError(f"cannot read {csv_path}: more than {MAX_CSV_BYTES >> 30} GiB")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -89,6 +89,11 @@ def dry_run(cfg, out):
     ex = Executor(cfg, store=None, study_id=None, progress=False)
     out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
         f"{cfg.study.repetitions} randomized blocks, seed {seed}{'' if cfg.study.seed is not None else ' (a random seed is drawn at run time)'})")
+    for bench in cfg.benchmark:  # shown resolved: a relative path was taken from the current directory
+        workdir = cfg.workdir_of(bench)
+        if workdir:
+            state = "exists" if os.path.isdir(workdir) else "created when the study runs; nothing is created now"
+            out(f"# benchmark {bench.label}: working directory {workdir} ({state})")
     for r in runs:
         row = {"run_key": r.key, "variant_json": _json(r.cell.variant), "benchmark": r.cell.benchmark.label,
                "ranks": r.cell.ranks, "threads": r.cell.threads}
