@@ -113,3 +113,24 @@ def test_dry_run_creates_no_workdir_and_shows_it_resolved(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert f"working directory {tmp_path / 'outside' / 'x'} (created when the study runs; nothing is created now)" in out
     assert not (tmp_path / "outside").exists()
+
+
+@pytest.mark.parametrize("command", ["study", "report", "import"])
+@pytest.mark.parametrize("out", ["/proc/nearmetal-out", "FILE"])
+def test_unwritable_out_is_refused_before_anything_runs(tmp_path, capsys, command, out):
+    from nearmetal.cli import main
+
+    regular = tmp_path / "a-file"
+    regular.write_text("x")
+    out = str(regular) if out == "FILE" else out
+    study = tmp_path / "s.toml"
+    study.write_text('[study]\nname = "s"\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n[[benchmark]]\nkernel = "mpi-info"\n')
+    csv = tmp_path / "in.csv"
+    csv.write_text("variant,benchmark,metric,unit,value\nnative,b,t,s,1.0\nc,b,t,s,1.1\n")
+    db = tmp_path / "s.db"
+    argv = {"study": ["study", str(study)], "report": ["report"],
+            "import": ["import", str(csv), "--study", "s", "--baseline", "native"]}[command]
+    assert main(argv + ["--db", str(db), "--out", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"nearmetal {command}: error: --out {out}: ") and len(err.splitlines()) == 1, err
+    assert not db.exists()  # refused before the study was planned, run or imported

@@ -150,6 +150,7 @@ def cmd_study(args):
         runner.dry_run(cfg, print)
         return 0
     db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
+    out_dir = _out_dir(args.out, db)  # checked now: not after the last run is stored
     err = Console(stderr=True)
     store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None,
                                           say=lambda m: err.print(m, highlight=False))
@@ -167,7 +168,7 @@ def cmd_study(args):
         err.print(f"{_interrupted(e)}: {finished} of {total} runs finished and stored; resume with: "
                   f"{' '.join(resume)}", highlight=False)
         return _interrupt_status(e)
-    return _report(store, cfg.study.name, Path(args.out) if args.out else db.parent, "html", failed)
+    return _report(store, cfg.study.name, out_dir, "html", failed)
 
 
 def cmd_report(args):
@@ -176,9 +177,10 @@ def cmd_report(args):
     from .study.store import Store
 
     db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
+    out_dir = _out_dir(args.out, db)
     store = Store(db, readonly=True)  # a report never writes the database (docs/store.md)
     try:
-        return _report(store, args.study, Path(args.out) if args.out else db.parent, args.format, None)
+        return _report(store, args.study, out_dir, args.format, None)
     finally:
         store.close()
 
@@ -192,13 +194,28 @@ def cmd_import(args):
     if not 0 < args.margin < 1:
         raise NearmetalError(f"--margin must be between 0 and 1, got {args.margin}")
     db = Path(args.db) if args.db else default_db(args.study)
+    out_dir = _out_dir(args.out, db)
     store, _, n = import_csv(args.csv, db, args.study, args.baseline, metric=args.metric, unit=args.unit,
                              margin=args.margin)
     try:
         print(f"imported {n} rows into study '{args.study}' in {db}")
-        return _report(store, args.study, Path(args.out) if args.out else db.parent, "html", 0)
+        return _report(store, args.study, out_dir, "html", 0)
     finally:
         store.close()
+
+
+def _out_dir(out, db):
+    """Where the report goes (--out, else beside the database), refused in one line when it
+    cannot be created or written."""
+    from pathlib import Path
+
+    from .study.inputs import check_workdir
+
+    path = Path(out) if out else Path(db).parent
+    why = check_workdir(str(path))
+    if why:
+        raise NearmetalError(f"--out {path}: {why}" if out else f"cannot write the report beside {db}: {path}: {why}")
+    return path
 
 
 def _report(store, study_name, out_dir, fmt, failed):
