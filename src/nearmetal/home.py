@@ -2,8 +2,9 @@
 
 import os
 
-# The repository's kernels/ directory (the package is installed editable from the checkout).
-KERNELS_SRC_STR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kernels")
+# The kernels' C sources (Makefile, nm-*.c, common/, iobench/, data/): package data, so an
+# installed wheel builds them as well as the checkout does. Read only: builds go to a PREFIX.
+KERNELS_SRC_STR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels", "csrc")
 
 
 def home_str() -> str:

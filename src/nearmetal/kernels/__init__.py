@@ -1,4 +1,4 @@
-"""nearmetal's benchmark kernels: C programs in the repository's kernels/ directory, built
+"""nearmetal's benchmark kernels: C programs in kernels/csrc/ (package data), built
 from one source on the host (kernels.build) and inside every image, and read back by one
 parser module per output format (kernels/parsers/).
 

@@ -1,7 +1,9 @@
-"""Building nearmetal's C kernels on the host, from the repository's kernels/ directory.
+"""Building nearmetal's C kernels on the host, from the package's kernels/csrc/ directory.
 
 The Makefile is the one list of programs (`make -s list`); the image builder uses the
-same Makefile inside every image.
+same Makefile inside every image. The source directory is only read: everything the build
+produces goes under PREFIX ($NEARMETAL_HOME/host/<family>), since an installed package may
+be read-only.
 """
 
 import os
