@@ -9,7 +9,7 @@
  *                  and writes it to its own file
  *   shared         domain roots gather as in io-domains, then the roots (their own
  *                  communicator, as in the paper) write collectively into ONE file
- * through one I/O library (kernels/iobench/: posix, mpiio, pnetcdf, netcdf4, hdf5), then
+ * through one I/O library (iobench/: posix, mpiio, pnetcdf, netcdf4, hdf5), then
  * every rank reads its own block back and verifies it exactly against the formula
  *   g = (z*ny + y)*nx + x;  value = (g % 1000003) + 0.25*t (+ 0.5 for temp_r4)
  * (exact in float). Timers per rank: open (create + define), write (gather + all records),

@@ -116,7 +116,7 @@ static int setup(int rank, int argc, char **argv, long *pfiles, long *plibs, int
     if (!mf) {
         if (rank == 0)
             fprintf(stderr, "nm-metadata: no metadata tree at %s (%s: %s); it is built by `make data` in "
-                    "kernels/ (data/metadata.mk), or give -d DIR\n", dir, path, strerror(errno));
+                    "the kernels' source directory (data/metadata.mk), or give -d DIR\n", dir, path, strerror(errno));
         return 2;
     }
     if (fscanf(mf, "nm-metadata-tree %d files %ld libraries %ld", &version, &tree_files, &tree_libs) != 3
