@@ -2,8 +2,6 @@
 
 import os
 
-SIMD_ORDER = ("none", "sse2", "avx", "avx2", "avx512")
-
 
 def simd_level(flags):
     flags = set(flags)
