@@ -57,7 +57,8 @@ def test_validation_errors_name_file_and_key(tmp_path, body, expect):
     out = nearmetal("study", str(path), "--db", str(tmp_path / "db.sqlite"))
     err = assert_one_line_error(out)
     assert str(path) in err and expect in err
-    assert not (tmp_path / "db.sqlite").exists() or True
+    # refused before anything is written: no database (nor its -wal/-journal files)
+    assert [p.name for p in tmp_path.iterdir()] == ["bad.toml"]
 
 
 def test_plan_matrix_zips_excludes_and_blocks():
