@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Set up nearmetal on a Debian 12 machine: system packages, a virtual environment with the
 # package, the host kernels and the default image. Idempotent: a second run only checks.
+#   --test   also the package's `test` extra (pytest, jsonschema, ...): scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_TEST=0
+case "${1:-}" in
+  --test) WITH_TEST=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
 
 PACKAGES=(
   openmpi-bin libopenmpi-dev mpich libmpich-dev            # both MPI families
@@ -29,13 +36,16 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# Reinstall only when pyproject.toml changed (its hash is kept in the venv).
+# Reinstall only when pyproject.toml changed or the test extra is wanted and not yet in: the
+# venv keeps the hash it was installed from, followed by " test" when the extra came with it.
 stamp=.venv/.nearmetal-pyproject
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c "import nearmetal" 2>/dev/null; then
+hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ "$WITH_TEST" -eq 1 ]; then spec=".[test]"; want="$hash test"; else spec="."; want="$hash"; fi
+if { [ "$have" != "$want" ] && [ "$have" != "$hash test" ]; } || ! .venv/bin/python -c "import nearmetal" 2>/dev/null; then
   .venv/bin/pip install -q --upgrade pip >/dev/null
   # compat mode: a plain path entry keeps interpreter start-up lean for `nearmetal run`.
-  .venv/bin/pip install -q -e ".[test]" --config-settings editable_mode=compat
+  .venv/bin/pip install -q -e "$spec" --config-settings editable_mode=compat
   echo "$want" > "$stamp"
 fi
 
