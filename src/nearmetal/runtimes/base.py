@@ -48,8 +48,6 @@ class Runtime(ABC):
     binary = ""
     # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
     needs_pmi_port = False
-    # Does the launcher's environment reach the process inside the container as is?
-    inherits_env = True
 
     def path(self):
         return shutil.which(self.binary)

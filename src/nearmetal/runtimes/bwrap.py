@@ -8,10 +8,6 @@ class Bubblewrap(Runtime):
     name = "bwrap"
     binary = "bwrap"
 
-    def version(self):
-        v = super().version()
-        return v
-
     def wrap(self, spec):
         if spec.use_sqfs:
             raise NearmetalError("bwrap runs directory images only; use the image directory or charliecloud for .sqfs")
