@@ -13,7 +13,7 @@ from elftools.elf.elffile import ELFFile
 
 from nearmetal import image
 from nearmetal.errors import NearmetalError
-from nearmetal.runtimes.podman_storage import podman_argv, podman_env
+from nearmetal.runtimes._podman_storage import podman_argv, podman_env
 
 # The set-up installs debootstrap and podman and runs as root (as CI does): a missing
 # piece is a broken set-up, so these tests fail rather than skip.

@@ -315,7 +315,7 @@ def test_io_best_ignores_a_label_that_is_not_canonical(tmp_path):
 # -- podman's private storage ---------------------------------------------------------------------
 
 def test_podman_driver_name_is_checked(monkeypatch, tmp_path):
-    from nearmetal.runtimes import podman_storage
+    from nearmetal.runtimes import _podman_storage as podman_storage
 
     monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path))
     monkeypatch.setenv("NEARMETAL_PODMAN_DRIVER", "vfs\ntouch x")

@@ -11,7 +11,8 @@ from .errors import NearmetalError
 
 
 def cmd_run(args):
-    from .run import RunRequest, execute, plan
+    from . import schedulers
+    from .run import RunRequest, plan
 
     command = args.program_argv
     if command and command[0] == "--":
@@ -22,20 +23,15 @@ def cmd_run(args):
     first = segments[0]
     req = RunRequest(first[0], first[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
-                     threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", "local"),
+                     threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
                      slurm=_slurm_options(args), workdir=args.workdir)
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     p = plan(req, more)
-    if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
-        # Outside an allocation: a batch job around the srun line (shown by --dry-run).
-        from .slurm.batch import submit_and_wait
-
-        return submit_and_wait(p, req, [req] + more, verbose=args.verbose, dry_run=args.dry_run)
+    scheduler = schedulers.get(req.scheduler)
     if args.dry_run:
-        print(p.describe())
+        print(scheduler.describe(p, req, [req] + more))
         return 0
-    execute(p, verbose=args.verbose)
-    return 0  # not reached: execute replaces the process
+    return scheduler.execute(p, req, [req] + more, verbose=args.verbose)  # locally: replaces this process
 
 
 def _slurm_options(args):
@@ -89,8 +85,8 @@ def _component_request(segment, first, index):
 def cmd_bench(args):
     import json
 
-    from . import kernels
-    from .run import RunRequest, capture, plan
+    from . import kernels, schedulers
+    from .run import RunRequest, plan
 
     spec = kernels.get(args.kernel)
     kargs = args.kernel_args or list(spec.default_args)
@@ -102,22 +98,18 @@ def cmd_bench(args):
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
                      scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir)
     p = plan(req)
-    batch = req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID")
-    if args.dry_run and not batch:
-        print(p.describe())
+    scheduler = schedulers.get(req.scheduler)
+    if args.dry_run:
+        print(scheduler.describe(p, req, [req]))
         return 0
     if args.verbose:
         print(p.describe(), file=sys.stderr)
-    if batch:
-        from .slurm.batch import submit_and_wait
-
-        if args.dry_run:
-            return submit_and_wait(p, req, [req], dry_run=True)
-        rc, out, err, _ = submit_and_wait(p, req, [req], capture=True)
-    else:
-        rc, out, err = capture(p, timeout=args.timeout)
+    outcome = scheduler.run(p, req, [req], timeout=args.timeout)
+    if outcome.status in ("not started", "timeout"):
+        raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
+    rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     params = {"mode": args.mode, "mpi": req.mpi["family"], "ranks": ranks, "threads": args.threads}
-    if req.scheduler != "local":
+    if req.scheduler != schedulers.DEFAULT:
         params["scheduler"] = req.scheduler
     if args.mode != "native":
         params |= {"runtime": args.runtime, "image": req.image.name}
@@ -327,14 +319,23 @@ _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
                    "--workdir": "workdir"}
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose"}
-_RUN_CHOICES = {"mode": ("native", "hybrid", "bind"), "runtime": ("charliecloud", "bwrap", "podman"),
-                "mpi": ("openmpi", "mpich")}
+
+
+def _run_choices(key):
+    """The registries' names: listing a package's files, no backend imported."""
+    if key == "mode":
+        from .models import MODES
+
+        return MODES
+    from . import families, runtimes
+
+    return (runtimes if key == "runtime" else families).names()
 
 
 def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
-    a = dict(mode="native", runtime="charliecloud", image=None, mpi=None, ranks=2, ranks_per_node=None,
+    a = dict(mode="native", runtime=_run_choices("runtime")[0], image=None, mpi=None, ranks=2, ranks_per_node=None,
              threads=1, env=[], workdir=None, dry_run=False, verbose=False, program_argv=[], command="run")
     i = 0
     while i < len(argv):
@@ -359,7 +360,7 @@ def fast_parse_run(argv):
             i += 1
         i += 1
         key = _RUN_VALUE_OPTS[name]
-        if key in _RUN_CHOICES and value not in _RUN_CHOICES[key]:
+        if key in ("mode", "runtime", "mpi") and value not in _run_choices(key):
             return None
         if key in ("ranks", "ranks_per_node", "threads"):
             limit = 1024 if key == "threads" else 1_000_000  # as study files (study.config): argparse says so

@@ -74,9 +74,28 @@ def _csv(choices):
     return parse
 
 
-MODES = ("native", "hybrid", "bind")
-RUNTIMES = ("charliecloud", "bwrap", "podman")
-MPIS = ("openmpi", "mpich")
+def _modes():
+    from .models import MODES
+
+    return MODES
+
+
+def _runtimes():  # every choice list comes from the backends' registries (registry.py)
+    from .runtimes import names
+
+    return names()
+
+
+def _mpis():
+    from .families import names
+
+    return names()
+
+
+def _schedulers():
+    from .schedulers import names
+
+    return names()
 
 
 def _add_doctor(sub):
@@ -92,7 +111,8 @@ def _add_image(sub):
     isub.required = True
     b = isub.add_parser("build", help="build a Debian image with MPI and nearmetal's kernels")
     b.add_argument("--distro", choices=("bookworm", "trixie", "bullseye"), help="Debian release (default: the host's)")
-    b.add_argument("--mpi", type=_csv(MPIS), default=list(MPIS), help="MPI families to install, comma-separated (default: openmpi,mpich)")
+    b.add_argument("--mpi", type=_csv(_mpis()), default=list(_mpis()),
+                   help=f"MPI families to install, comma-separated (default: {','.join(_mpis())})")
     b.add_argument("--format", choices=("dir", "squashfs", "podman"), default="dir", help="dir (always), plus a .sqfs or a podman image")
     b.add_argument("--name", help="image name (default: nm-DISTRO-MPIS)")
     isub.add_parser("list", help="list built images")
@@ -100,17 +120,18 @@ def _add_image(sub):
 
 def _launch_options(r):
     """Options shared by `run` and `bench`: how ranks are launched."""
-    r.add_argument("--mode", choices=MODES, default="native", help="MPI model (default: native)")
-    r.add_argument("--runtime", choices=RUNTIMES, default="charliecloud", help="container runtime (default: charliecloud)")
+    r.add_argument("--mode", choices=_modes(), default=_modes()[0], help=f"MPI model (default: {_modes()[0]})")
+    r.add_argument("--runtime", choices=_runtimes(), default=_runtimes()[0],
+                   help=f"container runtime (default: {_runtimes()[0]})")
     r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
-    r.add_argument("--mpi", choices=MPIS, help="host MPI family (default: what the program was built with)")
+    r.add_argument("--mpi", choices=_mpis(), help="host MPI family (default: what the program was built with)")
     r.add_argument("-n", dest="ranks", type=_RANKS, default=2, help="number of ranks (default: 2)")
     r.add_argument("--ranks-per-node", type=_RANKS, help="ranks per node")
     r.add_argument("--threads", type=_THREADS, default=1, help="OpenMP threads per rank")
     r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
     r.add_argument("--workdir", metavar="DIR", help="the ranks' working directory; containers get it read-write at /nm/work "
                                                     "(default: unchanged)")
-    r.add_argument("--scheduler", choices=("local", "slurm"), default="local",
+    r.add_argument("--scheduler", choices=_schedulers(), default=_schedulers()[0],
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")
     r.add_argument("--nodes", type=_positive, help="Slurm nodes")
@@ -183,15 +204,15 @@ def _add_kernels(sub):
     ksub = k.add_subparsers(dest="kernels_command", metavar="ACTION", parser_class=_Parser)
     ksub.required = True
     kb = ksub.add_parser("build", help="build the kernels for each host MPI")
-    kb.add_argument("--mpi", type=_csv(MPIS), help="MPI families (default: all found)")
+    kb.add_argument("--mpi", type=_csv(_mpis()), help="MPI families (default: all found)")
 
 
 def component_parser():
     """Options of the second and later MPMD components (unset = inherit from the first)."""
     c = _Parser(prog="nearmetal run (MPMD component)", add_help=False)
     c.add_argument("-n", dest="ranks", type=_RANKS, default=1)
-    c.add_argument("--mode", choices=MODES)
-    c.add_argument("--runtime", choices=RUNTIMES)
+    c.add_argument("--mode", choices=_modes())
+    c.add_argument("--runtime", choices=_runtimes())
     c.add_argument("--image")
     c.add_argument("--threads", type=_THREADS)
     c.add_argument("--env", action="append", type=_env_pair, default=[])

@@ -45,8 +45,7 @@ def smoke_rootfs():
 
 def _smoke(runtime, rootfs):
     try:
-        if runtime.name == "podman":
-            _podman_smoke_image(runtime, rootfs)
+        runtime.prepare_smoke(rootfs)
         argv = runtime.smoke_argv(rootfs)
         out = subprocess.run(argv, capture_output=True, text=True, timeout=SMOKE_TIMEOUT,
                              env=runtime.env_for_tools(), stdin=subprocess.DEVNULL)
@@ -62,29 +61,12 @@ def _smoke(runtime, rootfs):
     return False, f"exit {out.returncode}: {tail[-1] if tail else 'no output'}"
 
 
-def _podman_smoke_image(runtime, rootfs):
-    from .runtimes.podman_storage import podman_argv, podman_env
-
-    env = dict(os.environ, **podman_env())
-    base = podman_argv()
-    have = subprocess.run(base + ["image", "exists", "nearmetal-smoke"], env=env, capture_output=True)
-    if have.returncode == 0:
-        return
-    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    imp = subprocess.run(base + ["import", "-", "nearmetal-smoke"], stdin=tar.stdout, env=env,
-                         capture_output=True, text=True, timeout=SMOKE_TIMEOUT)
-    tar.stdout.close()
-    tar.wait()
-    if imp.returncode != 0:
-        raise NearmetalError(f"podman import failed: {imp.stderr.strip().splitlines()[-1:]}")
-
-
 def runtimes_report():
     from . import runtimes
 
     report = []
     rootfs = None
-    for name in runtimes.NAMES:
+    for name in runtimes.names():
         rt = runtimes.get(name)
         entry = {"name": name, "path": rt.path(), "version": rt.version(), "works": False, "detail": ""}
         if not entry["path"]:
@@ -113,8 +95,10 @@ def mpi_report():
 
 def image_report(spec, programs=()):
     from . import image as image_mod
-    from .discovery.mpi import ABI_BY_SONAME, discover
+    from .discovery.mpi import discover
+    from .families import abi_of
     from .elf import LinkerView, glibc_release, read_elf
+    from .families import names as family_names
     from .models.program import container_program
 
     img = image_mod.resolve(spec)
@@ -129,7 +113,7 @@ def image_report(spec, programs=()):
     paths = []
     if programs:
         for p in programs:
-            paths.append(container_program(img, p, img.mpis[0] if img.mpis else "openmpi")[0])
+            paths.append(container_program(img, p, img.mpis[0] if img.mpis else family_names()[0])[0])
     else:
         for fam in img.mpis:
             bindir = view.host_path(img.kernel_bin(fam))
@@ -140,8 +124,8 @@ def image_report(spec, programs=()):
         info = read_elf(view.host_path(path))
         abi, soname = None, None
         for s in info.needed:
-            if s in ABI_BY_SONAME:
-                abi, soname = ABI_BY_SONAME[s], s
+            if abi_of(s):
+                abi, soname = abi_of(s), s
         entry = {"path": path,
                  "linkage": "runpath" if info.runpath else ("rpath" if info.rpath else "none"),
                  "rpath": list(info.rpath), "runpath": list(info.runpath),

@@ -455,7 +455,7 @@ def _make_squashfs(image_dir: Path, name: str, log, report, meta):
 
 
 def _import_podman(image_dir: Path, name: str, log, report, meta):
-    from .runtimes.podman_storage import podman_argv, podman_env
+    from .runtimes._podman_storage import podman_argv, podman_env
 
     if not shutil.which("podman"):
         raise NearmetalError("podman is not installed: cannot build --format podman")
@@ -488,14 +488,14 @@ def _import_podman(image_dir: Path, name: str, log, report, meta):
 
 
 def _podman_image_id(ref, env) -> str:
-    from .runtimes.podman_storage import podman_argv
+    from .runtimes._podman_storage import podman_argv
 
     return subprocess.run([*podman_argv(), "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, env=env).stdout.strip()
 
 
 def _podman_rmi(name, log):
-    from .runtimes.podman_storage import podman_argv, podman_env
+    from .runtimes._podman_storage import podman_argv, podman_env
 
     if shutil.which("podman"):
         subprocess.run([*podman_argv(), "rmi", "-f", podman_ref(name)], stdout=log.fh, stderr=log.fh,
@@ -671,7 +671,7 @@ def _format_present(image_dir: Path, name: str, fmt: str) -> bool:
     if fmt == "squashfs":
         return (image_dir / f"{name}.sqfs").is_file()
     if fmt == "podman":
-        from .runtimes.podman_storage import podman_argv, podman_env
+        from .runtimes._podman_storage import podman_argv, podman_env
 
         if not shutil.which("podman"):
             return False

@@ -16,14 +16,17 @@ class RunRequest:
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
                  "program", "args", "use_sqfs", "scheduler", "slurm", "workdir")
 
-    def __init__(self, program, args=(), mode="native", runtime="charliecloud", image=None, mpi=None,
-                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler="local", slurm=None, workdir=None):
-        self.program, self.args, self.mode, self.runtime = program, list(args), mode, runtime
+    def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
+                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None):
+        from . import runtimes, schedulers
+
+        self.program, self.args, self.mode = program, list(args), mode
+        self.runtime = runtime or runtimes.DEFAULT
         self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
         self.threads, self.env, self.use_sqfs = threads, dict(env or {}), False
-        # scheduler: "local" (the MPI's own launcher) or "slurm" (srun; sbatch outside an
-        # allocation); slurm: partition, nodes, time, account, export
-        self.scheduler, self.slurm = scheduler, dict(slurm or {})
+        # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
+        # sbatch outside an allocation); slurm: its options (partition, nodes, time, ...)
+        self.scheduler, self.slurm = scheduler or schedulers.DEFAULT, dict(slurm or {})
         # The ranks' working directory (None: unchanged). Natively the launcher starts
         # there; containers get it bind-mounted read-write at /nm/work and start in it.
         self.workdir = workdir
@@ -99,17 +102,19 @@ def _default_family(req):
                              "(Debian: openmpi-bin libopenmpi-dev, mpich libmpich-dev)")
     if req.mode == "native" and "/" in req.program and os.path.isfile(req.program):
         # The program's own MPI decides which launcher can start it.
-        from .discovery.mpi import ABI_BY_SONAME
         from .elf import read_elf
+        from .families import abi_of
 
         try:
             for soname in read_elf(req.program).needed:
-                fam = ABI_BY_SONAME.get(soname)
+                fam = abi_of(soname)
                 if fam in found:
                     return fam
         except NearmetalError:
             pass
-    return "openmpi" if "openmpi" in found else next(iter(found))
+    from .families import names
+
+    return next(f for f in names() + tuple(found) if f in found)  # the profiles' order: Open MPI first
 
 
 def plan(req, more=(), check_paths=True):
@@ -120,41 +125,34 @@ def plan(req, more=(), check_paths=True):
     for r in more:
         r.workdir = req.workdir  # one working directory for the whole job
         _validate(r, check_paths)
-    from . import launchers
+    from . import launchers, schedulers
     from .discovery import mpi as mpi_mod
+    from .families import get as get_family
+    from .families import names as family_names
 
     family = req.mpi or None
-    if family is not None and family not in mpi_mod.FAMILIES:
-        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(mpi_mod.FAMILIES)})")
+    if family is not None and family not in family_names():
+        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(family_names())})")
+    scheduler = schedulers.get(req.scheduler)
     _resolve_image(req)
     if family is None and req.mode != "native":
         family = _family_from_image(req)
     mpi = mpi_mod.get(family or _default_family(req))
-    launcher = launchers.for_request(mpi, req)
+    profile = get_family(mpi["family"])
+    launcher = launchers.get(scheduler.launcher(profile), mpi, req)
     tag = f"nm{os.getpid()}"
     total = req.ranks + sum(r.ranks for r in more)
-    shared = {}
-    if mpi["family"] == "mpich" and (any(r.mode != "native" for r in [req, *more])):
-        # UCX shared memory reaches a peer's segment through /proc/<pid>/fd, which fails
-        # across user namespaces (separate ch-run containers, MPMD components, ranks on
-        # different Slurm "nodes" of one host); named segments in /dev/shm work everywhere.
-        shared["UCX_POSIX_USE_PROC_LINK"] = "n"
-        if more or req.scheduler == "slurm":
-            # ...and single-copy via process_vm_readv (CMA) is not permitted across them;
-            # TCP between namespaces hung intermittently here. Shared memory by named
-            # segments, plus the InfiniBand transports for multi-node clusters.
-            shared["UCX_TLS"] = "posix,sysv,self,rc,ud,dc"
-    if mpi["family"] == "openmpi" and any(r.mode != "native" for r in [req, *more]) and (more or req.scheduler == "slurm"):
-        # Ranks in different namespaces (MPMD components, or per-rank containers under srun)
-        # cannot use CMA single-copy; without this Open MPI's vader BTL can hang.
-        shared["OMPI_MCA_btl_vader_single_copy_mechanism"] = "none"
-    parts = [_component(req, mpi, tag, total, shared)]
+    # What the family's ranks need when they run in containers, and in separate namespaces
+    # (MPMD components, or a container per rank where the scheduler places ranks).
+    shared = profile.cross_namespace_env(containers=any(r.mode != "native" for r in [req, *more]),
+                                         separate_namespaces=bool(more) or scheduler.one_container_per_rank)
+    parts = [_component(req, mpi, tag, total, shared, scheduler, profile)]
     for i, r in enumerate(more, start=1):
         if r.mpi and r.mpi != mpi["family"]:
             raise NearmetalError(f"MPMD component {i + 1} asks for {r.mpi}, but components share one "
                                  f"MPI_COMM_WORLD: every component must use {mpi['family']}")
         _resolve_image(r)
-        parts.append(_component(r, mpi, f"{tag}c{i}", total, shared))
+        parts.append(_component(r, mpi, f"{tag}c{i}", total, shared, scheduler, profile))
     launch_env, notes = {}, []
     for lreq, env, n in parts:
         launch_env.update(env)
@@ -176,12 +174,14 @@ def _resolve_image(req):
         return
     from . import image as image_mod
 
-    spec = req.image or image_mod.default_name(image_mod.host_distro(), ("openmpi", "mpich"))
+    from .families import names
+
+    spec = req.image or image_mod.default_name(image_mod.host_distro(), names())
     req.use_sqfs = spec.endswith(".sqfs")
     req.image = image_mod.resolve(spec)
 
 
-def _component(req, mpi, tag, total_ranks, shared_env=None):
+def _component(req, mpi, tag, total_ranks, shared_env, scheduler, profile):
     """(LaunchRequest, launcher environment, notes) for one component of a launch."""
     from .launchers.base import LaunchRequest
     from .models import prepare
@@ -216,17 +216,16 @@ def _component(req, mpi, tag, total_ranks, shared_env=None):
         # User --env goes into the container: the runtime sets it there.
         container_env.update(rank_env)
         rank_env = {}
-        # Namespace joining needs the exact peer count per node, which srun decides at run
-        # time: under Slurm every rank gets its own container (UCX then uses named /dev/shm
-        # segments, see plan()).
-        peers = 1 if req.scheduler == "slurm" else (req.ranks_per_node or req.ranks)
+        # Namespace joining needs the exact peer count per node, which a resource manager
+        # decides at run time: there every rank gets its own container (see plan()).
+        peers = 1 if scheduler.one_container_per_rank else (req.ranks_per_node or req.ranks)
         mounts, inner_cwd = list(model.mounts), None
         if req.workdir:
             from .runtimes.base import Mount
 
             mounts.append(Mount(req.workdir, CONTAINER_WORKDIR, readonly=False))
             inner_cwd = CONTAINER_WORKDIR
-        spec = RankSpec(req.image, model.argv, env=container_env, mounts=mounts, launcher=mpi["family"],
+        spec = RankSpec(req.image, model.argv, env=container_env, mounts=mounts, local_size_env=profile.local_size_env,
                         ranks_per_node=peers, tag=tag, use_sqfs=req.use_sqfs, workdir=inner_cwd)
         rank_argv = runtime.wrap(spec)
         launch_env.update(runtime.launch_env())
@@ -247,7 +246,9 @@ def _family_from_image(req):
     image = req.image
     if is_kernel(req.program):
         return None  # nearmetal's kernels exist for every MPI in the image
-    for fam in image.mpis or ["openmpi", "mpich"]:
+    from .families import names
+
+    for fam in image.mpis or names():
         try:
             path, _ = container_program(image, req.program, fam)
         except NearmetalError:

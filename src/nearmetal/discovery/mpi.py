@@ -2,33 +2,12 @@
 
 An installation is found through its compiler wrapper (what users build with): the
 wrapper's link line names the library, the library's ELF SONAME gives the ABI family,
-and the launcher sits beside the wrapper. Families are open-ended: a new one is a new
-entry in FAMILIES.
+and the launcher sits beside the wrapper. What is family-specific (wrapper and launcher
+names, how to read the version and PMI flavours) is in the family's profile (families/).
 """
 
 from ..errors import NearmetalError
-
-# ABI families by SONAME. MPICH-ABI libraries (MPICH, Cray MPICH, Intel MPI) are
-# interchangeable at run time; Debian ships libmpich.so.12, vendors ship libmpi.so.12.
-ABI_BY_SONAME = {
-    "libmpi.so.40": "openmpi",
-    "libmpich.so.12": "mpich",
-    "libmpi.so.12": "mpich",
-}
-
-FAMILIES = {
-    # family: wrapper names to try (first found wins), launcher names, library link names
-    "openmpi": {
-        "wrappers": ("mpicc.openmpi", "mpicc"),
-        "launchers": ("mpirun.openmpi", "mpirun", "mpiexec.openmpi"),
-        "libs": ("mpi",),
-    },
-    "mpich": {
-        "wrappers": ("mpicc.mpich", "mpicc"),
-        "launchers": ("mpiexec.hydra", "mpiexec.mpich", "mpiexec"),
-        "libs": ("mpich", "mpi"),
-    },
-}
+from ..families import names as family_names
 
 
 def discover():
@@ -39,7 +18,7 @@ def discover():
         from .mpi_probe import probe
 
         found = {}
-        for family in FAMILIES:
+        for family in family_names():
             inst = probe(family)
             if inst:
                 found[family] = inst
@@ -49,16 +28,29 @@ def discover():
         return [m[k] for m in found.values() for k in ("compiler", "launcher", "library")]
 
     # The probing code is an input too: a nearmetal upgrade re-probes.
-    return cached("mpi", compute, files_of, inputs=[__file__.replace("mpi.py", "mpi_probe.py")])
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    families = os.path.join(os.path.dirname(here), "families")
+    inputs = [os.path.join(here, "mpi_probe.py")] + [os.path.join(families, f) for f in sorted(os.listdir(families))
+                                                     if f.endswith(".py")]
+    return cached("mpi", compute, files_of, inputs=inputs)
 
 
 def get(family):
     """The host MPI of a family, or a one-line error saying what is installed."""
-    if family not in FAMILIES:
-        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(FAMILIES)})")
+    if family not in family_names():
+        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(family_names())})")
     found = discover()
     if family not in found:
         have = ", ".join(found) or "none"
         raise NearmetalError(f"no {family} installation found on this host (found: {have}); "
-                             f"install it (Debian: {'openmpi-bin libopenmpi-dev' if family == 'openmpi' else 'mpich libmpich-dev'})")
+                             f"install it (Debian: {profile(family).host_packages})")
     return found[family]
+
+
+def profile(family):
+    """The profile of an MPI family (families/<family>.py)."""
+    from ..families import get as get_family
+
+    return get_family(family)

@@ -15,7 +15,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator
 
 from ..errors import NearmetalError
-from ..study.config import MAX_RANKS, Baseline, ImageName, SlurmSection, StudySection, check_images, check_workdir
+from ..study.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _mpis,
+                            _runtimes, check_images, check_workdir)
 from ..study.inputs import expand_dir, one_line, parse_toml, read_text, validation_error
 from .space import parse_pair, parse_size
 
@@ -113,9 +114,9 @@ class IOSection(_Strict):
     dir: str
     nodes: StrictInt = Field(1, ge=1, le=100000)
     metric: Literal["total", "write"] = "total"   # what pre-selection and the summary rank by
-    mode: list[Literal["native", "hybrid", "bind"]] = ["native"]
-    runtime: list[Literal["charliecloud", "bwrap", "podman"]] = ["charliecloud"]
-    mpi: list[Literal["openmpi", "mpich"]] = ["openmpi"]
+    mode: list[Mode] = ["native"]
+    runtime: list[Runtime] = Field(default_factory=lambda: _runtimes()[:1])
+    mpi: list[Mpi] = Field(default_factory=lambda: _mpis()[:1])
     image: list[ImageName] = ["default"]
     space: Space = Space()
     preselect: Preselect = Preselect()
@@ -203,9 +204,11 @@ def _check_combinations(s, source):
         raise NearmetalError(f"{source}: io.space: {combinations} combinations; at most {MAX_SPACE} (fix some "
                              f"parameters, or split the study)")
     _check_baseline(s, source)
-    if any(m != "default" for m in io.space.mpiio) and "openmpi" not in io.mpi:
-        raise NearmetalError(f"{source}: io.space.mpiio: romio/ompio choose Open MPI's MPI-IO component, "
-                             f"but io.mpi has no openmpi")
+    from ..families import get as get_family
+
+    if any(m != "default" for m in io.space.mpiio) and not any(get_family(m).mpiio_components for m in io.mpi):
+        raise NearmetalError(f"{source}: io.space.mpiio: romio/ompio choose the MPI-IO component, which none of "
+                             f"io.mpi ({', '.join(io.mpi)}) lets a run choose (Open MPI does)")
     if len(s.study.name) > 54:
         raise NearmetalError(f"{source}: study.name: at most 54 characters for an I/O study "
                              f"(its pre-selection study is '<name>-preselect')")
@@ -307,7 +310,7 @@ def library_availability(variant):
     from ..run import RunRequest, plan
 
     image = None if variant["image"] in (None, "default") else variant["image"]
-    req = RunRequest("nm-iobench", ["-A"], mode=variant["mode"], runtime=variant["runtime"] or "charliecloud",
+    req = RunRequest("nm-iobench", ["-A"], mode=variant["mode"], runtime=variant["runtime"],
                      image=image, mpi=variant["mpi"], ranks=1)
     p = plan(req)
     try:

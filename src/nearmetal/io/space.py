@@ -123,9 +123,9 @@ class Configuration:
     def normalize(self, mpi=None):
         """The same configuration with every non-applicable parameter set to None, and the
         defaults of applicable ones filled in (io_layout 1x1, chunk default); read=parallel
-        becomes serial where it cannot differ. mpi: the MPI family it runs under ('openmpi',
-        'mpich' or None = not known yet): the MPI-IO component is a choice only under Open
-        MPI (MPICH always uses ROMIO)."""
+        becomes serial where it cannot differ. mpi: the MPI family it runs under (None = not
+        known yet): the MPI-IO component is a choice only where the family's profile offers
+        one (Open MPI: ROMIO or OMPIO; MPICH always uses ROMIO)."""
         changes = {}
         if self.read == "parallel" and not self.has_parallel_read:
             changes["read"] = "serial"
@@ -133,7 +133,7 @@ class Configuration:
         if not self.has_hints:
             changes.update(aggregators=None, stripes=None, buffer=None)
         changes["chunk"] = (self.chunk or "default") if self.has_chunk else None
-        if not _uses_mpiio(self.library) or mpi == "mpich":
+        if not _uses_mpiio(self.library) or (mpi is not None and not _mpiio_choice(mpi)):
             changes["mpiio"] = None
         return replace(self, **changes)
 
@@ -265,3 +265,9 @@ def parse_kernel_args(args):
         else:
             opts[a] = v
     return opts, hints
+
+
+def _mpiio_choice(family):
+    from ..families import get
+
+    return bool(get(family).mpiio_components)

@@ -1,22 +1,15 @@
-"""Launchers, one module each, chosen by MPI family. A new launcher is one module plus a line here."""
+"""Launchers, one module each: mpirun (Open MPI), hydra (MPICH), srun (Slurm).
 
-_REGISTRY = {
-    "openmpi": ("openmpi", "OpenMpiLauncher"),
-    "mpich": ("mpich", "HydraLauncher"),
-}
+Which one starts a job is decided by the scheduler (schedulers/): locally the MPI family's
+own (its profile names it), under Slurm srun. A new launcher is one module here that
+registers its class with `@LAUNCHERS.register`.
+"""
 
+from ..registry import Registry
 
-def for_request(mpi, req):
-    """The launcher for a run: the MPI family's own, or srun under --scheduler slurm."""
-    if getattr(req, "scheduler", "local") == "slurm":
-        from .slurm import SrunLauncher
-
-        return SrunLauncher(mpi, req)
-    return for_mpi(mpi)
+LAUNCHERS = Registry(__name__, "launcher", first=("mpirun", "hydra", "srun"))
 
 
-def for_mpi(mpi):
-    from importlib import import_module
-
-    module, cls = _REGISTRY[mpi["family"]]
-    return getattr(import_module(f"{__name__}.{module}"), cls)(mpi)
+def get(name, mpi, req=None):
+    """An instance of launcher `name` for the host MPI installation `mpi`."""
+    return LAUNCHERS.get(name)(mpi, req)

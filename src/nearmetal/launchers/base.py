@@ -22,10 +22,11 @@ class LaunchRequest:
 
 
 class Launcher(ABC):
-    family = ""
+    name = ""  # the registry sets it: the module's name
 
-    def __init__(self, mpi):
+    def __init__(self, mpi, req=None):
         self.mpi = mpi  # the host MPI installation (discovery.mpi record)
+        self.req = req  # the run request (options such as Slurm's), when the launcher needs it
 
     @abstractmethod
     def command(self, req):
@@ -35,4 +36,4 @@ class Launcher(ABC):
         """MPMD: several components sharing one MPI_COMM_WORLD; (argv, env additions)."""
         from ..errors import NearmetalError
 
-        raise NearmetalError(f"the {self.family} launcher cannot start MPMD jobs")
+        raise NearmetalError(f"the {self.name} launcher cannot start MPMD jobs")

@@ -38,16 +38,6 @@ ABI_ALIASES = {
     "libmpichcxx.so.12": "libmpicxx.so.12",
 }
 
-# Environment that points each plugin loader at the staged plugin directory.
-PLUGIN_ENV = {
-    "openmpi": "OMPI_MCA_mca_base_component_path",
-    "pmix": "PMIX_MCA_mca_base_component_path",
-    "ucx": "UCX_MODULE_DIR",
-}
-
-FAMILY_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH-ABI"}
-
-
 def _fmt_glibc(v):
     return f"{v[0]}.{v[1]}"
 
@@ -184,14 +174,14 @@ def _from_cache(hit, args):
 
 
 def _prepare(req):
-    from ..discovery.mpi import ABI_BY_SONAME
     from ..elf import LinkerView, glibc_missing, glibc_release, read_elf
+    from ..families import abi_of, get as get_family
 
     image, mpi = req.image, req.mpi
     path, host_file = container_program(image, req.program, mpi["family"])
     view = LinkerView(image.rootfs)
     prog_abi, prog_soname = mpi_abi(view, path)
-    host_abi = ABI_BY_SONAME.get(mpi["soname"], mpi["family"])
+    host_abi = abi_of(mpi["soname"]) or mpi["family"]
     notes = []
     if prog_abi is None:
         # A script or launcher wrapper: stage the host MPI for whatever it starts.
@@ -200,7 +190,7 @@ def _prepare(req):
         prog_soname = mpi["soname"]
     elif prog_abi != host_abi:
         raise NearmetalError(
-            f"bind mode refused: {path} is built against {FAMILY_NAMES.get(prog_abi, prog_abi)} ({prog_soname}) "
+            f"bind mode refused: {path} is built against {get_family(prog_abi).abi_title} ({prog_soname}) "
             f"but the host MPI is {mpi['family']} {mpi['version']} ({mpi['soname']}): the ABIs differ; "
             f"use --mpi {prog_abi} or --mode hybrid")
 
@@ -230,9 +220,10 @@ def _prepare(req):
     from ..runtimes.base import Mount
 
     env = {}
+    plugin_env = get_family(mpi["family"]).plugin_env  # each plugin loader pointed at its staged directory
     for kind in plugins:
-        if kind in PLUGIN_ENV:
-            env[PLUGIN_ENV[kind]] = f"{LIBDIR}/{kind}"
+        if kind in plugin_env:
+            env[plugin_env[kind]] = f"{LIBDIR}/{kind}"
     notes += [f"bind: host {mpi['family']} {mpi['version']} ({len(libs)} libraries, plugins: "
              f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT} (read-only)"]
     for alias, target in aliases.items():

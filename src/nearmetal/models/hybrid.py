@@ -14,9 +14,10 @@ def prepare(req):
     notes = []
     inner = (image.meta.get("mpi", {}).get(family) or {}).get("version", "")
     host = req.mpi.get("version", "")
-    if family == "openmpi" and inner and host and inner.split(".")[0] != host.split(".")[0]:
-        # ORTE/PMIx wire-up is only tested within one Open MPI major version.
-        notes.append(f"warning: host Open MPI {host} launching container Open MPI {inner}: "
-                     f"different major versions rarely wire up; prefer bind mode")
+    from ..families import get as get_family
+
+    warning = get_family(family).hybrid_warning(host, inner)
+    if warning:
+        notes.append(warning)
     notes.append(f"hybrid: container {family} {inner or '?'} under host launcher {req.mpi['launcher']}")
     return ModelPlan([path] + list(req.args), notes=notes, program=path)

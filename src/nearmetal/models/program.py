@@ -61,17 +61,17 @@ def container_program(image, name, family):
 
 def mpi_abi(view, in_image_path):
     """The MPI ABI family a program links against (through any depth), or None."""
-    from ..discovery.mpi import ABI_BY_SONAME
     from ..elf import read_elf
+    from ..families import abi_of
 
     info = read_elf(view.host_path(in_image_path))
     for soname in info.needed:
-        if soname in ABI_BY_SONAME:
-            return ABI_BY_SONAME[soname], soname
+        if abi_of(soname):
+            return abi_of(soname), soname
     try:
         for lib in view.closure(in_image_path):
-            if lib.soname in ABI_BY_SONAME:
-                return ABI_BY_SONAME[lib.soname], lib.soname
+            if abi_of(lib.soname):
+                return abi_of(lib.soname), lib.soname
     except NearmetalError:
         pass
     return None, None

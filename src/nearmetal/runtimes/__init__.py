@@ -1,20 +1,21 @@
-"""Container runtimes, one module each. A new runtime is one module plus a line here."""
+"""Container runtimes, one module each (charliecloud.py, bwrap.py, podman.py, ...).
 
-from ..errors import NearmetalError
+A new runtime is one module here: a `Runtime` subclass registered with
+`@RUNTIMES.register`; its name is the module's name, and every list of runtime choices
+(command line, study and I/O study files, doctor) comes from this registry. Modules whose
+name starts with `_` are a runtime's private helpers.
+"""
 
-_REGISTRY = {
-    "charliecloud": ("charliecloud", "Charliecloud"),
-    "bwrap": ("bwrap", "Bubblewrap"),
-    "podman": ("podman", "Podman"),
-}
+from ..registry import Registry
 
-NAMES = tuple(_REGISTRY)
+RUNTIMES = Registry(__name__, "runtime", first=("charliecloud", "bwrap", "podman"))
+DEFAULT = "charliecloud"
+
+
+def names():
+    return RUNTIMES.names()
 
 
 def get(name):
-    if name not in _REGISTRY:
-        raise NearmetalError(f"unknown runtime '{name}' (choose from: {', '.join(NAMES)})")
-    module, cls = _REGISTRY[name]
-    from importlib import import_module
-
-    return getattr(import_module(f"{__name__}.{module}"), cls)()
+    """An instance of runtime `name`; a one-line error naming the choices otherwise."""
+    return RUNTIMES.get(name)()

@@ -27,18 +27,19 @@ class RankSpec:
     """Everything a runtime needs to wrap one rank.
 
     argv: the command inside the container; env: variables to set inside the container
-    only; mounts: extra bind mounts; launcher: the launcher family ("openmpi", "mpich",
-    ...) so the runtime can apply what that launcher's wire-up needs; ranks_per_node:
-    peers sharing a node (for namespace joining); tag: unique per job; workdir: the
-    directory inside the container the command starts in (None: the runtime's default).
+    only; mounts: extra bind mounts; local_size_env: the variable in which the launcher
+    tells each rank how many ranks share its node (None when it tells none), for runtimes
+    that join the ranks of a node into one namespace; ranks_per_node: peers sharing a node;
+    tag: unique per job; workdir: the directory inside the container the command starts in
+    (None: the runtime's default).
     """
 
-    __slots__ = ("image", "argv", "env", "mounts", "launcher", "ranks_per_node", "tag", "use_sqfs", "workdir")
+    __slots__ = ("image", "argv", "env", "mounts", "local_size_env", "ranks_per_node", "tag", "use_sqfs", "workdir")
 
-    def __init__(self, image, argv, env=None, mounts=(), launcher="openmpi", ranks_per_node=1, tag="nm", use_sqfs=False,
-                 workdir=None):
+    def __init__(self, image, argv, env=None, mounts=(), local_size_env=None, ranks_per_node=1, tag="nm",
+                 use_sqfs=False, workdir=None):
         self.image, self.argv, self.env = image, list(argv), dict(env or {})
-        self.mounts, self.launcher = list(mounts), launcher
+        self.mounts, self.local_size_env = list(mounts), local_size_env
         self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
         self.workdir = workdir
 
@@ -76,6 +77,9 @@ class Runtime(ABC):
     @abstractmethod
     def wrap(self, spec):
         """argv that runs spec.argv inside a container of spec.image."""
+
+    def prepare_smoke(self, rootfs):
+        """Make the smoke rootfs (a directory) startable by this runtime (doctor)."""
 
     def smoke_argv(self, rootfs):
         """A real container start of /bin/true in a rootfs directory."""

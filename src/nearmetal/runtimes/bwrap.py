@@ -1,11 +1,12 @@
 """bubblewrap: a mount namespace over a rootfs directory; shares the host's IPC and network."""
 
 from ..errors import NearmetalError
+from . import RUNTIMES
 from .base import Runtime
 
 
+@RUNTIMES.register
 class Bubblewrap(Runtime):
-    name = "bwrap"
     binary = "bwrap"
 
     def wrap(self, spec):

@@ -1,11 +1,12 @@
 """Charliecloud: unprivileged user-namespace containers from a directory or a SquashFS image."""
 
 from ..errors import NearmetalError
+from . import RUNTIMES
 from .base import Runtime
 
 
+@RUNTIMES.register
 class Charliecloud(Runtime):
-    name = "charliecloud"
     binary = "ch-run"
 
     def launch_env(self):
@@ -24,7 +25,7 @@ class Charliecloud(Runtime):
         # Ranks on one node share one namespace: without it Open MPI loses CMA
         # single-copy and MPICH/UCX shared memory fails between separate namespaces.
         if spec.ranks_per_node > 1:
-            if spec.launcher == "openmpi":
+            if spec.local_size_env == "OMPI_COMM_WORLD_LOCAL_SIZE":  # ch-run --join reads it itself
                 argv += ["--join", f"--join-tag={spec.tag}"]
             else:
                 argv += [f"--join-ct={spec.ranks_per_node}", f"--join-tag={spec.tag}"]

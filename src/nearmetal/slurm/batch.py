@@ -84,20 +84,26 @@ def _scontrol(job):
     return dict(re.findall(r"(\w+)=(\S*)", out.stdout)) if out.returncode == 0 else {}
 
 
-def submit_and_wait(plan, req, components, verbose=False, dry_run=False, poll=0.25, out=sys.stdout, err=sys.stderr,
-                    capture=False, on_submit=None):
-    """Submit, wait, relay the output; the job's exit status (or, with capture=True,
-    (exit status, stdout text, stderr text, Slurm's final job state) without printing them).
-    on_submit(job_id) is called as soon as Slurm has accepted the job."""
+def write_script(plan, req, components):
+    """(path, text) of the batch script for one launch, written into a fresh job directory
+    (kept: --dry-run shows it, and the job's output goes beside it)."""
     outdir = _job_dir()
     text = script(plan, req, components, outdir)
     path = outdir / "job.sh"
     path.write_text(text)
-    if dry_run or verbose:
-        print(f"# batch script {path}:", file=out if dry_run else err)
-        print(text, end="", file=out if dry_run else err)
-    if dry_run:
-        return 0
+    return path, text
+
+
+def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.stdout, err=sys.stderr,
+                    capture=False, on_submit=None):
+    """Submit, wait, relay the output; the job's exit status (or, with capture=True,
+    (exit status, stdout text, stderr text, Slurm's final job state, job id) without
+    printing them). on_submit(job_id) is called as soon as Slurm has accepted the job."""
+    path, text = write_script(plan, req, components)
+    outdir = path.parent
+    if verbose:
+        print(f"# batch script {path}:", file=err)
+        print(text, end="", file=err)
     sub = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, timeout=60,
                          env=plan.environ())
     if sub.returncode != 0:
@@ -132,7 +138,7 @@ def submit_and_wait(plan, req, components, verbose=False, dry_run=False, poll=0.
                              f"script and output in {outdir}\n")
         rc = rc or (128 + int(sig) if sig.isdigit() and int(sig) else 1)
     if capture:
-        return rc, texts["job.out"], texts["job.err"], state.get("JobState")
+        return rc, texts["job.out"], texts["job.err"], state.get("JobState"), job
     out.write(texts["job.out"])
     err.write(texts["job.err"])
     return rc

@@ -15,15 +15,6 @@ TIMEOUT = 4.0
 # Where clients find slurm.conf without SLURM_CONF: Debian's path, the old Debian path, and
 # the cache slurmd keeps in configless mode.
 CONF_PATHS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf", "/run/slurm/conf/slurm.conf")
-# The PMI flavour srun must offer for each MPI family's ranks to wire up (measured with
-# Debian's Open MPI 4.1 and MPICH 4.0: the other flavour starts every rank as a singleton).
-PMI_NEEDED = {"openmpi": "pmix", "mpich": "pmi2"}
-MPI_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH"}
-# What happens without it (measured on nearmetal's local cluster, Slurm 22.05).
-PMI_FAILURE = {"openmpi": "MPI_Init aborts (\"OMPI was not built with SLURM's PMI support\")",
-               "mpich": "each rank starts alone, in an MPI_COMM_WORLD of size 1"}
-
-
 def conf_path(env=None):
     """The slurm.conf clients would read in `env`, or None when there is none."""
     env = os.environ if env is None else env
@@ -191,15 +182,20 @@ def hazards(info, environ=None, mpis=None):
     if mpis is None:
         mpis = _host_mpis()
     shown = ", ".join(plugins) or "nothing"
+    from ..families import get as get_family
+
     for fam in mpis:
-        need = PMI_NEEDED.get(fam)
+        # The PMI flavour srun must offer for the family's ranks to wire up (measured with
+        # Debian's Open MPI 4.1 and MPICH 4.0: the other flavour starts every rank as a singleton).
+        profile = get_family(fam)
+        need = profile.slurm_pmi[0] if profile.slurm_pmi else None
         if need and not has_pmi(info, need):
-            name = MPI_NAMES.get(fam, fam)
+            name = profile.title
             found.append({
                 "variable": "SLURM_MPI_TYPE", "value": mpi_type or info.get("mpi_default") or "",
                 "why": f"this Slurm ({info.get('version') or '?'}) offers srun --mpi={{{shown}}} but not {need}: "
                        f"{name} ranks started by srun in hybrid mode (the container's {name} wired to srun through "
-                       f"PMI) need --mpi={need}; without it {PMI_FAILURE[fam]}",
+                       f"PMI) need --mpi={need}; without it {profile.slurm_pmi_failure}",
                 "fix": f"launch {name} containers with mpirun inside the allocation (or use bind mode), "
                        f"or ask the site for a Slurm built with {need.upper()} support"})
     return found
@@ -211,4 +207,6 @@ def _host_mpis():
 
         return list(discover())
     except Exception:  # no MPI, or discovery failing, must not hide the other hazards
-        return list(PMI_NEEDED)
+        from ..families import names
+
+        return list(names())

@@ -24,9 +24,6 @@ from .inputs import (check_image_spec, check_workdir, expand_dir, make_workdir, 
                      probe_path, read_text, validation_error)
 
 DIMENSIONS = ("mode", "runtime", "mpi", "image", "ranks", "threads")
-MODES = ("native", "hybrid", "bind")
-RUNTIMES = ("charliecloud", "bwrap", "podman")
-MPIS = ("openmpi", "mpich")
 
 # Sane limits: beyond them a value is a typo or an attack, and would fail much later
 # (OverflowError in a timeout, E2BIG from exec, an mpirun asked for 1e30 ranks).
@@ -53,9 +50,51 @@ ExecString = Annotated[StrictStr, AfterValidator(_fits_exec)]
 Ranks = Annotated[StrictInt, Field(ge=1, le=MAX_RANKS)]
 Threads = Annotated[StrictInt, Field(ge=1, le=MAX_THREADS)]
 ImageName = Annotated[StrictStr, Field(max_length=4096), AfterValidator(check_image_spec)]
-Mode = Literal["native", "hybrid", "bind"]
-Runtime = Literal["charliecloud", "bwrap", "podman"]
-Mpi = Literal["openmpi", "mpich"]
+
+
+def _choices(names):
+    """A string that must be one of names() — asked at validation time, so a backend
+    registered after this module was imported (a plugin, a test) is accepted too."""
+
+    def check(v):
+        have = names()
+        if v not in have:
+            quoted = [f"'{n}'" for n in have]
+            listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
+            raise ValueError(f"Input should be {listed}")
+        return v
+
+    return Annotated[StrictStr, AfterValidator(check)]
+
+
+def _modes():
+    from ..models import MODES
+
+    return MODES
+
+
+def _runtimes():
+    from ..runtimes import names
+
+    return names()
+
+
+def _mpis():
+    from ..families import names
+
+    return names()
+
+
+def _schedulers():
+    from ..schedulers import names
+
+    return names()
+
+
+Mode = _choices(_modes)
+Runtime = _choices(_runtimes)
+Mpi = _choices(_mpis)
+Scheduler = _choices(_schedulers)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,7 +126,7 @@ class StudySection(_Strict):
     order: Literal["blocks", "sequential"] = "blocks"
     margin: StrictFloat = Field(0.03, gt=0, lt=1, allow_inf_nan=False)
     pin: StrictBool = False
-    scheduler: Literal["local", "slurm"] = "local"
+    scheduler: Scheduler = "local"
     workdir: StrictStr | None = None
 
     @field_validator("workdir")
@@ -120,9 +159,9 @@ class SlurmSection(_Strict):
 
 
 class Matrix(_Strict):
-    mode: list[Mode] = ["native", "hybrid", "bind"]
-    runtime: list[Runtime] = ["charliecloud"]
-    mpi: list[Mpi] = ["openmpi", "mpich"]
+    mode: list[Mode] = Field(default_factory=lambda: list(_modes()))
+    runtime: list[Runtime] = Field(default_factory=lambda: _runtimes()[:1])
+    mpi: list[Mpi] = Field(default_factory=lambda: list(_mpis()))
     image: list[ImageName] = ["default"]
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]

@@ -35,7 +35,7 @@ class Executor:
         if key not in self._plans:
             import json
 
-            from .. import kernels
+            from .. import kernels, schedulers
             from ..run import RunRequest, plan
             from .config import make_workdir
 
@@ -50,14 +50,14 @@ class Executor:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
             env.update(bench.env)
             workdir = bench.workdir or self.config.study.workdir
-            slurm = {k: v for k, v in self.config.slurm.model_dump().items() if v}
-            if self.config.study.scheduler == "slurm" and "time" not in slurm:
-                slurm["time"] = str(max(1, int(self.config.study.timeout + 59) // 60))
+            scheduler = schedulers.get(self.config.study.scheduler)
+            options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
             req = RunRequest(spec.program, list(bench.args or spec.default_args), mode=variant["mode"],
-                             runtime=variant["runtime"] or "charliecloud", image=image, mpi=variant["mpi"],
+                             runtime=variant["runtime"], image=image, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
-                             scheduler=self.config.study.scheduler, slurm=slurm, workdir=workdir)
+                             scheduler=scheduler.name, slurm=options, workdir=workdir)
             try:
+                req.slurm = scheduler.options(options, self.config.study.timeout)
                 dry = self.store is None
                 if workdir and not dry:  # created when first planned; a dry run creates nothing
                     make_workdir(workdir)
@@ -128,39 +128,36 @@ class Executor:
         return status
 
     def _launch(self, row, planned):
-        """(status, exit status, stdout, stderr, wall seconds) of one run."""
-        from ..run import start, wait
+        """(status, exit status, stdout, stderr, wall seconds) of one run. A batch job's id is
+        stored while it is queued, so that a runner killed meanwhile leaves a trace that
+        --resume cancels."""
+        from .. import schedulers
 
         p, req, spec, bench = planned
-        t0 = time.perf_counter()
-        if req.scheduler == "slurm" and not os.environ.get("SLURM_JOB_ID"):
-            return self._batch(row, p, req, t0)
-        returncode, out, err, why = wait(start(p), timeout=self.config.study.timeout)
-        wall = time.perf_counter() - t0
-        if why:  # the reason goes first: the tail keeps the end of the job's stderr
-            return "timeout", None, out, f"nearmetal: {why}\n{err}", wall
-        return "ok", returncode, out, err, wall
-
-    def _batch(self, row, p, req, t0):
-        """One sbatch job; its id is stored while it is queued, so that a runner killed
-        meanwhile leaves a trace that --resume cancels."""
-        from ..slurm.batch import submit_and_wait
-
-        job = []
+        jobs = []
 
         def submitted(job_id):
-            job.append(job_id)
+            jobs.append(job_id)
             self.store.record_job(self.study_id, row["id"], job_id)
 
+        t0 = time.perf_counter()
         try:
-            returncode, out, err, state = submit_and_wait(p, req, [req], capture=True, on_submit=submitted)
-        except NearmetalError as e:  # refused or never startable: a failed run, the study goes on
-            returncode, out, err, state = None, "", str(e), "FAILED"
+            outcome = schedulers.get(req.scheduler).run(p, req, [req], timeout=self.config.study.timeout,
+                                                        on_submit=submitted)
         finally:
-            for job_id in job:
+            for job_id in jobs:
                 self.store.finish_job(job_id, "ended")
-        status = "timeout" if state == "TIMEOUT" else "ok"
-        return status, returncode if returncode is not None else -1, out, err, time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        if outcome.status == "not started":
+            raise NearmetalError(outcome.reason)
+        err = outcome.stderr
+        if outcome.status == "timeout":  # the reason goes first: the tail keeps the end of the job's stderr
+            err = f"nearmetal: {outcome.reason}\n{err}"
+        # The store's statuses: a cancelled batch job is a failed run (Slurm's reason is in its
+        # stderr); ok/failed is decided from the exit status and the output by the caller.
+        status = {"timeout": "timeout", "cancelled": "failed"}.get(outcome.status, "ok")
+        exit_status = outcome.exit_status if outcome.exit_status is not None or status == "timeout" else -1
+        return status, exit_status, outcome.stdout, err, wall
 
     @staticmethod
     def _records(spec, bench, out, err):
@@ -178,14 +175,11 @@ class Executor:
     def cancel_leftover_jobs(self, say=None):
         """Batch jobs that a killed runner left queued or running: cancelled, and marked so;
         their runs are still planned and run again. The job ids cancelled."""
-        import subprocess
+        from .. import schedulers
 
         ids = [row["job_id"] for row in self.store.open_jobs(self.study_id)]
         for job_id in ids:
-            try:
-                subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                pass  # no Slurm here any more: nothing of the job can be running on it
+            schedulers.get(self.config.study.scheduler).cancel(job_id)
             self.store.finish_job(job_id, "cancelled on resume")
         if ids and say:
             say(f"cancelled {len(ids)} batch job(s) left by an earlier runner: {', '.join(ids)}")

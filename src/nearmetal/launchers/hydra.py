@@ -1,10 +1,11 @@
 """MPICH's hydra process manager (mpiexec.hydra), simple PMI wire-up."""
 
+from . import LAUNCHERS
 from .base import Launcher
 
 
-class HydraLauncher(Launcher):
-    family = "mpich"
+@LAUNCHERS.register
+class Hydra(Launcher):
 
     def command(self, req):
         argv = [self.mpi["launcher"], "-n", str(req.ranks)]

@@ -9,9 +9,8 @@ import os
 import shutil
 
 from ..errors import NearmetalError
+from . import LAUNCHERS
 from .base import Launcher
-
-PMI_PLUGIN = {"openmpi": ("pmix", "pmix_v4", "pmix_v3", "pmix_v2"), "mpich": ("pmi2",)}
 
 
 def _plugins():
@@ -25,11 +24,10 @@ def _plugins():
     return info["mpi_plugins"]
 
 
-class SrunLauncher(Launcher):
-    family = "slurm"
-
-    def __init__(self, mpi, req):
-        super().__init__(mpi)
+@LAUNCHERS.register
+class Srun(Launcher):
+    def __init__(self, mpi, req=None):
+        super().__init__(mpi, req)
         self.opts = dict(getattr(req, "slurm", {}) or {})
         # Explicit: in a batch script the step would start wherever the job does.
         self.workdir = getattr(req, "workdir", None)
@@ -38,13 +36,15 @@ class SrunLauncher(Launcher):
             raise NearmetalError("--scheduler slurm: srun is not installed (Debian: slurm-client)")
 
     def plugin(self):
+        from ..families import get as get_family
+
         have = _plugins()
-        for want in PMI_PLUGIN[self.mpi["family"]]:
+        wanted = get_family(self.mpi["family"]).slurm_pmi
+        for want in wanted:
             if want in have:
                 return want
         raise NearmetalError(f"this Slurm offers MPI plugins {', '.join(have) or 'none'}, but {self.mpi['family']} "
-                             f"needs {' or '.join(PMI_PLUGIN[self.mpi['family']])}; ask the site for it or use "
-                             f"--scheduler local")
+                             f"needs {' or '.join(wanted)}; ask the site for it or use --scheduler local")
 
     def _common(self):
         argv = [self.srun, f"--mpi={self.plugin()}", "--kill-on-bad-exit=1"]

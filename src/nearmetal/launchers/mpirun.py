@@ -2,11 +2,12 @@
 
 import os
 
+from . import LAUNCHERS
 from .base import Launcher
 
 
-class OpenMpiLauncher(Launcher):
-    family = "openmpi"
+@LAUNCHERS.register
+class Mpirun(Launcher):
 
     def _global(self, reqs):
         argv = [self.mpi["launcher"]]

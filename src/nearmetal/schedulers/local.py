@@ -1,0 +1,25 @@
+"""The local scheduler: the MPI family's own launcher, on this machine, under nm-supervise."""
+
+from . import SCHEDULERS
+from .base import Outcome, Scheduler
+
+
+@SCHEDULERS.register
+class Local(Scheduler):
+    def execute(self, plan, req, components, verbose=False):
+        from ..run import execute
+
+        execute(plan, verbose=verbose)  # replaces this process
+
+    def run(self, plan, req, components, timeout=None, on_submit=None):
+        from ..errors import NearmetalError
+        from ..run import start, wait
+
+        try:
+            proc = start(plan)
+        except NearmetalError as e:
+            return Outcome("not started", reason=str(e))
+        returncode, out, err, why = wait(proc, timeout)
+        if why:
+            return Outcome("timeout", None, out, err, reason=why)
+        return Outcome.exited(returncode, out, err)
