@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .errors import NearmetalError
-from .home import KERNELS_SRC, home, subdir
+from ..errors import NearmetalError
+from ..home import KERNELS_SRC, home, subdir
 
 DISTROS = ("bookworm", "trixie", "bullseye")
 MPI_FAMILIES = ("openmpi", "mpich")
@@ -60,7 +60,7 @@ SQUASHFS_COMP = "lz4"  # measured on 2 cores, ~780 MB rootfs: lz4 1.4 s, gzip 43
 def _kernel_programs(src=None):
     """Programs the kernels Makefile builds; `src` = the copy inside the image being built, so
     the list matches the sources that were copied (kernels/ may change meanwhile)."""
-    from .kernels.build import programs
+    from ..kernels.build import programs
 
     return programs(src) if src is not None else programs()
 IN_IMAGE_JSON = "opt/nearmetal/image.json"
@@ -455,7 +455,7 @@ def _make_squashfs(image_dir: Path, name: str, log, report, meta):
 
 
 def _import_podman(image_dir: Path, name: str, log, report, meta):
-    from .runtimes._podman_storage import podman_argv, podman_env
+    from ..runtimes._podman_storage import podman_argv, podman_env
 
     if not shutil.which("podman"):
         raise NearmetalError("podman is not installed: cannot build --format podman")
@@ -488,14 +488,14 @@ def _import_podman(image_dir: Path, name: str, log, report, meta):
 
 
 def _podman_image_id(ref, env) -> str:
-    from .runtimes._podman_storage import podman_argv
+    from ..runtimes._podman_storage import podman_argv
 
     return subprocess.run([*podman_argv(), "image", "inspect", "--format", "{{.Id}}", ref], capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, env=env).stdout.strip()
 
 
 def _podman_rmi(name, log):
-    from .runtimes._podman_storage import podman_argv, podman_env
+    from ..runtimes._podman_storage import podman_argv, podman_env
 
     if shutil.which("podman"):
         subprocess.run([*podman_argv(), "rmi", "-f", podman_ref(name)], stdout=log.fh, stderr=log.fh,
@@ -671,7 +671,7 @@ def _format_present(image_dir: Path, name: str, fmt: str) -> bool:
     if fmt == "squashfs":
         return (image_dir / f"{name}.sqfs").is_file()
     if fmt == "podman":
-        from .runtimes._podman_storage import podman_argv, podman_env
+        from ..runtimes._podman_storage import podman_argv, podman_env
 
         if not shutil.which("podman"):
             return False
