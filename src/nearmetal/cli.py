@@ -76,7 +76,7 @@ def _component_request(segment, first, index):
         raise NearmetalError(f"MPMD component {index}: no program after '--'")
     a = component_parser().parse_args(opts)
     return RunRequest(prog[0], prog[1:], mode=a.mode or first.mode, runtime=a.runtime or first.runtime,
-                      image=a.image or (first.image if isinstance(first.image, (str, type(None))) else first.image.name),
+                      image=a.image or first.image,
                       mpi=None, ranks=a.ranks, ranks_per_node=None, threads=a.threads or first.threads,
                       env={**first.env, **dict(a.env)}, scheduler=first.scheduler, slurm=first.slurm,
                       workdir=first.workdir)
@@ -108,11 +108,12 @@ def cmd_bench(args):
     if outcome.status in ("not started", "timeout"):
         raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
-    params = {"mode": args.mode, "mpi": req.mpi["family"], "ranks": ranks, "threads": args.threads}
+    resolved = p.components[0]
+    params = {"mode": args.mode, "mpi": resolved.mpi["family"], "ranks": ranks, "threads": args.threads}
     if req.scheduler != schedulers.DEFAULT:
         params["scheduler"] = req.scheduler
     if args.mode != "native":
-        params |= {"runtime": args.runtime, "image": req.image.name}
+        params |= {"runtime": args.runtime, "image": resolved.image.name}
     records = kernels.parse(spec, out, params)
     if args.json:
         for r in records:

@@ -8,7 +8,6 @@ path, in the same style as study files.
 """
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Literal
 
@@ -312,14 +311,15 @@ def library_availability(variant):
     image = None if variant["image"] in (None, "default") else variant["image"]
     req = RunRequest("nm-iobench", ["-A"], mode=variant["mode"], runtime=variant["runtime"],
                      image=image, mpi=variant["mpi"], ranks=1)
+    from .. import schedulers
+
     p = plan(req)
-    try:
-        out = subprocess.run(p.argv, env=p.environ(), capture_output=True, text=True, timeout=120,
-                             stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise NearmetalError(f"nm-iobench -A did not answer within 120 s for {variant_name(variant)}")
+    out = schedulers.get(req.scheduler).run(p, req, [req], timeout=120)
+    if out.status in ("timeout", "not started"):
+        raise NearmetalError(f"cannot ask nm-iobench which I/O libraries it has for {variant_name(variant)}: "
+                             f"{out.reason}")
     have = parse_availability(out.stdout)
-    if out.returncode != 0 or not have:
+    if out.exit_status != 0 or not have:
         tail = (out.stderr.strip().splitlines() or out.stdout.strip().splitlines() or ["(no output)"])[-1]
         raise NearmetalError(f"cannot ask nm-iobench which I/O libraries it has for {variant_name(variant)}: {tail}")
     _availability_cache[key] = have

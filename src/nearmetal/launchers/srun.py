@@ -28,7 +28,7 @@ def _plugins():
 class Srun(Launcher):
     def __init__(self, mpi, req=None):
         super().__init__(mpi, req)
-        self.opts = dict(getattr(req, "slurm", {}) or {})
+        self.opts = dict(getattr(req, "options", None) or getattr(req, "slurm", None) or {})
         # Explicit: in a batch script the step would start wherever the job does.
         self.workdir = getattr(req, "workdir", None)
         self.srun = shutil.which("srun")

@@ -88,14 +88,17 @@ class Executor:
             self._runtime_versions[name] = runtimes.get(name).version()
         return self._runtime_versions[name]
 
-    def context_for(self, key, req):
+    def context_for(self, key, resolved):
+        """The stored context of a cell's runs, from its resolved launch (resolve.Resolved)."""
         if key not in self._contexts:
             ctx = dict(self._static_context())
-            ctx["mode"] = req.mode
-            if req.mode != "native":
-                ctx["runtime"] = {"name": req.runtime, "version": self._runtime_version(req.runtime)}
-                ctx["image"] = {"name": req.image.name, "digest": req.image.meta.get("digest"),
-                                "distro": req.image.distro, "sqfs": req.use_sqfs}
+            ctx["mode"] = resolved.mode
+            if resolved.in_container:
+                name = resolved.runtime.name
+                ctx["runtime"] = {"name": name, "version": self._runtime_version(name)}
+                image = resolved.image
+                ctx["image"] = {"name": image.name, "digest": image.meta.get("digest"), "distro": image.distro,
+                                "sqfs": resolved.use_sqfs}
             self._contexts[key] = self.store.context_id(ctx)
         return self._contexts[key]
 
@@ -122,7 +125,7 @@ class Executor:
             records, err = self._records(spec, bench, out, err)
             if not records:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
-        ctx = self.context_for(key, req)
+        ctx = self.context_for(key, p.components[0])
         tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
         self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records)
         return status

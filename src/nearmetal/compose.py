@@ -1,0 +1,83 @@
+"""Composing a launch: model -> runtime -> launcher, from resolved components to one argv.
+
+compose() is a pure function of its inputs — the resolved components, what the MPI model
+decided for each (ModelPlan), and the few facts about this machine it needs (cores, the
+current environment, a job tag) — so every runtime x launcher x mode x scheduler
+combination can be checked argv for argv without starting anything.
+"""
+
+# Where a container sees --workdir: a mount point every nearmetal image has (image.MOUNT_POINTS).
+CONTAINER_WORKDIR = "/nm/work"
+
+
+def compose(components, models, cores, environ, tag):
+    """(argv, launcher environment delta, notes) for resolved components and their models."""
+    from . import launchers
+
+    first = components[0]
+    scheduler, profile, mpi = first.scheduler, first.profile, first.mpi
+    launcher = launchers.get(scheduler.launcher(profile), mpi, first)
+    total = sum(c.ranks for c in components)
+    # What the family's ranks need when they run in containers, and in separate namespaces
+    # (MPMD components, or a container per rank where the scheduler places ranks).
+    shared = profile.cross_namespace_env(containers=any(c.in_container for c in components),
+                                         separate_namespaces=len(components) > 1 or scheduler.one_container_per_rank)
+    parts = [_component(c, m, tag if i == 0 else f"{tag}c{i}", total, shared, cores)
+             for i, (c, m) in enumerate(zip(components, models))]
+    launch_env, notes = {}, []
+    for _, env, n in parts:
+        launch_env.update(env)
+        notes += n
+    if len(parts) > 1:
+        argv, extra = launcher.command_mpmd([p[0] for p in parts])
+        notes.append(f"MPMD: {len(parts)} components, {total} ranks in one MPI_COMM_WORLD")
+    else:
+        argv, extra = launcher.command(parts[0][0])
+    launch_env.update(extra)
+    launch_env = {k: v for k, v in launch_env.items() if environ.get(k) != v}
+    if first.workdir and any(c.in_container for c in components):
+        notes.append(f"containers: {first.workdir} mounted read-write at {CONTAINER_WORKDIR}, ranks start there")
+    return argv, launch_env, notes
+
+
+def _component(c, model, tag, total_ranks, shared_env, cores):
+    """(LaunchRequest, launcher environment, notes) for one resolved component."""
+    from .launchers.base import LaunchRequest
+
+    launch_env = {}
+    # OpenMP placement is explicit, never the runtime's default of one thread per core;
+    # oversubscribed ranks must not spin-wait (5-7x slower when they do).
+    rank_env = {"OMP_NUM_THREADS": str(c.threads)}
+    if total_ranks * c.threads > cores:
+        rank_env["OMP_WAIT_POLICY"] = "passive"
+    rank_env.update(shared_env)
+    rank_env.update(c.env)
+    runtime = c.runtime
+    if runtime is None:
+        rank_argv = model.argv
+    else:
+        from .runtimes.base import Mount, RankSpec
+
+        container_env = dict(model.env)
+        if c.workdir:
+            # Open MPI and podman --env-host hand the host's $PWD on; shells and Fortran
+            # runtimes trust $PWD when it names the same directory (through /tmp).
+            container_env["PWD"] = CONTAINER_WORKDIR
+        # User --env goes into the container: the runtime sets it there.
+        container_env.update(rank_env)
+        rank_env = {}
+        # Namespace joining needs the exact peer count per node, which a resource manager
+        # decides at run time: there every rank gets its own container.
+        peers = 1 if c.scheduler.one_container_per_rank else (c.ranks_per_node or c.ranks)
+        mounts, inner_cwd = list(model.mounts), None
+        if c.workdir:
+            mounts.append(Mount(c.workdir, CONTAINER_WORKDIR, readonly=False))
+            inner_cwd = CONTAINER_WORKDIR
+        spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, local_size_env=c.profile.local_size_env,
+                        ranks_per_node=peers, tag=tag, use_sqfs=c.use_sqfs, workdir=inner_cwd)
+        rank_argv = runtime.wrap(spec)
+        launch_env.update(runtime.launch_env())
+    lreq = LaunchRequest(c.ranks, rank_argv, ranks_per_node=c.ranks_per_node, threads=c.threads, env=rank_env,
+                         pmi_port=bool(runtime and runtime.needs_pmi_port), cores=cores)
+    lreq.total_ranks = total_ranks
+    return lreq, launch_env, list(model.notes)

@@ -1,0 +1,142 @@
+"""Resolving a run request: names become the things they name, once, before composing.
+
+A RunRequest holds what the user asked for, as given (names and strings). resolve() turns
+each component into a Resolved: the host MPI installation and its family profile, the
+image (for container modes), the runtime and scheduler backends. Nothing is mutated, and
+the machine is reached only through a Host, so planning is testable without MPI or images
+(tests pass a Host of their own).
+"""
+
+import os
+
+from .errors import NearmetalError
+
+
+class Host:
+    """What resolving needs from this machine: its MPI installations and its images."""
+
+    def mpis(self):
+        """{family: installation record} (discovery.mpi)."""
+        from .discovery.mpi import discover
+
+        return discover()
+
+    def mpi(self, family):
+        from .discovery.mpi import get
+
+        return get(family)
+
+    def image(self, spec):
+        """The Image for a name or path; None: the default image."""
+        from . import image as image_mod
+        from .families import names
+
+        return image_mod.resolve(spec or image_mod.default_name(image_mod.host_distro(), names()))
+
+    def program_abi(self, path):
+        """The MPI family a host program links against, or None."""
+        from .elf import read_elf
+        from .families import abi_of
+
+        try:
+            for soname in read_elf(path).needed:
+                if abi_of(soname):
+                    return abi_of(soname)
+        except NearmetalError:
+            pass
+        return None
+
+    def image_program_abi(self, image, program):
+        """The MPI family a program inside an image is built against (None for nearmetal's
+        kernels, which exist for every MPI in the image, or when none is found)."""
+        from .elf import LinkerView
+        from .families import names
+        from .models.program import container_program, is_kernel, mpi_abi
+
+        if is_kernel(program):
+            return None
+        for fam in image.mpis or names():
+            try:
+                path, _ = container_program(image, program, fam)
+            except NearmetalError:
+                continue
+            abi, _ = mpi_abi(LinkerView(image.rootfs), path)
+            if abi:
+                return abi
+        return image.mpis[0] if image.mpis else None
+
+
+class Resolved:
+    """One component of a launch, resolved: the request's fields plus `mpi` (the host
+    installation record), `profile` (its family), `image` (an Image, None natively),
+    `use_sqfs`, `runtime` and `scheduler` (backend instances; runtime None natively).
+    The attribute names are the ones the MPI models read."""
+
+    __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
+                 "mpi", "profile", "image", "use_sqfs", "runtime", "scheduler")
+
+    def __init__(self, req, mpi, profile, image, runtime, scheduler):
+        self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
+        self.ranks, self.ranks_per_node, self.threads = req.ranks, req.ranks_per_node, req.threads
+        self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
+        self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
+        self.use_sqfs = bool(image is not None and isinstance(req.image, str) and req.image.endswith(".sqfs"))
+
+    @property
+    def in_container(self):
+        return self.mode != "native"
+
+
+def resolve(req, more=(), host=None):
+    """[Resolved] for a request and its further MPMD components (which share its MPI)."""
+    from . import runtimes, schedulers
+    from .families import get as get_family
+    from .families import names as family_names
+
+    host = host or Host()
+    family = req.mpi or None
+    if family is not None and family not in family_names():
+        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(family_names())})")
+    scheduler = schedulers.get(req.scheduler)
+    image = host.image(req.image) if req.mode != "native" else None
+    if family is None and image is not None:
+        family = host.image_program_abi(image, req.program)
+    mpi = host.mpi(family or _default_family(req, host))
+    profile = get_family(mpi["family"])
+    out = [Resolved(req, mpi, profile, image, _runtime(req, runtimes), scheduler)]
+    for i, r in enumerate(more, start=2):
+        if r.mpi and r.mpi != mpi["family"]:
+            raise NearmetalError(f"MPMD component {i} asks for {r.mpi}, but components share one "
+                                 f"MPI_COMM_WORLD: every component must use {mpi['family']}")
+        r_image = host.image(r.image) if r.mode != "native" else None
+        out.append(Resolved(r, mpi, profile, r_image, _runtime(r, runtimes), scheduler))
+    return out
+
+
+def _runtime(req, runtimes):
+    if req.mode == "native":
+        return None
+    runtime = runtimes.get(req.runtime)
+    if not runtime.path():
+        raise NearmetalError(f"runtime '{req.runtime}' is not installed ({runtime.binary} not on PATH)")
+    return runtime
+
+
+def _default_family(req, host):
+    from .families import names
+
+    found = host.mpis()
+    if not found:
+        raise NearmetalError("no MPI installation found on this host: install one (Debian: "
+                             + "; ".join(f"{n}: {_packages(n)}" for n in names()) + ")")
+    if req.mode == "native" and "/" in req.program and os.path.isfile(req.program):
+        fam = host.program_abi(req.program)  # the program's own MPI decides which launcher can start it
+        if fam in found:
+            return fam
+    return next(f for f in names() + tuple(found) if f in found)  # the profiles' order: Open MPI first
+
+
+def _packages(family):
+    from .families import get
+
+    return get(family).host_packages
