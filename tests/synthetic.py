@@ -1,5 +1,5 @@
-"""Realistic synthetic analysis dicts (docs/analysis.md) for tests, demos and timing the
-reports, without running a study.
+"""Realistic synthetic analysis dicts (docs/analysis.md) for the report tests and for timing
+the reports, without running a study.
 
     synthetic_analysis()                      # ~3 variants compared with native, every kernel
     synthetic_analysis(n_variants=6, scale="large")   # ~2,000 points x 6 variants
@@ -7,15 +7,17 @@ reports, without running a study.
 Values are drawn around plausible medians (latency ~0.3 us + size / 10 GB/s, ...) with
 1-3% noise and occasional outliers; each containerized variant has a known overhead
 profile (podman costs start-up time, bind with MPICH is slower around 64 KiB, hybrid with
-Open MPI loses shared-memory bandwidth at large sizes), so every verdict occurs. The
-statistics follow the field layout of nearmetal.study.stats (summarize/compare) but use a
-cheap normal approximation instead of a bootstrap.
+Open MPI loses shared-memory bandwidth at large sizes), so every verdict occurs. Statistics and
+verdicts are nearmetal.study.stats's own (summarize, compare paired by block), with fewer
+bootstrap resamples than a study uses where the analysis is large.
 """
 
 import hashlib
 import math
 
 import numpy as np
+
+from nearmetal.study import stats
 
 ALL_VARIANTS = (
     {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None},
@@ -31,7 +33,7 @@ ALL_KERNELS = ("latency", "bw", "bibw", "allreduce", "alltoall", "allgather", "b
                "stream", "cg", "phases", "startup", "metadata")
 
 STUDY_TOML = """\
-# Synthetic study (nearmetal.report.synthetic). Methodology: https://mvapich.cse.ohio-state.edu/benchmarks/
+# Synthetic study (tests/synthetic.py). Methodology: https://mvapich.cse.ohio-state.edu/benchmarks/
 [study]
 name = "{name}"
 description = "Synthetic: native vs containers, every kernel."
@@ -154,69 +156,14 @@ def _points_for(kernel, sizes, placements, pairs_ranks, stream_ranks):
     return out
 
 
-def _summarize(values):
-    a = np.asarray(values, dtype=float)
-    n = a.size
-    med = float(np.median(a))
-    mean = float(a.mean())
-    std = float(a.std(ddof=1)) if n > 1 else 0.0
-    mad = float(np.median(np.abs(a - med)))
-    p5, p95 = (float(x) for x in np.percentile(a, [5, 95]))
-    outliers = [int(i) for i in np.flatnonzero(np.abs(0.6745 * (a - med) / mad) > 3.5)] if mad > 0 else []
-    return {"n": n, "min": float(a.min()), "max": float(a.max()), "median": med, "mean": mean, "std": std,
-            "sem": std / math.sqrt(n) if n else 0.0, "p5": p5, "p95": p95, "mad": mad,
-            "cv": std / mean if mean else None, "outliers": outliers}
-
-
-def _compare(bs, vs, hib, margin):
-    """stats.compare's layout, approximated (normal approximation of log(ratio of medians)
-    instead of the bootstrap): ratio = variant median / baseline median; overhead_pct =
-    (ratio - 1) * 100, or (1/ratio - 1) * 100 for higher-is-better metrics (+ = slower)."""
-    nb, nv = bs["n"], vs["n"]
-    ratio = vs["median"] / bs["median"]
-    # normal approximation of log(median ratio): se(median) ~ 1.2533 sd / sqrt(n)
-    se = 1.2533 * math.sqrt((bs["cv"] ** 2) / nb + (vs["cv"] ** 2) / nv)
-    lo, hi = ratio * math.exp(-1.96 * se), ratio * math.exp(1.96 * se)
-    if hib:
-        cost, clo, chi = 1 / ratio, 1 / hi, 1 / lo
-    else:
-        cost, clo, chi = ratio, lo, hi
-    overhead = (cost - 1) * 100
-    if clo >= 1 - margin and chi <= 1 + margin:
-        verdict = "equivalent"
-    elif clo > 1 and cost > 1 + margin:
-        verdict = "slower"
-    elif chi < 1 and cost < 1 - margin:
-        verdict = "faster"
-    else:
-        verdict = "inconclusive"
-    z = abs(math.log(ratio)) / se if se > 0 else 0.0
-    half = 1.96 * 1.2533 * bs["cv"] / math.sqrt(nb)
-    return {"ratio": ratio, "ci_low": lo, "ci_high": hi, "overhead_pct": overhead,
-            "p_value": math.erfc(z / math.sqrt(2)), "test": "wilcoxon", "paired": True,
-            "verdict": verdict, "margin": margin, "n_baseline": nb, "n_variant": nv, "n_pairs": min(nb, nv),
-            "baseline_noise": {"n": nb, "cv": bs["cv"], "rel_spread": (bs["p95"] - bs["p5"]) / bs["median"],
-                               "median_ci_halfwidth_rel": half}}
-
-
 def synthetic_analysis(*, seed=0, n_variants=4, kernels=ALL_KERNELS, sizes=None, placements=None, reps=None,
                        pairs_ranks=4, stream_ranks=4, n_failures=3, margin=0.03, scale=None, name="synthetic",
-                       real_stats=None, n_boot=500):
+                       n_boot=None):
     """A synthetic analysis dict. n_variants 3..7 (always including their native baselines);
     sizes: message sizes (default 1 B .. 4 MiB, powers of two); placements: (ranks, threads)
     for the kernels that scale. scale="large": ~2,000 points per variant (12 placements,
-    16-rank all-pairs matrix, 50 repetitions unless reps is given). real_stats: compute
-    stats and comparisons with nearmetal.study.stats (bootstrap, n_boot resamples; paired
-    by block) instead of the fast approximation; default: real except for scale="large"."""
-    if real_stats is None:
-        real_stats = scale != "large"
-    if real_stats:
-        try:
-            from ..study import stats as real
-        except ImportError:  # pragma: no cover - stats is part of the package
-            real = None
-    else:
-        real = None
+    16-rank all-pairs matrix, 50 repetitions unless reps is given). n_boot: bootstrap
+    resamples per comparison (default 500, 100 for scale="large": ~8,000 comparisons)."""
     rng = np.random.default_rng(seed)
     if scale == "large":
         placements = placements or [(r, t) for r in (2, 4, 8, 16) for t in (1, 2, 4)]
@@ -224,6 +171,7 @@ def synthetic_analysis(*, seed=0, n_variants=4, kernels=ALL_KERNELS, sizes=None,
         stream_ranks = 8
         reps = reps or 50
     reps = reps or 10
+    n_boot = n_boot or (100 if scale == "large" else 500)
     sizes = list(sizes or [1 << i for i in range(0, 23)])
     placements = list(placements or [(2, 1), (4, 1), (4, 2)])
     chosen = [dict(v) for v in ALL_VARIANTS[:max(1, min(n_variants, len(ALL_VARIANTS)))]]
@@ -256,23 +204,18 @@ def synthetic_analysis(*, seed=0, n_variants=4, kernels=ALL_KERNELS, sizes=None,
                     vals[rng.integers(reps)] *= (0.7 if hib else 1.4)
                 by_variant[v["id"]] = [float(x) for x in vals]
                 cells.add((kernel, ranks, threads, v["id"]))
-            if real is not None:
-                stats = {k: real.summarize(vals) for k, vals in by_variant.items()}
-            else:
-                stats = {k: _summarize(vals) for k, vals in by_variant.items()}
+            summaries = {k: stats.summarize(vals) for k, vals in by_variant.items()}
             for v in variants:
                 b = v["baseline"] if v["baseline"] != v["id"] else None
                 entry = {"benchmark": kernel, "kernel": kernel, "metric": metric, "unit": unit,
                          "higher_is_better": hib, "point": dict(point), "ranks": ranks, "threads": threads,
                          "variant": v["id"], "variant_dims": {k: v[k] for k in ("mode", "runtime", "mpi", "image")},
-                         "values": by_variant[v["id"]], "stats": stats[v["id"]], "baseline": b, "comparison": None}
-                if b and b in stats:
-                    if real is not None:
-                        bv, vv = by_variant[b], by_variant[v["id"]]
-                        entry["comparison"] = real.compare(bv, vv, higher_is_better=hib, margin=margin,
-                                                           pairs=list(zip(bv, vv)), n_boot=n_boot)
-                    else:
-                        entry["comparison"] = _compare(stats[b], stats[v["id"]], hib, margin)
+                         "values": by_variant[v["id"]], "stats": summaries[v["id"]], "baseline": b,
+                         "comparison": None}
+                if b and b in summaries:
+                    bv, vv = by_variant[b], by_variant[v["id"]]
+                    entry["comparison"] = stats.compare(bv, vv, higher_is_better=hib, margin=margin,
+                                                        pairs=list(zip(bv, vv)), n_boot=n_boot)
                 points.append(entry)
 
     ok_runs = len(cells) * reps
@@ -329,115 +272,3 @@ def synthetic_analysis(*, seed=0, n_variants=4, kernels=ALL_KERNELS, sizes=None,
         "runs": {"total": ok_runs + len(failures), "by_status": by_status, "failures": failures},
         "environment": environment,
     }
-
-
-# ---------------------------------------------------------------------- parallel I/O (iobench)
-
-IO_PHASES = ("open_s", "write_s", "close_s", "read_s")
-IO_BYTES = 2 * 48 * (1 << 20)  # 512x512x16 doubles + floats, 2 steps
-
-
-def io_model(conf):
-    """True median seconds per phase of one I/O configuration (an io_section.IOConf) on the
-    slowest rank, and the share of rank 0 in the write (serial: rank 0 writes everything).
-    Shaped like seed 004's findings: serial slowest, shared files fastest with aggregators
-    matching the stripes, HDF5 dearer to open and close, chunking along x costly."""
-    write = {"serial": 1.0, "file-per-rank": 0.30, "io-domains": 0.40, "shared": 0.25}[conf.pattern]
-    if conf.pattern in ("io-domains", "shared") and conf.io_layout:
-        ix, iy = (int(x) for x in conf.io_layout.split("x"))
-        write *= 1.0 + 0.5 / (ix * iy)  # fewer I/O domains, fewer writers
-    write *= {"posix": 1.0, "mpiio": 1.0, "pnetcdf": 1.08, "netcdf4": 1.3, "hdf5": 1.2}[conf.library]
-    if conf.aggregators is not None:
-        write *= 1.0 + 0.12 * abs(conf.aggregators - 2)
-    if conf.stripes is not None:
-        write *= 1.0 + 0.06 * abs(conf.stripes - (conf.aggregators or 1))
-    if conf.chunk and conf.chunk != "default":
-        cx, cy = (int(x) for x in conf.chunk.split("x"))
-        write *= 1.0 + 0.35 * (cx - 1) + 0.04 * (cy - 1)
-    elif conf.chunk == "default" and conf.library == "netcdf4":
-        write *= 1.15
-    heavy = conf.library in ("hdf5", "netcdf4")
-    return {"open_s": 0.03 if heavy else 0.01, "write_s": write, "close_s": 0.02 if heavy else 0.004,
-            "read_s": 0.0 if conf.read == "none" else (0.25 if conf.read == "serial" else 0.3)}
-
-
-def synthetic_io_store(path, benchmarks, *, variants=None, ranks=2, reps=6, seed=0, name="io-synthetic",
-                       not_honoured=None, model=io_model, noise=0.03):
-    """Write a real results store (study.store.Store, SQLite at path) holding an I/O study:
-    every benchmark x variant measured `reps` times in randomized blocks, with the records
-    nm-iobench's parser gives (per rank and "max": open_s write_s close_s read_s total_s;
-    rank "total": write_bw read_bw bytes files and hint.<key>). benchmarks: configuration
-    labels, or (name, args) pairs for ordinary names whose configuration is in their
-    kernel arguments (a regular study such as the quickstart). variants: dicts with mode,
-    runtime, mpi, image (default: native Open MPI). not_honoured: {benchmark: [hint keys
-    recorded as 0 = ignored]}. Returns the store's path."""
-    import json as _json
-
-    from ..study.plan import variant_id
-    from ..study.store import Store
-    from .io_section import conf_from_args, conf_from_label
-
-    variants = variants or [{"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}]
-    rng = np.random.default_rng(seed)
-    items = []
-    toml = [f'[study]\nname = "{name}"\nrepetitions = {reps}\nwarmup = 0\nseed = {seed}\n',
-            '[baseline]\nmode = "native"\n',
-            "[matrix]\nmode = [" + ", ".join(sorted({f'"{v["mode"]}"' for v in variants})) + "]\nmpi = ["
-            + ", ".join(sorted({f'"{v["mpi"]}"' for v in variants})) + f"]\nranks = [{ranks}]\n"]
-    for b in benchmarks:
-        bname, args = (b, None) if isinstance(b, str) else b
-        conf = conf_from_label(bname) if args is None else conf_from_args(args)
-        if conf is None:
-            raise ValueError(f"not an I/O configuration: {b!r}")
-        items.append((bname, conf))
-        toml.append('[[benchmark]]\nkernel = "iobench"\nname = ' + _json.dumps(bname)
-                    + ("\nargs = " + _json.dumps(list(args)) if args is not None else "") + "\n")
-    store = Store(path)
-    sid = store.create_study(name, "\n".join(toml), seed, 0.03, {"mode": "native"}, "0.1.0",
-                             "2025-05-01T12:00:00+00:00")
-    runs, records = [], []
-    position = 0
-    for block in range(reps):
-        order = [(v, b) for v in variants for b in items]
-        for i in rng.permutation(len(order)):
-            v, (bname, conf) = order[i]
-            true = model(conf)
-            files = {"serial": 1, "file-per-rank": ranks, "shared": 1}.get(conf.pattern)
-            if files is None:
-                ix, iy = (int(x) for x in (conf.io_layout or "1x1").split("x"))
-                files = ix * iy
-            per_rank = []
-            for r in range(ranks):
-                # serial: the others send and wait in the next gather for rank 0's write
-                share = 1.0 if conf.pattern != "serial" or r == 0 else 0.9
-                vals = {ph: true[ph] * (share if ph == "write_s" else 1.0) * float(np.exp(rng.normal(0, noise)))
-                        for ph in IO_PHASES}
-                vals["total_s"] = sum(vals[ph] for ph in IO_PHASES)
-                per_rank.append(vals)
-            recs = [{"metric": m, "unit": "s", "value": vals[m], "point": {"rank": r}}
-                    for r, vals in enumerate(per_rank) for m in (*IO_PHASES, "total_s")]
-            mx = {m: max(vals[m] for vals in per_rank) for m in (*IO_PHASES, "total_s")}
-            recs += [{"metric": m, "unit": "s", "value": mx[m], "point": {"rank": "max"}} for m in mx]
-            wtime = max(vals["open_s"] + vals["write_s"] + vals["close_s"] for vals in per_rank)
-            recs += [{"metric": "write_bw", "unit": "MB/s", "value": IO_BYTES / wtime / 1e6,
-                      "point": {"rank": "total"}},
-                     {"metric": "bytes", "unit": "bytes", "value": float(IO_BYTES), "point": {"rank": "total"}},
-                     {"metric": "files", "unit": "count", "value": float(files), "point": {"rank": "total"}}]
-            if mx["read_s"] > 0:
-                recs.append({"metric": "read_bw", "unit": "MB/s", "value": IO_BYTES / mx["read_s"] / 1e6,
-                             "point": {"rank": "total"}})
-            if conf.aggregators is not None or conf.stripes is not None:
-                keys = (["cb_nodes", "cb_config_list"] if conf.aggregators is not None else []) + \
-                    (["striping_factor"] if conf.stripes is not None else [])
-                bad = set((not_honoured or {}).get(bname, ()))
-                recs += [{"metric": f"hint.{k}", "unit": "bool", "value": 0.0 if k in bad else 1.0,
-                          "point": {"rank": "total"}} for k in keys]
-            vid = variant_id(v)
-            runs.append({"run_key": f"{bname}|{vid}|n={ranks}|b{block}", "position": position, "block": block,
-                         "repetition": block, "warmup": False, "benchmark": bname, "kernel": "iobench",
-                         "variant": vid, "variant_json": v, "ranks": ranks, "threads": 1})
-            records.append(recs)
-            position += 1
-    store.add_finished(sid, runs, records)
-    store.close()
-    return path

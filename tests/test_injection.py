@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_one_line_error, local_slurm_env, nearmetal
+from io_files import parse_hints_file
 from nearmetal.cli import main
 from nearmetal.errors import NearmetalError
 from nearmetal.io import best as best_mod
@@ -273,7 +274,7 @@ def test_hints_file_and_namelist_refuse_a_value_starting_a_line(tmp_path):
         best_mod.namelist(best_result(tmp_path, best="file-per-rank/posix read=serial", layout="2x1\n/\n&x"))
     good = tmp_path / "best.hints"
     best_mod.hints_file(best_result(tmp_path), good)
-    assert best_mod.parse_hints_file(good.read_text()) == {"cb_config_list": "*:1", "cb_nodes": "1"}
+    assert parse_hints_file(good.read_text()) == {"cb_config_list": "*:1", "cb_nodes": "1"}
 
 
 def iobench_study(tmp_path, name, hint):

@@ -1,6 +1,7 @@
 """The HTML report's parallel-I/O section: synthetic iobench records in a real SQLite store
-(report.synthetic.synthetic_io_store) analysed by study.analysis and rendered; expected
-values are computed here straight from the store's records, not by the report code."""
+(tests/synthetic_io.py) analysed by study.analysis (and its I/O analysis, io.analysis) and
+rendered; expected values are computed here straight from the store's records, not by the
+report code."""
 
 import json
 import re
@@ -9,14 +10,15 @@ import statistics
 
 import pytest
 
-from nearmetal.report import common as C
-from nearmetal.report import io_section as IO
+from nearmetal.io import analysis as IO
+from nearmetal.report import formatting as F
 from nearmetal.report.html import render_html
-from nearmetal.report.synthetic import synthetic_analysis, synthetic_io_store
 from nearmetal.study.analysis import analyze
 from nearmetal.study.store import Store
 
 from conftest import nearmetal
+from synthetic import synthetic_analysis
+from synthetic_io import synthetic_io_store
 
 HEATMAP = "Parallel I/O: write bandwidth vs aggregators × stripes"
 PHASES = "Parallel I/O: time per phase vs io_layout"
@@ -110,13 +112,13 @@ def test_table_best_configuration_and_speedups(sweep):
     assert [label for _, label, _ in rows] == sorted(write, key=write.get)  # fastest write first
     cells = {label: c for _, label, c in rows}
     # write s [CI] starts with the median; the speed-up over serial is the ratio of medians
-    assert cells[fastest][2].startswith(C.fmt_num(write[fastest]) + " [")
+    assert cells[fastest][2].startswith(F.fmt_num(write[fastest]) + " [")
     assert cells["serial/posix read=serial"][7] == "1.00×"
     expect = write["serial/posix read=serial"] / write[fastest]
     sp = re.match(r"(\d+\.\d\d)× \[(\d+\.\d\d)–(\d+\.\d\d)\]", cells[fastest][7])
     assert sp and sp.group(1) == f"{expect:.2f}" and float(sp.group(2)) <= expect <= float(sp.group(3))
     bw = medians(db, "write_bw", "total")
-    assert cells[fastest][4] == C.fmt_num(bw[fastest])
+    assert cells[fastest][4] == F.fmt_num(bw[fastest])
     # hints: the one the synthetic library ignored, nothing elsewhere
     assert cells[IGNORED][9] == "striping_factor"
     assert all(c[9] == "—" for label, c in cells.items() if label != IGNORED)
@@ -138,7 +140,7 @@ def test_heatmap_cells_are_the_medians(sweep):
     # the unhinted configuration of the same io_layout is the default/default cell, the io=1x1 one is not drawn
     expect = [bw["shared/mpiio io=2x1 read=serial"]] + [
         bw[f"shared/mpiio io=2x1 aggr={a} stripes={s} read=serial"] for s in (1, 2, 4) for a in (1, 2, 4)]
-    assert cell_texts(texts, "stripes (striping_factor)", "mpiio") == [C.fmt_num(v) for v in expect]
+    assert cell_texts(texts, "stripes (striping_factor)", "mpiio") == [F.fmt_num(v) for v in expect]
     assert texts[:5] == ["default", "1", "2", "4", "aggregators per node (cb_config_list)"]
 
 
@@ -148,10 +150,10 @@ def test_chunk_grid_and_references(sweep):
     fig = figure(html, CHUNKS)
     texts = svg_texts(fig)
     expect = [write[f"shared/hdf5 io=2x1 chunk={x}x{y} read=serial"] for y in (1, 2) for x in (1, 2, 4)]
-    assert cell_texts(texts, "CY (y split into CY chunks)", "hdf5") == [C.fmt_num(v) for v in expect]
+    assert cell_texts(texts, "CY (y split into CY chunks)", "hdf5") == [F.fmt_num(v) for v in expect]
     joined = " ".join(texts)
-    assert f"pnetcdf contiguous: {C.fmt_num(write['shared/pnetcdf io=2x1 read=serial'])} s" in joined
-    assert f"hdf5 contiguous (default): {C.fmt_num(write['shared/hdf5 io=2x1 chunk=default read=serial'])} s" in joined
+    assert f"pnetcdf contiguous: {F.fmt_num(write['shared/pnetcdf io=2x1 read=serial'])} s" in joined
+    assert f"hdf5 contiguous (default): {F.fmt_num(write['shared/hdf5 io=2x1 chunk=default read=serial'])} s" in joined
 
 
 def test_phase_and_balance_figures(sweep):
@@ -192,7 +194,7 @@ def test_ordinary_names_use_the_study_arguments(tmp_path):
     variants = [{"mode": "native", "runtime": None, "mpi": m, "image": None} for m in ("openmpi", "mpich")]
     db = synthetic_io_store(tmp_path / "s.db", benches, variants=variants, reps=5)
     a, html = render(db, tmp_path)
-    assert {n: c.label for n, c in IO.configurations(a).items()} == {
+    assert {n: c["label"] for n, c in a["io"]["configurations"].items()} == {
         "io-serial": "serial/posix read=serial", "io-fpr": "file-per-rank/posix read=serial",
         "io-domains": "io-domains/posix io=2x1 read=serial", "io-shared": "shared/mpiio io=1x1 read=serial"}
     sec = html.split('<section id="io">', 1)[1].split("</section>", 1)[0]
@@ -216,15 +218,14 @@ def test_configuration_from_arguments():
 
 
 def test_median_ci_is_the_io_best_interval():
-    """The report's median CI is the one `nearmetal io best` prints (same method, seed and
-    resamples), and it brackets the median."""
+    """The median CI of the I/O analysis (the one the report and `nearmetal io best` print) is
+    the documented one: stats.median_ci with 2000 resamples, seed 0; it brackets the median."""
     import numpy as np
 
-    from nearmetal.io import best
     from nearmetal.study import stats
 
-    def best_ci(vals):  # what io/best.py computes for each configuration
-        return stats.median_ci(vals, n_boot=best.N_BOOT)
+    def best_ci(vals):  # docs/io-tuning.md: 2000 resamples, seed 0
+        return stats.median_ci(vals, n_boot=2000, seed=0)
 
     rng = np.random.default_rng(4)
     for n in (2, 3, 7, 10, 31):
@@ -294,6 +295,79 @@ def test_real_study_report_has_the_io_section(tmp_path):
     assert figure(html, BALANCE)
 
 
+IO_SWEEP = """\
+[study]
+name = "agree"
+repetitions = 2
+warmup = 0
+timeout = 120
+seed = 3
+
+[io]
+grid = [64, 64, 4]
+steps = 2
+layout = "2x1"
+dir = "{dir}"
+mpi = ["openmpi"]
+
+[io.space]
+pattern = ["serial", "file-per-rank", "shared"]
+library = ["posix", "mpiio"]
+stripes = [4]
+
+[io.preselect]
+enabled = false
+"""
+
+
+def test_io_best_and_the_report_agree_on_a_real_sweep(tmp_path):
+    """A tiny real `nearmetal io sweep` (5 configurations x 2 runs, 2 Open MPI ranks on tmpfs):
+    `io best --json` and the report (HTML and analysis.json) name the same fastest
+    configuration, the same speed-up over serial with the same CI, and the same hints not
+    honoured (striping_factor: tmpfs has no stripes), for every configuration."""
+    import os
+    import shutil
+
+    target = f"/dev/shm/nearmetal-test-io-{os.getpid()}-agree"
+    (tmp_path / "io.toml").write_text(IO_SWEEP.format(dir=target))
+    db = tmp_path / "res" / "study.db"
+    try:
+        out = nearmetal("io", "sweep", tmp_path / "io.toml", "--db", db, "--no-progress", timeout=300)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr
+    best = {m: json.loads(nearmetal("io", "best", "--db", db, "--metric", m, "--json", check=True).stdout)
+            for m in ("write", "total")}
+    for fmt in ("html", "json"):
+        nearmetal("report", "--db", db, "--study", "agree", "--format", fmt, "--out", tmp_path / "rep", check=True)
+    html = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    (group,) = json.loads((tmp_path / "rep" / "analysis.json").read_text())["io"]["groups"]
+    report_rows = {r["label"]: r for r in group["rows"]}
+    html_rows = {label: (is_best, cells) for is_best, label, cells in io_rows(html)}
+    assert set(report_rows) == set(html_rows) == {r["configuration"] for r in best["write"]["rows"]}
+    # the fastest write: bold in the page, named by the analysis
+    assert [label for label, (is_best, _) in html_rows.items() if is_best] == [best["write"]["best"]]
+    assert group["best"] == {"write_s": best["write"]["best"], "total_s": best["total"]["best"]}
+
+    def fmt_speedup(value, ci):
+        return f"{value:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else "")
+
+    hinted = 0
+    for metric, column in (("write", 7), ("total", 8)):
+        for row in best[metric]["rows"]:
+            label = row["configuration"]
+            mine = report_rows[label]["speedup"][f"{metric}_s"]
+            assert (mine["value"], mine["ci"]) == (row["speedup"], row["speedup_ci"]), (metric, label)
+            assert html_rows[label][1][column] == fmt_speedup(row["speedup"], row["speedup_ci"]), (metric, label)
+            not_honoured = sorted(k for k, status in row["hints_status"].items() if status != "honoured")
+            assert html_rows[label][1][9] == (", ".join(not_honoured) or "—"), label
+            hinted += bool(row["hints_status"])
+        top = best[metric]
+        assert top["speedup"] == report_rows[top["best"]]["speedup"][f"{metric}_s"]["value"]
+        assert any(r["speedup_ci"] for r in top["rows"])  # CIs compared, not only their absence
+    assert hinted  # the shared configuration's striping_factor was recorded
+
+
 def test_quickstart_io_section():
     """The built-in quickstart's I/O benchmarks: valid, on tmpfs, configurations the report
     recognizes, native and bind for both MPI families, a few hundred MiB per block."""
@@ -312,8 +386,7 @@ def test_quickstart_io_section():
     per_run = nx * ny * nz * (8 + 4) * 2
     per_block = per_run * sum(len(b.mode) * len(cfg.matrix.mpi) for b in io)
     assert 100 << 20 <= per_block <= 1 << 30, per_block
-    a = {"study": {"config_toml": text}, "points": [{"benchmark": b.label, "kernel": "iobench"} for b in io]}
-    assert set(IO.configurations(a)) == {b.label for b in io}
+    assert set(IO.configurations(text, [b.label for b in io])) == {b.label for b in io}
 
 
 def test_speedup_pairs_by_block_when_the_analysis_has_blocks():
@@ -368,7 +441,7 @@ def test_terminal_report_has_one_compact_io_table(sweep):
     shown = [next(b for b in sorted(want, key=len, reverse=True) if l.strip().startswith(b + " ")) for l in lines]
     assert shown == fastest_first, (shown, fastest_first)
     first = lines[0].split()
-    assert C.fmt_num(want[fastest_first[0]]) in first, lines[0]
+    assert F.fmt_num(want[fastest_first[0]]) in first, lines[0]
     assert "verdict" not in text and "vs baseline" not in text
     if len(want) > IO_MAX_ROWS:
         assert f"{IO_MAX_ROWS} of {len(want)} configurations" in text

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import NEARMETAL, assert_one_line_error, nearmetal
-from nearmetal.io import best as best_mod
+from io_files import parse_hints_file, parse_namelist
 from nearmetal.io import config as io_config
 from nearmetal.io import preselect
 from nearmetal.io.space import LIBRARIES, PATTERNS, READS, Configuration, format_size, parse_size
@@ -361,9 +361,9 @@ def test_tiny_sweep_and_io_best_pick_the_stored_fastest(tmp_path, cleanup_dirs):
     # hints file: exactly the -H hints the fastest configuration's runs were given
     argv = next(r["argv"] for r in run_statuses(db, "tiny").values() if r["benchmark"] == result["best"])
     given = dict(a.split("=", 1) for f, a in zip(argv, argv[1:]) if f == "-H")
-    hints = best_mod.parse_hints_file(Path(result["hints_file"]).read_text())
+    hints = parse_hints_file(Path(result["hints_file"]).read_text())
     assert hints == given
-    nml = best_mod.parse_namelist(Path(result["namelist_file"]).read_text())
+    nml = parse_namelist(Path(result["namelist_file"]).read_text())
     cfg = Configuration.from_label(result["best"])
     assert nml[("mpp_io_nml", "parallel_netcdf")] == (".true." if cfg.pattern == "shared" else ".false.")
     assert nml[("mpp_io_nml", "pnetcdf")] == ".false."

@@ -11,12 +11,15 @@ import time
 import pytest
 from rich.console import Console
 
-from nearmetal.report import FORMATS, render_terminal, write_report
-from nearmetal.report import common as C
-from nearmetal.report import plots as P
+from nearmetal.report import FORMATS, plots_scaling, render_terminal, write_report
+from nearmetal.report import formatting as F
+from nearmetal.report import kernel_semantics as K
+from nearmetal.report import points as PT
+from nearmetal.report import row_selection as RS
+from nearmetal.report import summaries as S
 from nearmetal.report.html import render_html
-from nearmetal.report.synthetic import synthetic_analysis
 from nearmetal.report.tables import csv_rows, render_json, render_markdown, write_csv
+from synthetic import synthetic_analysis
 
 RATIO_CI = re.compile(r"\d+\.\d\d \[\d+\.\d\d–\d+\.\d\d\]")
 
@@ -39,7 +42,7 @@ def terminal_text(analysis, width=120):
     return console.export_text()
 
 
-# ---------------------------------------------------------------------- the synthetic builder
+# ---------------------------------------------------------------------- the synthetic builder (tests/synthetic.py)
 
 def test_synthetic_analysis_is_realistic(analysis):
     ids = [v["id"] for v in analysis["variants"]]
@@ -108,7 +111,7 @@ def test_html_figure_failure_is_contained(tmp_path, monkeypatch):
     def broken(*args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(P, "scaling", broken)
+    monkeypatch.setattr(plots_scaling, "scaling", broken)
     monkeypatch.setenv("NEARMETAL_REPORT_JOBS", "1")
     render_html(synthetic_analysis(seed=6, n_variants=3, kernels=("cg", "latency")), tmp_path / "r.html")
     text = (tmp_path / "r.html").read_text()
@@ -120,10 +123,10 @@ def test_html_sections(html_text, analysis):
     for section in ("summary", "sweeps", "overhead", "scaling", "pairs", "dispersion", "phases", "table",
                     "failures", "environment", "study"):
         assert f'<section id="{section}">' in html_text, section
-    for s in C.variant_summaries(analysis):
+    for s in S.variant_summaries(analysis):
         assert s["text"].split(":")[0] in html_text
     # the full table: one <details> per benchmark·metric, one row per point x variant
-    groups = C.group_points(analysis["points"])
+    groups = PT.group_points(analysis["points"])
     assert html_text.count("<details id=") == len(groups)
     assert html_text.count('<td class="num">') >= len(analysis["points"]) * 8
     # the environment and the study file
@@ -237,7 +240,7 @@ def test_markdown_has_a_table_per_benchmark(analysis):
         assert b in titled, b
         assert "\n| point | ranks×threads | variant |" in titled[b]
         assert "\n|---|" in titled[b]
-    assert md.count("| point | ranks×threads |") == len(C.group_points(analysis["points"]))
+    assert md.count("| point | ranks×threads |") == len(PT.group_points(analysis["points"]))
     # one line per point x variant in the tables
     assert sum(1 for line in md.splitlines() if line.startswith("| ") and not line.startswith("| point")) == \
         len(analysis["points"])
@@ -294,27 +297,27 @@ def test_terminal_with_one_kernel():
 
 def test_representative_sizes():
     sizes = [1 << i for i in range(23)]
-    rep = C.representative_sizes(sizes)
+    rep = RS.representative_sizes(sizes)
     assert len(rep) == 8
     assert {1, 8, 1024, 65536, 1 << 20, 4 << 20} <= set(rep)
-    assert C.representative_sizes([4, 8]) == [4, 8]
-    assert C.fmt_size(65536) == "64 KiB" and C.fmt_size(8) == "8 B" and C.fmt_size(3 << 19) == "1.5 MiB"
+    assert RS.representative_sizes([4, 8]) == [4, 8]
+    assert F.fmt_size(65536) == "64 KiB" and F.fmt_size(8) == "8 B" and F.fmt_size(3 << 19) == "1.5 MiB"
 
 
 def test_overhead_ci_follows_the_ratio():
     lower = {"ratio": 1.10, "ci_low": 1.05, "ci_high": 1.15, "overhead_pct": 10.0}
-    assert C.overhead_ci(lower) == pytest.approx((5.0, 15.0))
+    assert PT.overhead_ci(lower) == pytest.approx((5.0, 15.0))
     higher = {"ratio": 0.8, "ci_low": 0.75, "ci_high": 0.85, "overhead_pct": 25.0}
-    lo, hi = C.overhead_ci(higher)
+    lo, hi = PT.overhead_ci(higher)
     assert lo == pytest.approx((1 / 0.85 - 1) * 100) and hi == pytest.approx((1 / 0.75 - 1) * 100)
-    assert C.overhead_ci({"ratio": 1.0, "ci_low": None, "ci_high": None, "overhead_pct": 0.0}) is None
-    assert C.fmt_ratio({"ratio": 1.034, "ci_low": 0.99, "ci_high": 1.071}) == "1.03 [0.99–1.07]"
+    assert PT.overhead_ci({"ratio": 1.0, "ci_low": None, "ci_high": None, "overhead_pct": 0.0}) is None
+    assert F.fmt_ratio({"ratio": 1.034, "ci_low": 0.99, "ci_high": 1.071}) == "1.03 [0.99–1.07]"
 
 
 def test_phase_components_mapping():
-    assert P.phase_class("compute_s") == "compute" and P.phase_class("halo_s") == "comm"
-    assert P.phase_class("allreduce_s") == "comm" and P.phase_class("total_s") == "total"
-    parts, total = P.stack_parts({"compute_s": 4.0, "comm_s": 1.5, "halo_s": 0.8, "allreduce_s": 0.5,
+    assert K.phase_class("compute_s") == "compute" and K.phase_class("halo_s") == "comm"
+    assert K.phase_class("allreduce_s") == "comm" and K.phase_class("total_s") == "total"
+    parts, total = K.stack_parts({"compute_s": 4.0, "comm_s": 1.5, "halo_s": 0.8, "allreduce_s": 0.5,
                                   "total_s": 5.6})
     assert total == 5.6
     names = [n for _, n, _ in parts]
@@ -323,7 +326,7 @@ def test_phase_components_mapping():
 
 
 def test_short_variant_labels(analysis):
-    labels, dropped = C.short_variant_labels(analysis)
+    labels, dropped = PT.short_variant_labels(analysis)
     assert labels["bind/charliecloud/mpich/default"] == "bind/mpich"
     assert "runtime charliecloud" in dropped and len(set(labels.values())) == len(labels)
 

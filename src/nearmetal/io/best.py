@@ -1,12 +1,11 @@
 """`nearmetal io best`: the fastest configuration of an I/O sweep, with its statistics, an
 MPI-IO hints file and the matching FMS namelist (docs/io-tuning.md).
 
-Metric: `write` = the max-over-ranks write time (gather + all steps, as FMS's mpp_write),
-`total` = the max-over-ranks total (open + write + close + read). Per configuration and
-variant: the median over the sweep's repetitions, its 95% percentile-bootstrap interval,
-and the median write bandwidth. The fastest is compared with the serial reference (its
-speed-up, with the bootstrap interval of the ratio of medians, paired by block) and with
-the runner-up (is the difference real?).
+The numbers are those of the study's I/O analysis (io.analysis, the one the report's
+Parallel I/O section renders): per configuration and variant the median of the max-over-ranks
+`write` or `total` time with its 95% bootstrap interval, the median write bandwidth, the
+speed-up over the serial reference and the hints not honoured. This module picks the
+fastest, compares it with the runner-up, and writes the files.
 """
 
 import json
@@ -14,38 +13,17 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from ..errors import NearmetalError
 from ..study import config as study_config
-from ..study import stats
+from ..study.analysis import analyze as analyze_study
 from ..study.store import Store
-from .space import Configuration, parse_kernel_args, parse_pair
-from .sweep import max_rank_values
+from .space import Configuration, parse_pair
 
-N_BOOT = 2000
 # What a hints file may hold (ROMIO reads "KEY VALUE" lines, split at blanks): a key is a
 # name; a value is letters, digits and _ . : * , + = / @ - (enough for cb_config_list "*:2").
 _HINT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HINT_VALUE = re.compile(r"[A-Za-z0-9_.:*,+=/@-]+")
-
-
-def _records(store, study_id, metric, rank):
-    out = {}
-    for rec in store.records(study_id):
-        if rec["metric"] == metric and json.loads(rec["point_json"]).get("rank") == rank:
-            out.setdefault((rec["benchmark"], rec["variant"]), []).append(rec["value"])
-    return out
-
-
-def _hint_records(store, study_id):
-    """{(label, variant): {hint key: [0/1 per run]}}"""
-    out = {}
-    for rec in store.records(study_id):
-        if rec["metric"].startswith("hint."):
-            key = rec["metric"][len("hint."):]
-            out.setdefault((rec["benchmark"], rec["variant"]), {}).setdefault(key, []).append(rec["value"])
-    return out
+HINT_STATUS = {"all": "not honoured on this file system", "some": "honoured in some runs only", "none": "honoured"}
 
 
 def find_study(store, name=None):
@@ -73,80 +51,59 @@ def find_study(store, name=None):
     return sweeps[0]
 
 
-def analyze(store, study_row, metric="total"):
-    """Everything `io best` prints, as a JSON-ready dict."""
-    cfg = study_config.parse(study_row["config_toml"], source=f"study '{study_row['name']}'")
-    sid = study_row["id"]
-    benches = {b.label: b for b in cfg.benchmark if b.kernel == "iobench"}
-    configs = {}
-    for label in benches:
-        try:
-            configuration = Configuration.from_label(label)
-        except ValueError:
-            continue  # not written by io sweep: not a configuration
-        if configuration.label() == label:  # io sweep writes canonical labels only (one line, single blanks)
-            configs[label] = configuration
-    if not configs:
-        raise NearmetalError(f"study '{study_row['name']}' has no I/O configurations")
-    # the compiled study lists the serial reference first
-    reference = next((l for l in benches if l in configs and configs[l].pattern == "serial"), None)
-    times = max_rank_values(store, sid, f"{metric}_s")
-    bandwidth = _records(store, sid, "write_bw", "total")
-    hints_seen = _hint_records(store, sid)
-    rows = []
-    for (label, vid), byblock in times.items():
-        if label not in configs:
-            continue
-        values = list(byblock.values())
-        s = stats.summarize(values)
-        ci = stats.median_ci(values, n_boot=N_BOOT)
-        bw = bandwidth.get((label, vid))
-        rows.append({"configuration": label, "variant": vid, "n": s["n"], "median_s": s["median"],
-                     "ci_low": ci[0] if ci else None, "ci_high": ci[1] if ci else None, "cv": s["cv"],
-                     "write_MBps": float(np.median(bw)) if bw else None, "reference": label == reference})
-    if not rows:
-        counts = store.counts(sid)
-        raise NearmetalError(f"study '{study_row['name']}' has no successful measurement yet "
-                             f"({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
-    rows.sort(key=lambda r: (r["median_s"], r["configuration"], r["variant"]))
-    best = rows[0]
-    vid = best["variant"]
-    out = {"study": study_row["name"], "metric": metric, "db": str(store.path), "rows": rows,
-           "best": best["configuration"], "variant": vid, "median_s": best["median_s"],
-           "ci": [best["ci_low"], best["ci_high"]], "write_MBps": best["write_MBps"],
-           "reference": reference, "speedup": None, "speedup_ci": None, "speedup_verdict": None,
-           "runner_up": None, "distinguishable": None, "runner_up_comparison": None,
-           "hints": parse_kernel_args(benches[best["configuration"]].args)[1],
-           "env": dict(benches[best["configuration"]].env), "hints_status": {},
-           "layout": parse_kernel_args(benches[best["configuration"]].args)[0].get("-l")}
-    mine = times[(best["configuration"], vid)]
-    if reference and (reference, vid) in times and reference != best["configuration"]:
-        ref = times[(reference, vid)]
-        cmp = _compare(ref, mine, cfg.study.margin)
-        if cmp["ratio"]:
-            out["speedup"] = 1.0 / cmp["ratio"]
-            if cmp["ci_low"]:
-                out["speedup_ci"] = [1.0 / cmp["ci_high"], 1.0 / cmp["ci_low"]]
-        out["speedup_verdict"] = cmp["verdict"]
-    elif reference == best["configuration"]:
-        out["speedup"], out["speedup_ci"] = 1.0, [1.0, 1.0]
-    same_variant = [r for r in rows[1:] if r["variant"] == vid]
-    if same_variant:
-        second = same_variant[0]
-        cmp = _compare(mine, times[(second["configuration"], vid)], cfg.study.margin)
-        out["runner_up"] = second["configuration"]
-        out["runner_up_comparison"] = {k: cmp[k] for k in ("ratio", "ci_low", "ci_high", "p_value", "test", "verdict")}
-        out["distinguishable"] = cmp["verdict"] == "slower"
-    for key, seen in hints_seen.get((best["configuration"], vid), {}).items():
-        out["hints_status"][key] = "honoured" if all(v >= 1 for v in seen) else (
-            "not honoured on this file system" if all(v <= 0 for v in seen) else "honoured in some runs only")
+def hints_status(hints):
+    """{hint key: status words} from the analysis' {key: {"runs", "not_honoured"}}."""
+    out = {}
+    for key, h in hints.items():
+        which = "none" if h["not_honoured"] == 0 else ("all" if h["not_honoured"] == h["runs"] else "some")
+        out[key] = HINT_STATUS[which]
     return out
 
 
-def _compare(base_byblock, var_byblock, margin):
-    pairs = [(base_byblock[b], var_byblock[b]) for b in var_byblock if b in base_byblock]
-    return stats.compare(list(base_byblock.values()), list(var_byblock.values()), margin=margin,
-                         pairs=pairs if len(pairs) >= 2 else None)
+def _row(row, group, metric):
+    t = row["times"][metric]
+    sp = row["speedup"][metric]
+    return {"configuration": row["label"], "variant": group["variant"], "n": t["n"], "median_s": t["median"],
+            "ci_low": t["ci"][0] if t["ci"] else None, "ci_high": t["ci"][1] if t["ci"] else None, "cv": t["cv"],
+            "write_MBps": row["write_bw"], "reference": row["benchmark"] == row["reference"],
+            "speedup": sp["value"] if sp else None, "speedup_ci": sp["ci"] if sp else None,
+            "hints_status": hints_status(row["hints"])}
+
+
+def analyze(store, study_row, metric="total"):
+    """Everything `io best` prints, as a JSON-ready dict."""
+    m = f"{metric}_s"
+    analysis = analyze_study(store, study_row["name"])
+    io = analysis.get("io") or {}
+    configurations = io.get("configurations") or {}
+    if not configurations:
+        raise NearmetalError(f"study '{study_row['name']}' has no I/O configurations")
+    found = [(_row(r, g, m), r, g) for g in io["groups"] for r in g["rows"] if r["times"][m]]
+    if not found:
+        counts = store.counts(study_row["id"])
+        raise NearmetalError(f"study '{study_row['name']}' has no successful measurement yet "
+                             f"({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+    found.sort(key=lambda x: (x[0]["median_s"], x[0]["configuration"], x[0]["variant"]))
+    best, row, group = found[0]
+    conf = configurations[row["benchmark"]]
+    reference = row["reference"]
+    out = {"study": study_row["name"], "metric": metric, "db": str(store.path), "rows": [f[0] for f in found],
+           "best": best["configuration"], "variant": best["variant"], "median_s": best["median_s"],
+           "ci": [best["ci_low"], best["ci_high"]], "write_MBps": best["write_MBps"],
+           "reference": configurations[reference]["label"] if reference else None,
+           "speedup": best["speedup"], "speedup_ci": best["speedup_ci"],
+           "speedup_verdict": (row["speedup"][m] or {}).get("verdict"),
+           "runner_up": None, "distinguishable": None, "runner_up_comparison": None,
+           "hints": dict(conf["hints"]), "env": dict(conf["env"]), "hints_status": best["hints_status"],
+           "layout": conf["layout"]}
+    if reference == row["benchmark"]:
+        out["speedup_ci"] = [1.0, 1.0]  # the reference itself: exactly 1
+    second = group["runner_up"][m]
+    if second:
+        out["runner_up"] = configurations[second["benchmark"]]["label"]
+        out["runner_up_comparison"] = second["comparison"]
+        out["distinguishable"] = second["distinguishable"]
+    return out
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -180,17 +137,6 @@ def hints_file(result, path):
         lines.append("# (this configuration sets no MPI-IO hint)")
     lines += [f"{k} {v}" for k, v in result["hints"].items()]
     Path(path).write_text(_one_entry_per_line(lines, "hints file"))
-
-
-def parse_hints_file(text):
-    """{key: value} of a ROMIO hints file."""
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition(" ")
-            out[key] = value.strip()
-    return out
 
 
 def namelist(result):
@@ -244,25 +190,6 @@ def namelist(result):
 def _flag(b):
     return ".true." if b else ".false."
 
-
-def parse_namelist(text):
-    """{(group, key): value} of Fortran namelist text (enough for what namelist() writes)."""
-    out, group = {}, None
-    for raw in text.splitlines():
-        line = raw.split("!", 1)[0].strip()
-        if not line:
-            continue
-        if line.startswith("&"):
-            group = line[1:].strip()
-        elif line == "/":
-            group = None
-        elif "=" in line and group:
-            key, _, value = line.partition("=")
-            out[(group, key.strip())] = value.strip()
-    return out
-
-
-# -- the command -------------------------------------------------------------------------------
 
 def run(db, study=None, metric="total", console=None, as_json=False):
     from rich.console import Console

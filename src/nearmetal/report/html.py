@@ -14,9 +14,12 @@ from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 
-from . import common as C
+from . import figure_plan
+from . import formatting as F
 from . import io_section as IO
-from . import plots as P
+from . import plot_base as B
+from . import points as PT
+from . import summaries as S
 
 MAX_FAILURE_ROWS = 200
 FIGURE_FAILED = "This figure could not be drawn"
@@ -28,18 +31,6 @@ def _template():
     text = resources.files(__package__).joinpath("templates/report.html").read_text(encoding="utf-8")
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
     return env.from_string(text)
-
-
-def _by_benchmark(points):
-    out = OrderedDict()
-    for p in points:
-        out.setdefault(p.get("benchmark"), OrderedDict()).setdefault(p.get("metric"), []).append(p)
-    return out
-
-
-def _is_pairs(entries):
-    return C.kernel_base(entries[0].get("kernel")) == "pairs" or any(
-        "src" in (p.get("point") or {}) and "dst" in (p.get("point") or {}) for p in entries[:50])
 
 
 def _flatten(d, prefix=""):
@@ -107,21 +98,21 @@ def _grid(analysis, groups, vorder):
     """Verdict overview: one row per benchmark·metric, one column per compared variant."""
     cols = []
     for p in analysis.get("points") or []:
-        if C.comparison(p) and p.get("variant") not in cols:
+        if PT.comparison(p) and p.get("variant") not in cols:
             cols.append(p.get("variant"))
     cols.sort(key=lambda v: vorder.get(v, 1e9))
     rows = []
     for (bench, metric), entries in groups.items():
-        cells = {v: {v2: 0 for v2 in C.VERDICTS} | {"worst": None, "best": None} for v in cols}
+        cells = {v: {v2: 0 for v2 in PT.VERDICTS} | {"worst": None, "best": None} for v in cols}
         for p in entries:
-            c = C.comparison(p)
+            c = PT.comparison(p)
             if not c or p.get("variant") not in cells:
                 continue
             cell = cells[p["variant"]]
-            verdict = C.verdict_of(p)
+            verdict = PT.verdict_of(p)
             cell[verdict] += 1
             oh = c.get("overhead_pct")
-            if C.is_num(oh):
+            if F.is_num(oh):
                 if verdict == "slower" and (cell["worst"] is None or oh > cell["worst"]):
                     cell["worst"] = oh
                 if verdict == "faster" and (cell["best"] is None or oh < cell["best"]):
@@ -129,20 +120,20 @@ def _grid(analysis, groups, vorder):
         out_cells = []
         for v in cols:
             cell = cells[v]
-            n = sum(cell[x] for x in C.VERDICTS)
+            n = sum(cell[x] for x in PT.VERDICTS)
             if not n:
                 out_cells.append({"cls": "na", "text": "—", "title": "not compared"})
                 continue
             bits = [f"{cell['equivalent']}/{n} ≈"]
             if cell["slower"]:
-                bits.append(f"{cell['slower']} slower ({C.fmt_pct(cell['worst'], digits=0)})")
+                bits.append(f"{cell['slower']} slower ({F.fmt_pct(cell['worst'], digits=0)})")
             if cell["faster"]:
-                bits.append(f"{cell['faster']} faster ({C.fmt_pct(cell['best'], digits=0)})")
+                bits.append(f"{cell['faster']} faster ({F.fmt_pct(cell['best'], digits=0)})")
             if cell["inconclusive"]:
                 bits.append(f"{cell['inconclusive']} ?")
             cls = ("slower" if cell["slower"] else "faster" if cell["faster"] else
                    "equivalent" if cell["equivalent"] == n else "inconclusive")
-            title = ", ".join(f"{x} {cell[x]}" for x in C.VERDICTS if cell[x])
+            title = ", ".join(f"{x} {cell[x]}" for x in PT.VERDICTS if cell[x])
             out_cells.append({"cls": cls, "text": " · ".join(bits), "title": title})
         rows.append({"bench": bench, "metric": metric, "anchor": _anchor(bench, metric), "cells": out_cells})
     return cols, rows
@@ -153,34 +144,34 @@ def _anchor(bench, metric):
 
 
 def _full_tables(groups, analysis):
-    noise_index = C.noise_by_row(analysis.get("points") or [])
-    vorder = C.variant_order(analysis)
-    bases = C.baseline_ids(analysis)
+    noise_index = PT.noise_by_row(analysis.get("points") or [])
+    vorder = PT.variant_order(analysis)
+    bases = PT.baseline_ids(analysis)
     tables = []
     for (bench, metric), entries in groups.items():
-        order = {k: i for i, k in enumerate(C.ordered_row_keys(entries))}
+        order = {k: i for i, k in enumerate(PT.ordered_row_keys(entries))}
         rows = []
         prev = None
-        for p in sorted(entries, key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9))):
+        for p in sorted(entries, key=lambda p: (order[PT.row_key(p)], vorder.get(p.get("variant"), 1e9))):
             s = p.get("stats") or {}
-            c = C.comparison(p)
-            k = C.row_key(p)
-            verdict = C.verdict_of(p) or ("baseline" if p.get("variant") in bases else "")
+            c = PT.comparison(p)
+            k = PT.row_key(p)
+            verdict = PT.verdict_of(p) or ("baseline" if p.get("variant") in bases else "")
             pv = c.get("p_value") if c else None
             outl = s.get("outliers")
             rows.append({
                 "first": k != prev,
-                "point": C.point_label(p.get("point")),
-                "pl": C.fmt_placement(p.get("ranks"), p.get("threads")),
+                "point": F.point_label(p.get("point")),
+                "pl": F.fmt_placement(p.get("ranks"), p.get("threads")),
                 "variant": p.get("variant"),
                 "n": s.get("n", len(p.get("values") or [])),
-                "median": C.fmt_num(C.median_of(p)),
-                "spread": f"{C.fmt_num(s.get('p5'))}–{C.fmt_num(s.get('p95'))}" if C.is_num(s.get("p5")) else "—",
-                "ratio": C.fmt_ratio(c),
-                "overhead": C.fmt_pct(c.get("overhead_pct")) if c else "—",
+                "median": F.fmt_num(PT.median_of(p)),
+                "spread": f"{F.fmt_num(s.get('p5'))}–{F.fmt_num(s.get('p95'))}" if F.is_num(s.get("p5")) else "—",
+                "ratio": F.fmt_ratio(c),
+                "overhead": F.fmt_pct(c.get("overhead_pct")) if c else "—",
                 "verdict": verdict,
-                "p": f"{pv:.2g}" if C.is_num(pv) else "—",
-                "noise": C.row_noise(p, noise_index),
+                "p": f"{pv:.2g}" if F.is_num(pv) else "—",
+                "noise": PT.row_noise(p, noise_index),
                 "outliers": len(outl) if isinstance(outl, (list, tuple)) else ("—" if outl is None else outl),
             })
             prev = k
@@ -198,11 +189,11 @@ _JOBS = None
 def _draw_one(i):
     """One figure job -> (id, title, svg, caption) or None. A figure that fails (data no
     plot function expected) becomes a visible note instead of costing the whole report."""
-    _section, name, args = _JOBS[i]
+    _section, plot, args = _JOBS[i]
     try:
-        f = (name if callable(name) else getattr(P, name))(*args)
+        f = plot(*args)
     except Exception as e:  # noqa: BLE001 - reported in the page
-        fid, what = args[0], args[1] if len(args) > 2 and isinstance(args[1], str) else getattr(name, "__name__", name)
+        fid, what = args[0], args[1] if len(args) > 2 and isinstance(args[1], str) else plot.__name__
         return (fid, f"{what}: figure not drawn", "", f"{FIGURE_FAILED}: {type(e).__name__}: {e}")
     return None if f is None else (f.id, f.title, f.svg, f.caption)
 
@@ -226,7 +217,7 @@ class _Drawing:
     def __init__(self, jobs, workers):
         global _JOBS
         self.jobs, self.pool, self.async_result, self.raw = jobs, None, None, None
-        order = sorted(range(len(jobs)), key=lambda i: (_COST.get(jobs[i][1], 9), i))
+        order = sorted(range(len(jobs)), key=lambda i: (_COST.get(getattr(jobs[i][1], "__name__", ""), 9), i))
         self.order = order
         if workers > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
             _JOBS = jobs  # inherited by the forked workers
@@ -266,18 +257,18 @@ class _Drawing:
                     _JOBS = None
             by_job = dict(zip(self.order, raw))
             self.raw = [by_job[i] for i in range(len(self.jobs))]
-        return [None if r is None else P.Fig(*r) for r in self.raw]
+        return [None if r is None else B.Fig(*r) for r in self.raw]
 
 
 def draw(jobs, workers=None):
-    """Start drawing figure jobs [(section, plots function name, args)]; returns an object
+    """Start drawing figure jobs [(section, plot function, args)]; returns an object
     whose .get() gives [Fig or None] in job order. With several CPUs the figures are drawn
     in forked worker processes while the caller goes on (they inherit the imported
     matplotlib and the data; only SVG text travels back); serially, at .get(), where fork
     is unavailable, the process has threads, NEARMETAL_REPORT_JOBS=1, or no pool starts."""
     if not jobs:
         return _Drawing([], 1)
-    P._matplotlib()  # import once, before any fork
+    B.mpl()  # import once, before any fork
     if workers is None:
         env = os.environ.get("NEARMETAL_REPORT_JOBS", "")
         if env.isdigit() and int(env) > 0:
@@ -292,57 +283,20 @@ def build_context(analysis):
     """Everything the template shows, figures included (SVG strings)."""
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
-    groups = C.group_points(points)
-    bybench = _by_benchmark(points)
-    style = P.Style(analysis)
+    groups = PT.group_points(points)
+    style = B.Style(analysis)
     vorder = style.order
     counter = iter(range(1, 1_000_000))
 
     def fid():
         return f"f{next(counter)}"
 
-    jobs = []  # (section, function name, args): drawn below, serially or in forked workers
-    headline = []
-    for bench, metrics in bybench.items():
-        all_entries = [p for es in metrics.values() for p in es]
-        if _is_pairs(all_entries):
-            for metric, entries in metrics.items():
-                jobs.append(("pairs", "pairs_heatmaps", (fid(), bench, metric, entries, style)))
-        else:
-            rest = OrderedDict()
-            for metric, entries in metrics.items():
-                if C.is_size_swept(entries):  # the lower panel holds the overhead bars per size
-                    jobs.append(("sweeps", "size_sweep", (fid(), bench, metric, entries, style)))
-                else:
-                    rest[metric] = entries
-            if rest:
-                jobs.append(("overhead", "overhead_bars", (fid(), bench, rest, style)))
-        head = C.headline_metric(list(metrics))
-        if head is not None:
-            if not _is_pairs(all_entries) and (len(C.placements(metrics[head])) > 1 or C.scale_param(metrics[head])):
-                jobs.append(("scaling", "scaling", (fid(), bench, head, metrics[head], style)))
-            entries = metrics[head]
-            hp = C.headline_point(entries)
-            pl = max(C.placements(entries), key=lambda x: ((x[0] or 0) * (x[1] or 0), x))
-            rows = [p for p in entries
-                    if C.point_json(p.get("point")) == hp and (p.get("ranks"), p.get("threads")) == pl]
-            if rows:
-                pt = C.point_label(json.loads(hp))
-                where = C.fmt_placement(*pl)
-                title = C.what(bench, head) + (f" @ {pt}" if pt != "—" else "") + (f" ({where})" if where != "—" else "")
-                headline.append((title, rows[0].get("unit") or "", rows))
-        if C.kernel_base(all_entries[0].get("kernel")) == "phases" or any(
-                "phase" in (p.get("point") or {}) for p in all_entries[:50]):
-            jobs.append(("phases", "phases_bars", (fid(), bench, all_entries, style)))
-    if headline:
-        jobs.append(("dispersion", "dispersion", (fid(), headline, style)))
-    io = IO.plan(analysis, style, fid)  # iobench configurations: figures and tables of their own
-    jobs += io.jobs
+    jobs, io = figure_plan.plan(analysis, style, fid)
     drawing = draw(jobs)  # in worker processes where possible, while the tables are built here
     try:
-        summaries = C.variant_summaries(analysis)
+        summaries = S.variant_summaries(analysis)
         grid_cols, grid_rows = _grid(analysis, groups, vorder)
-        fail_head, _ = C.failures_summary(analysis)
+        fail_head, _ = S.failures_summary(analysis)
         failures = (analysis.get("runs") or {}).get("failures") or []
         flat_env = [_env_row(e) for e in analysis.get("environment") or []]
         env_cols = []
@@ -361,14 +315,14 @@ def build_context(analysis):
     return {
         "study": study,
         "title": f"nearmetal report: {study.get('name', 'study')}",
-        "margin_txt": f"±{margin * 100:g}%" if C.is_num(margin) else "?",
+        "margin_txt": f"±{margin * 100:g}%" if F.is_num(margin) else "?",
         "baseline_txt": json.dumps(study.get("baseline")) if study.get("baseline") is not None else "",
         "variants": sorted(analysis.get("variants") or [], key=lambda v: vorder.get(v.get("id"), 1e9)),
         "labels": style.labels,
         "dropped": style.dropped,
         "colors": style.color,
         "summaries": summaries,
-        "verdicts": C.VERDICTS,
+        "verdicts": PT.VERDICTS,
         "grid_cols": grid_cols,
         "grid_rows": grid_rows,
         "sweeps": figs["sweeps"],

@@ -2,13 +2,13 @@
 and dicts, so the figures draw in forked workers like the rest of the report's).
 
 Every function takes a figure id and rows [(row title, panels)] — one row per variant x
-placement — and returns a plots.Fig, or None when there is nothing to draw.
+placement — and returns a plot_base.Fig, or None when there is nothing to draw.
 """
 
 import math
 
-from . import common as C
-from . import plots as P
+from . import formatting as F
+from . import plot_base as B
 
 PHASE_COLORS = {"open_s": "#1f77b4", "write_s": "#d62728", "close_s": "#2ca02c", "read_s": "#9467bd"}
 LIBRARIES = ("posix", "mpiio", "pnetcdf", "netcdf4", "hdf5")
@@ -45,10 +45,10 @@ def phase_times(fid, rows):
     cols = _columns(rows)
     npos = max(len(p["xs"]) for _, panels in rows for p in panels.values())
     crowded = npos * len(cols) > 12  # tick labels would touch: slant them
-    m = P._matplotlib()
+    m = B.mpl()
     used = set()
-    with P._rc():
-        fig = P._new_figure(max(6.0, min(max(2.9, 0.62 * npos) * len(cols), 14.0) + 0.8),
+    with B.rc():
+        fig = B.new_figure(max(6.0, min(max(2.9, 0.62 * npos) * len(cols), 14.0) + 0.8),
                             2.5 * len(rows) + 0.9 + (0.45 if crowded else 0))
         axes = fig.subplots(len(rows), len(cols), squeeze=False)
         for r, (title, panels) in enumerate(rows):
@@ -78,7 +78,7 @@ def phase_times(fid, rows):
                         if x is not None:
                             run.append((x, d, pattern))
                     used.add(ph)
-                P._value_axis(ax, allv)
+                B.value_axis(ax, allv)
                 ax.set_xticks(range(len(xs)))
                 if crowded:
                     ax.set_xticklabels([label.replace("\n", " ") for label, _, _ in xs], fontsize=6.5, rotation=35,
@@ -94,16 +94,16 @@ def phase_times(fid, rows):
         handles = [m["Line2D"]([], [], color=PHASE_COLORS[ph], marker="o", markersize=3) for ph in PHASE_COLORS
                    if ph in used]
         labels = [ph.removesuffix("_s") for ph in PHASE_COLORS if ph in used]
-        P._layout(fig, legend=(handles, labels), wspace=0.35, hspace=1.0 if crowded else 0.75,
+        B.layout(fig, legend=(handles, labels), wspace=0.35, hspace=1.0 if crowded else 0.75,
                   bottom=0.95 if crowded else 0.55, top=0.45)
-        svg = P._svg(fig, fid)
+        svg = B.svg(fig, fid)
     fixed = "; ".join(f"{lib}: {p['fixed']}" for _, panels in rows for lib, p in panels.items() if p["fixed"])
     cap = ("Median time of each phase, the maximum over ranks of every run (as FMS's mpp_open, mpp_write, "
            "mpp_close, mpp_read), per write pattern and io_layout; whiskers: 95% bootstrap CI of the median. "
            "Write includes the gather to the I/O-domain roots. Where a library was measured "
            "with several hints or chunkings, the panel holds them as in its fastest write")
     cap += f" ({fixed})." if fixed else "."
-    return P.Fig(fid, "Parallel I/O: time per phase vs io_layout", svg, cap)
+    return B.Fig(fid, "Parallel I/O: time per phase vs io_layout", svg, cap)
 
 
 # ---------------------------------------------------------------------- heatmaps
@@ -120,13 +120,13 @@ def _heatmap_figure(fid, rows, *, xkey, ykey, xname, yname, cmap, unit, title, c
     vmin, vmax = min(allv), max(allv)
     if vmin == vmax:
         vmin, vmax = vmin * 0.95, vmax * 1.05 + 1e-12
-    with P._rc():
+    with B.rc():
         head_lines = max([1 + (len(rows) > 1)] + [1 + (extra(p).count("\n") + 1 if extra and extra(p) else 0)
                                                   for _, panels in rows for p in panels.values()])
         head = 0.14 * head_lines  # inches of panel title
-        fig = P._new_figure(max(5.0, 2.7 * len(cols) + 1.6), (2.2 + head) * len(rows) + 0.7 + head)
+        fig = B.new_figure(max(5.0, 2.7 * len(cols) + 1.6), (2.2 + head) * len(rows) + 0.7 + head)
         axes = fig.subplots(len(rows), len(cols), squeeze=False)
-        l, r, b, t = P._layout(fig, right=1.3, left=0.75, bottom=0.5, top=0.25 + head, wspace=0.45,
+        l, r, b, t = B.layout(fig, right=1.3, left=0.75, bottom=0.5, top=0.25 + head, wspace=0.45,
                                hspace=0.45 + 0.8 * head)
         im = None
         for ri, (rtitle, panels) in enumerate(rows):
@@ -144,7 +144,7 @@ def _heatmap_figure(fid, rows, *, xkey, ykey, xname, yname, cmap, unit, title, c
                         if np.isfinite(a[i, j]):
                             lum = cm((a[i, j] - vmin) / (vmax - vmin))
                             bright = 0.299 * lum[0] + 0.587 * lum[1] + 0.114 * lum[2] > 0.5
-                            _cell_text(ax, i, j, C.fmt_num(a[i, j]), bright)
+                            _cell_text(ax, i, j, F.fmt_num(a[i, j]), bright)
                 ax.set_xticks(range(len(p[xkey])))
                 ax.set_xticklabels([_param(v) for v in p[xkey]])
                 ax.set_yticks(range(len(p[ykey])))
@@ -165,10 +165,10 @@ def _heatmap_figure(fid, rows, *, xkey, ykey, xname, yname, cmap, unit, title, c
             cb.set_label(unit)
             from matplotlib.ticker import FuncFormatter
 
-            cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: C.fmt_num(v)))  # no offset text
-        svg = P._svg(fig, fid)
+            cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: F.fmt_num(v)))  # no offset text
+        svg = B.svg(fig, fid)
     fixed = "; ".join(f"{lib}: {p['fixed']}" for _, panels in rows for lib, p in panels.items() if p["fixed"])
-    return P.Fig(fid, title, svg, caption + (f" Held fixed: {fixed}." if fixed else ""))
+    return B.Fig(fid, title, svg, caption + (f" Held fixed: {fixed}." if fixed else ""))
 
 
 def bw_heatmaps(fid, rows):
@@ -193,7 +193,7 @@ def chunk_grid(fid, rows):
         return None
 
     def refs(p):
-        return "\n".join(f"{name}: {C.fmt_num(v)} s" for name, v in p.get("refs") or ())
+        return "\n".join(f"{name}: {F.fmt_num(v)} s" for name, v in p.get("refs") or ())
 
     return _heatmap_figure(
         fid, rows, xkey="cx", ykey="cy", xname="CX (x split into CX chunks)", yname="CY (y split into CY chunks)",
@@ -215,8 +215,8 @@ def load_balance(fid, rows):
         return None
     ncol = max(len(panels) for _, panels in rows)
     nranks = max(len(ranks) for _, panels in rows for _, ranks in panels)
-    with P._rc():
-        fig = P._new_figure(max(5.5, min(ncol * (1.6 + 0.18 * nranks), 11.0) + 0.8), 2.4 * len(rows) + 0.7)
+    with B.rc():
+        fig = B.new_figure(max(5.5, min(ncol * (1.6 + 0.18 * nranks), 11.0) + 0.8), 2.4 * len(rows) + 0.7)
         axes = fig.subplots(len(rows), ncol, squeeze=False, sharey="row")
         for ri, (rtitle, panels) in enumerate(rows):
             top = max(max(d["ci"][1] if d.get("ci") else d["median"], d["median"]) for _, ranks in panels
@@ -226,9 +226,9 @@ def load_balance(fid, rows):
                 xs = [r for r, _ in ranks]
                 hs = [d["median"] for _, d in ranks]
                 color = "#7f7f7f" if ptitle.startswith("serial") else "#1f77b4"
-                P._bars(ax, xs, hs, 0.7, color, [0.85] * len(xs))
+                B.bars(ax, xs, hs, 0.7, color, [0.85] * len(xs))
                 cis = [d["ci"] for _, d in ranks]
-                P._errorbars(ax, xs, hs, cis)
+                B.errorbars(ax, xs, hs, cis)
                 ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
                 ax.set_ylim(0, top * 1.08)  # one scale per row: serial's single writer against the fastest
                 ax.set_xticks(xs if len(xs) <= 16 else xs[:: math.ceil(len(xs) / 12)])
@@ -238,10 +238,10 @@ def load_balance(fid, rows):
                 if ci == 0:
                     ax.set_ylabel("write s (median)")
         _hide_empty(axes)
-        P._layout(fig, wspace=0.25, hspace=0.8, top=0.55, bottom=0.45)
-        svg = P._svg(fig, fid)
+        B.layout(fig, wspace=0.25, hspace=0.8, top=0.55, bottom=0.45)
+        svg = B.svg(fig, fid)
     cap = ("Median write time of every rank (gather + library write of all records, as FMS's mpp_write), whiskers: "
            "95% CI of the median: the fastest configuration against serial. Ranks that only send their block wait "
            "in the next record's gather until their writer is done, so a slow writer lengthens every bar of its "
            "domain; uneven bars show unequal blocks or writers.")
-    return P.Fig(fid, "Parallel I/O: per-rank write time (load balance)", svg, cap)
+    return B.Fig(fid, "Parallel I/O: per-rank write time (load balance)", svg, cap)

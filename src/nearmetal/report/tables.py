@@ -5,7 +5,9 @@ import csv
 import json
 import math
 
-from . import common as C
+from . import formatting as F
+from . import points as PT
+from . import summaries as S
 
 FIXED_COLUMNS = ("benchmark", "kernel", "metric", "unit", "higher_is_better", "ranks", "threads", "variant",
                  "baseline", "variant.mode", "variant.runtime", "variant.mpi", "variant.image")
@@ -32,7 +34,7 @@ def render_markdown(analysis):
     for key, label in (("created", "created"), ("seed", "seed"), ("nearmetal_version", "nearmetal")):
         if study.get(key) is not None:
             facts.append(f"{label} {study[key]}")
-    if C.is_num(study.get("margin")):
+    if F.is_num(study.get("margin")):
         facts.append(f"equivalence margin ±{study['margin'] * 100:g}%")
     if facts:
         out += ["; ".join(facts) + ".", ""]
@@ -40,19 +42,19 @@ def render_markdown(analysis):
             "the variant is slower than its baseline; noise = the baseline's relative CI half-width of the "
             "median (or its coefficient of variation).", ""]
     out += ["## Summary", ""]
-    for s in C.variant_summaries(analysis):
+    for s in S.variant_summaries(analysis):
         out.append(f"- {_md(s['text'])}")
-    head, first = C.failures_summary(analysis)
+    head, first = S.failures_summary(analysis)
     out += ["", head, ""]
     if first:
         out += [f"First failure: `{_md(first.get('run_key'))}` ({first.get('status')}, exit status "
-                f"{first.get('exit_status')}):", "", "```", C.tail_lines(first.get("stderr_tail"), 10), "```", ""]
+                f"{first.get('exit_status')}):", "", "```", F.tail_lines(first.get("stderr_tail"), 10), "```", ""]
 
-    noise_index = C.noise_by_row(points)
-    vorder = C.variant_order(analysis)
-    bases = C.baseline_ids(analysis)
+    noise_index = PT.noise_by_row(points)
+    vorder = PT.variant_order(analysis)
+    bases = PT.baseline_ids(analysis)
     current = None
-    for (bench, metric), entries in C.group_points(points).items():
+    for (bench, metric), entries in PT.group_points(points).items():
         if bench != current:
             current = bench
             out += [f"## {_md(bench)}", ""]
@@ -63,18 +65,18 @@ def render_markdown(analysis):
         out.append("| point | ranks×threads | variant | n | median | p5–p95 | ratio [95% CI] | overhead | verdict "
                    "| p | noise |")
         out.append("|---|---|---|--:|--:|--:|--:|--:|---|--:|--:|")
-        order = {k: i for i, k in enumerate(C.ordered_row_keys(entries))}
-        for p in sorted(entries, key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9))):
+        order = {k: i for i, k in enumerate(PT.ordered_row_keys(entries))}
+        for p in sorted(entries, key=lambda p: (order[PT.row_key(p)], vorder.get(p.get("variant"), 1e9))):
             s = p.get("stats") or {}
-            c = C.comparison(p)
-            spread = f"{C.fmt_num(s.get('p5'))}–{C.fmt_num(s.get('p95'))}" if C.is_num(s.get("p5")) else "—"
+            c = PT.comparison(p)
+            spread = f"{F.fmt_num(s.get('p5'))}–{F.fmt_num(s.get('p95'))}" if F.is_num(s.get("p5")) else "—"
             verdict = (c.get("verdict") or "—") if c else ("baseline" if p.get("variant") in bases else "—")
             pv = c.get("p_value") if c else None
             out.append("| " + " | ".join(_md(x) for x in (
-                C.point_label(p.get("point")), C.fmt_placement(p.get("ranks"), p.get("threads")), p.get("variant"),
-                s.get("n", len(p.get("values") or [])), C.fmt_num(C.median_of(p)), spread, C.fmt_ratio(c),
-                C.fmt_pct(c.get("overhead_pct")) if c else "—", verdict,
-                f"{pv:.2g}" if C.is_num(pv) else "—", C.row_noise(p, noise_index))) + " |")
+                F.point_label(p.get("point")), F.fmt_placement(p.get("ranks"), p.get("threads")), p.get("variant"),
+                s.get("n", len(p.get("values") or [])), F.fmt_num(PT.median_of(p)), spread, F.fmt_ratio(c),
+                F.fmt_pct(c.get("overhead_pct")) if c else "—", verdict,
+                f"{pv:.2g}" if F.is_num(pv) else "—", PT.row_noise(p, noise_index))) + " |")
         out.append("")
     if not points:
         out += ["No measured points.", ""]
@@ -121,7 +123,7 @@ def csv_rows(analysis):
         stats_keys.update(dict.fromkeys(flat))
         row.update(flat)
         flat = {}
-        _flatten("comparison.", C.comparison(p) or {}, flat)
+        _flatten("comparison.", PT.comparison(p) or {}, flat)
         cmp_keys.update(dict.fromkeys(flat))
         row.update(flat)
         row["values"] = " ".join(repr(float(v)) for v in p.get("values") or [])

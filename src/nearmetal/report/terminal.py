@@ -2,7 +2,7 @@
 in words per variant and the failures.
 
 Rows are point (message size, rank pair, ...) x variant; long tables keep representative
-points only (common.select_rows) and say so: the full table is in the HTML report.
+points only (row_selection.select_rows) and say so: the full table is in the HTML report.
 
 iobench benchmarks (one per I/O configuration; an I/O sweep has hundreds) get one compact
 table instead: configuration x variant with the slowest rank's write and total time and the
@@ -13,7 +13,10 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from . import common as C
+from . import formatting as F
+from . import points as PT
+from . import row_selection as RS
+from . import summaries as S
 
 VERDICT_STYLE = {"equivalent": "green", "slower": "bold red", "faster": "cyan", "inconclusive": "yellow",
                  "baseline": "dim"}
@@ -29,25 +32,25 @@ def _width(cols, body):
 
 
 def _verdict_text(p, is_baseline):
-    v = C.verdict_of(p)
+    v = PT.verdict_of(p)
     if v is None:
         return Text("baseline" if is_baseline else "—", style=VERDICT_STYLE["baseline"])
     return Text(v, style=VERDICT_STYLE.get(v, ""))
 
 
-def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
+def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     """Print the report of an analysis dict (docs/analysis.md) on a rich Console."""
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
-    labels, dropped = C.short_variant_labels(analysis)
-    bases = C.baseline_ids(analysis)
+    labels, dropped = PT.short_variant_labels(analysis)
+    bases = PT.baseline_ids(analysis)
     title = f"Study {study.get('name', '?')}"
     if study.get("description"):
         title += f": {study['description']}"
     console.print(Text(title, style="bold"))
     margin = study.get("margin")
     bits = []
-    if C.is_num(margin):
+    if F.is_num(margin):
         bits.append(f"equivalence margin ±{margin * 100:g}%")
     bits.append("ratio = variant median / baseline median with its 95% CI; overhead > 0 means the variant is slower")
     bits.append("noise = baseline's relative CI half-width of the median (or its CV)")
@@ -55,18 +58,18 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
         bits.append(f"variants shown without {dropped}")
     console.print(Text("; ".join(bits) + ".", style="dim"))
 
-    noise_index = C.noise_by_row(points)
-    vorder = C.variant_order(analysis)
+    noise_index = PT.noise_by_row(points)
+    vorder = PT.variant_order(analysis)
     any_cut = False
     io_points = [p for p in points if p.get("kernel") == "iobench"]
     if io_points:
         any_cut = _render_io(io_points, labels, bases, vorder, console) or any_cut
-    for (bench, metric), entries in C.group_points([p for p in points if p.get("kernel") != "iobench"]).items():
+    for (bench, metric), entries in PT.group_points([p for p in points if p.get("kernel") != "iobench"]).items():
         first = entries[0]
-        keys, note = C.select_rows(entries, max_rows)
+        keys, note = RS.select_rows(entries, max_rows)
         any_cut = any_cut or bool(note)
         keyset = set(keys)
-        multi_pl = len(C.placements(entries)) > 1
+        multi_pl = len(PT.placements(entries)) > 1
         unit = first.get("unit") or ""
         head = f"{bench}" + (f" · {metric}" if metric != bench else "") + (f" ({unit})" if unit else "")
         kern = first.get("kernel")
@@ -74,28 +77,28 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
         if kern and kern != bench:
             sub = f"kernel {kern}, " + sub
         if not multi_pl and first.get("ranks"):
-            sub += ", " + C.placement_words(first.get("ranks"), first.get("threads"))
-        rows = [p for p in entries if C.row_key(p) in keyset]
+            sub += ", " + F.placement_words(first.get("ranks"), first.get("threads"))
+        rows = [p for p in entries if PT.row_key(p) in keyset]
         order = {k: i for i, k in enumerate(keys)}
-        rows.sort(key=lambda p: (order[C.row_key(p)], vorder.get(p.get("variant"), 1e9)))
+        rows.sort(key=lambda p: (order[PT.row_key(p)], vorder.get(p.get("variant"), 1e9)))
         cols = ["point"] + (["r×t"] if multi_pl else []) + ["variant", "n", "median", "ratio [95% CI]", "overhead",
                                                             "verdict", "noise"]
         body, sections, prev = [], [], None
         for p in rows:
-            k = C.row_key(p)
+            k = PT.row_key(p)
             newkey = k != prev
             sections.append(newkey and prev is not None)
             prev = k
             s = p.get("stats") or {}
-            c = C.comparison(p)
-            med = C.median_of(p)
+            c = PT.comparison(p)
+            med = PT.median_of(p)
             vid = p.get("variant")
-            cells = {"point": C.point_label(p.get("point")) if newkey else "",
-                     "r×t": C.fmt_placement(p.get("ranks"), p.get("threads")) if newkey else "",
+            cells = {"point": F.point_label(p.get("point")) if newkey else "",
+                     "r×t": F.fmt_placement(p.get("ranks"), p.get("threads")) if newkey else "",
                      "variant": labels.get(vid, vid), "n": str(s.get("n", len(p.get("values") or []))),
-                     "median": f"{C.fmt_num(med)} {unit}".strip() if med is not None else "—",
-                     "ratio [95% CI]": C.fmt_ratio(c), "overhead": C.fmt_pct(c.get("overhead_pct")) if c else "—",
-                     "verdict": _verdict_text(p, vid in bases), "noise": C.row_noise(p, noise_index)}
+                     "median": f"{F.fmt_num(med)} {unit}".strip() if med is not None else "—",
+                     "ratio [95% CI]": F.fmt_ratio(c), "overhead": F.fmt_pct(c.get("overhead_pct")) if c else "—",
+                     "verdict": _verdict_text(p, vid in bases), "noise": PT.row_noise(p, noise_index)}
             body.append(cells)
         # narrow consoles: leave out n, then noise, then overhead, rather than cutting cells short
         for drop in ("n", "noise", "overhead"):
@@ -114,16 +117,16 @@ def render_terminal(analysis, console, max_rows=C.TERMINAL_MAX_KEYS):
         console.print(table)
 
     console.print(Text("Summary", style="bold"))
-    for s in C.variant_summaries(analysis):
+    for s in S.variant_summaries(analysis):
         style = "red" if s["counts"]["slower"] else ("green" if s["compared"] else "dim")
         console.print(Text(s["text"], style=style))
-    head, first = C.failures_summary(analysis)
+    head, first = S.failures_summary(analysis)
     console.print(Text(head, style="bold red" if first else "dim"))
     if first:
         code = first.get("exit_status")
         console.print(Text(f"first: {first.get('run_key')} ({first.get('status')}"
                            + (f", exit status {code}" if code is not None else "") + "), stderr tail:", style="red"))
-        console.print(Text(C.tail_lines(first.get("stderr_tail")), style="dim", overflow="fold"))
+        console.print(Text(F.tail_lines(first.get("stderr_tail")), style="dim", overflow="fold"))
     if any_cut:
         console.print(Text("Long tables show representative points only: the full table is in the HTML report "
                            "(report.html).", style="dim"))
@@ -143,8 +146,8 @@ def _render_io(points, labels, bases, vorder, console):
             row[want[key]] = p
     if not rows:
         return False
-    order = sorted(rows, key=lambda k: (C.median_of(rows[k]["write"]) if "write" in rows[k]
-                                        and C.median_of(rows[k]["write"]) is not None else float("inf"),
+    order = sorted(rows, key=lambda k: (PT.median_of(rows[k]["write"]) if "write" in rows[k]
+                                        and PT.median_of(rows[k]["write"]) is not None else float("inf"),
                                         vorder.get(k[1], 1e9)))
     shown = order[:IO_MAX_ROWS]
     table = Table(title="Parallel I/O (iobench) — slowest rank, fastest write first", title_justify="left",
@@ -156,14 +159,14 @@ def _render_io(points, labels, bases, vorder, console):
         r = rows[(bench, vid, _ranks, _threads)]
         w = r.get("write")
         s = (w or {}).get("stats") or {}
-        med = {k: C.median_of(r[k]) if k in r else None for k in ("write", "total", "bw")}
+        med = {k: PT.median_of(r[k]) if k in r else None for k in ("write", "total", "bw")}
         body.append({"configuration": str(bench), "variant": labels.get(vid, vid), "n": str(s.get("n", "—")),
-                     "write": f"{C.fmt_num(med['write'])} s" if med["write"] is not None else "—",
-                     "total": f"{C.fmt_num(med['total'])} s" if med["total"] is not None else "—",
-                     "write MB/s": C.fmt_num(med["bw"]) if med["bw"] is not None else "—",
-                     "write vs baseline": C.fmt_ratio(C.comparison(w)) if w else "—",
+                     "write": f"{F.fmt_num(med['write'])} s" if med["write"] is not None else "—",
+                     "total": f"{F.fmt_num(med['total'])} s" if med["total"] is not None else "—",
+                     "write MB/s": F.fmt_num(med["bw"]) if med["bw"] is not None else "—",
+                     "write vs baseline": F.fmt_ratio(PT.comparison(w)) if w else "—",
                      "verdict": _verdict_text(w, vid in bases) if w else Text("—"),
-                     "_compared": bool(w and C.comparison(w))})
+                     "_compared": bool(w and PT.comparison(w))})
     cols = ["configuration", "variant", "n", "write", "total", "write MB/s", "write vs baseline", "verdict"]
     # an I/O sweep usually has one variant and nothing to compare it with: no empty columns
     if len({b["variant"] for b in body}) == 1:

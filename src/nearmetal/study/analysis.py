@@ -3,7 +3,9 @@
 A point is one (benchmark, metric, point parameters such as message size, ranks,
 threads) measured under one variant. Each variant's point is compared with the same
 point under its baseline variant, paired by randomized block where both have a value.
-The result is a plain dict (documented in docs/analysis.md) that every report renders.
+The result is a plain dict (documented in docs/analysis.md) that every report renders;
+studies with nm-iobench benchmarks also get "io", the I/O configurations compared
+(nearmetal.io.analysis, shared with `nearmetal io best`).
 """
 
 import json
@@ -105,7 +107,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             failures.append({"run_key": r["run_key"], "variant": r["variant"], "benchmark": r["benchmark"],
                              "status": r["status"], "exit_status": r["exit_status"],
                              "stderr_tail": (r["stderr_tail"] or "")[-500:]})
-    return {
+    out = {
         "study": {"name": study["name"], "seed": study["seed"], "margin": study["margin"],
                   "created": study["created"], "nearmetal_version": study["nearmetal_version"],
                   "config_toml": study["config_toml"], "baseline": baseline_sel,
@@ -115,6 +117,12 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
+    from ..io.analysis import analyze as analyze_io
+
+    io = analyze_io(points, study["config_toml"], margin=study["margin"])
+    if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
+        out["io"] = io
+    return out
 
 
 def _summary_stats(s):

@@ -1,0 +1,92 @@
+"""Numbers, sizes, ratios and labels as every report format writes them."""
+
+import math
+
+
+def is_num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_num(v, digits=3):
+    """A measured value, readable: 3 significant digits, thousands separated, no exponent
+    between 1e-3 and 1e9."""
+    if not is_num(v):
+        return "—"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1e9 or a < 1e-3:
+        return f"{v:.{digits - 1}e}"
+    if a >= 10 ** digits:
+        return f"{v:,.0f}"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(a))))
+    return f"{v:.{decimals}f}"
+
+
+def fmt_size(n):
+    """Bytes in binary units: 8 B, 1 KiB, 64 KiB, 1 MiB, 1.5 MiB."""
+    if not is_num(n):
+        return str(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            q = n / scale
+            return f"{q:.0f} {unit}" if q == int(q) else f"{q:.3g} {unit}"
+    return f"{n:.0f} B" if n == int(n) else f"{n:g} B"
+
+
+def fmt_ratio(c):
+    """'1.03 [0.99–1.07]' from a comparison; '—' without one."""
+    if not c or not is_num(c.get("ratio")):
+        return "—"
+    r = f"{c['ratio']:.2f}"
+    lo, hi = c.get("ci_low"), c.get("ci_high")
+    if is_num(lo) and is_num(hi):
+        return f"{r} [{lo:.2f}–{hi:.2f}]"
+    return r
+
+
+def fmt_pct(p, signed=True, digits=1):
+    if not is_num(p):
+        return "—"
+    if signed:
+        return f"{p:+.{digits}f}%"
+    return f"{p:.{digits}f}%"
+
+
+def fmt_placement(ranks, threads):
+    if not ranks and not threads:
+        return "—"
+    return f"{ranks}×{threads}"
+
+
+def what(bench, metric):
+    """'bw · bandwidth', or just 'latency' where benchmark and metric share the name."""
+    return bench if metric == bench else f"{bench} · {metric}"
+
+
+def placement_words(ranks, threads):
+    if not ranks and not threads:
+        return ""
+    return f"{ranks} rank{'s' if ranks != 1 else ''} × {threads} thread{'s' if threads != 1 else ''}"
+
+
+def point_label(point):
+    """Human label of a point's parameters: '64 KiB', '0→3', 'rank total', 'phase halo'."""
+    if not point:
+        return "—"
+    parts = []
+    rest = dict(point)
+    if "size" in rest:
+        parts.append(fmt_size(rest.pop("size")))
+    if "src" in rest and "dst" in rest:
+        parts.append(f"{rest.pop('src')}→{rest.pop('dst')}")
+    if "rank" in rest:
+        parts.append(f"rank {rest.pop('rank')}")
+    for k, v in rest.items():
+        parts.append(f"{k} {v}")
+    return ", ".join(parts)
+
+
+def tail_lines(text, n=6):
+    lines = (text or "").rstrip().splitlines()
+    return "\n".join(lines[-n:])

@@ -1,0 +1,109 @@
+"""The per-variant summary in words and the failures' headline, as every report format
+prints them."""
+
+from collections import defaultdict
+
+from . import formatting as F
+from . import points as PT
+
+
+def where_label(p, multi_placement):
+    bench, metric = p.get("benchmark"), p.get("metric")
+    label = F.point_label(p.get("point"))
+    what = bench if metric == bench else f"{bench} {metric}"
+    s = what if label == "—" else f"{label} {what}"
+    if multi_placement:
+        s += f" ({F.fmt_placement(p.get('ranks'), p.get('threads'))})"
+    return s
+
+
+def variant_summaries(analysis):
+    """Per variant: counts of verdicts, the worst slower and best faster point, and a
+    sentence. Returns a list of dicts in variant order:
+    {variant, baseline, compared, counts: {verdict: n}, worst, best, text}."""
+    points = analysis.get("points") or []
+    margin = (analysis.get("study") or {}).get("margin")
+    multi = defaultdict(set)
+    for p in points:
+        multi[p.get("benchmark")].add((p.get("ranks"), p.get("threads")))
+    by_variant = defaultdict(list)
+    for p in points:
+        by_variant[p.get("variant")].append(p)
+    base_of = PT.baseline_of_variant(analysis)
+    bases = PT.baseline_ids(analysis)
+    out = []
+    order = PT.variant_order(analysis)
+    for vid in sorted(PT.variants_of(analysis), key=order.get):
+        entries = by_variant.get(vid, [])
+        compared = [p for p in entries if PT.comparison(p)]
+        counts = {v: 0 for v in PT.VERDICTS}
+        worst = best = noisiest = None
+        for p in compared:
+            c = PT.comparison(p)
+            v = PT.verdict_of(p)
+            counts[v] += 1
+            oh = c.get("overhead_pct")
+            if v == "slower" and F.is_num(oh) and (worst is None or oh > worst[0]):
+                worst = (oh, p)
+            if v == "faster" and F.is_num(oh) and (best is None or oh < best[0]):
+                best = (oh, p)
+            if v == "inconclusive":
+                n, _ = PT.noise_rel(c)
+                if n is not None and (noisiest is None or n > noisiest[0]):
+                    noisiest = (n, p)
+        baseline = base_of.get(vid)
+        if not compared:
+            if vid in bases:
+                users = sorted(k for k, b in base_of.items() if b == vid)
+                text = f"{vid}: baseline for {', '.join(users)}" if users else \
+                    f"{vid}: baseline, no variant compared with it"
+                text += f" ({len(entries)} points measured)."
+            else:
+                text = f"{vid}: no point compared with a baseline ({len(entries)} points measured)."
+        else:
+            m = margin if F.is_num(margin) else (PT.comparison(compared[0]) or {}).get("margin")
+            mtxt = f" within ±{m * 100:g}%" if F.is_num(m) else ""
+            bname = baseline or (compared[0].get("baseline") or "the baseline")
+            parts = [f"equivalent to {bname}{mtxt} at {counts['equivalent']} of {len(compared)} points"]
+            if counts["slower"]:
+                s = f"slower at {counts['slower']}"
+                if worst:
+                    s += f" (worst: {F.fmt_pct(worst[0], digits=0 if abs(worst[0]) >= 10 else 1)} at " \
+                         f"{where_label(worst[1], len(multi[worst[1].get('benchmark')]) > 1)})"
+                parts.append(s)
+            if counts["faster"]:
+                s = f"faster at {counts['faster']}"
+                if best:
+                    s += f" (best: {F.fmt_pct(best[0], digits=0 if abs(best[0]) >= 10 else 1)} at " \
+                         f"{where_label(best[1], len(multi[best[1].get('benchmark')]) > 1)})"
+                parts.append(s)
+            if counts["inconclusive"]:
+                s = f"inconclusive at {counts['inconclusive']}"
+                if noisiest:
+                    s += f" (noisiest baseline: ±{noisiest[0] * 100:.1f}% at " \
+                         f"{where_label(noisiest[1], len(multi[noisiest[1].get('benchmark')]) > 1)})"
+                parts.append(s)
+            ohs = sorted(c["overhead_pct"] for c in map(PT.comparison, compared) if F.is_num(c.get("overhead_pct")))
+            if ohs and counts["inconclusive"] == len(compared):
+                mid = ohs[len(ohs) // 2] if len(ohs) % 2 else (ohs[len(ohs) // 2 - 1] + ohs[len(ohs) // 2]) / 2
+                parts.append(f"overhead {F.fmt_pct(ohs[0])} to {F.fmt_pct(ohs[-1])} (median {F.fmt_pct(mid)})")
+            text = f"{vid}: " + "; ".join(parts) + "."
+        out.append({"variant": vid, "baseline": baseline, "compared": len(compared), "measured": len(entries),
+                    "counts": counts, "worst": worst[0] if worst else None, "best": best[0] if best else None,
+                    "text": text})
+    return out
+
+
+def failures_summary(analysis):
+    """(headline sentence, first failure or None)."""
+    runs = analysis.get("runs") or {}
+    by = runs.get("by_status") or {}
+    fails = runs.get("failures") or []
+    total = runs.get("total")
+    nfail = sum(by.get(s, 0) for s in ("failed", "timeout")) or len(fails)
+    bits = ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
+    if not nfail:
+        head = f"No failed runs ({total if total is not None else '?'} runs: {bits or 'none recorded'})."
+    else:
+        head = f"{nfail} of {total if total is not None else '?'} runs failed or timed out ({bits})."
+    return head, (fails[0] if fails else None)
