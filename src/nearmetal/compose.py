@@ -74,7 +74,8 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
             mounts.append(Mount(c.workdir, CONTAINER_WORKDIR, readonly=False))
             inner_cwd = CONTAINER_WORKDIR
         spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, local_size_env=c.profile.local_size_env,
-                        ranks_per_node=peers, tag=tag, use_sqfs=c.use_sqfs, workdir=inner_cwd)
+                        ranks_per_node=peers, tag=tag, use_sqfs=c.use_sqfs, workdir=inner_cwd,
+                        runtime_args=c.runtime_args)
         rank_argv = runtime.wrap(spec)
         launch_env.update(runtime.launch_env())
     lreq = LaunchRequest(c.ranks, rank_argv, ranks_per_node=c.ranks_per_node, threads=c.threads, env=rank_env,

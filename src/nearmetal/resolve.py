@@ -73,12 +73,13 @@ class Resolved:
     The attribute names are the ones the MPI models read."""
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
-                 "mpi", "profile", "image", "use_sqfs", "runtime", "scheduler")
+                 "runtime_args", "mpi", "profile", "image", "use_sqfs", "runtime", "scheduler")
 
     def __init__(self, req, mpi, profile, image, runtime, scheduler):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
         self.ranks, self.ranks_per_node, self.threads = req.ranks, req.ranks_per_node, req.threads
         self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
+        self.runtime_args = tuple(getattr(req, "runtime_args", ()))
         self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
         self.use_sqfs = bool(image is not None and isinstance(req.image, str) and req.image.endswith(".sqfs"))
 

@@ -17,10 +17,11 @@ class RunRequest:
     """What was asked for, as given: names and strings (resolve.py turns them into things)."""
 
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "scheduler", "slurm", "workdir")
+                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
-                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None):
+                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
+                 runtime_args=()):
         from . import runtimes, schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
@@ -33,6 +34,8 @@ class RunRequest:
         # The ranks' working directory (None: unchanged). Natively the launcher starts
         # there; containers get it bind-mounted read-write at /nm/work and start in it.
         self.workdir = workdir
+        # Extra arguments for the container runtime, before the image (a named variant's).
+        self.runtime_args = list(runtime_args)
 
 
 from .compose import CONTAINER_WORKDIR  # noqa: F401  (where containers see --workdir)
@@ -81,6 +84,8 @@ def _validate(req, check_paths=True):
         raise NearmetalError(f"--ranks-per-node must be at least 1, got {req.ranks_per_node}")
     if not req.program:
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
+    if req.runtime_args and req.mode == "native":
+        raise NearmetalError("runtime arguments need a container mode (hybrid or bind)")
     if req.workdir is not None and check_paths:
         req.workdir = _checked_workdir(req.workdir)
 

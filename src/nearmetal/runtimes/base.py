@@ -31,17 +31,20 @@ class RankSpec:
     tells each rank how many ranks share its node (None when it tells none), for runtimes
     that join the ranks of a node into one namespace; ranks_per_node: peers sharing a node;
     tag: unique per job; workdir: the directory inside the container the command starts in
-    (None: the runtime's default).
+    (None: the runtime's default); runtime_args: extra runtime arguments (a named variant's),
+    placed just before the image.
     """
 
-    __slots__ = ("image", "argv", "env", "mounts", "local_size_env", "ranks_per_node", "tag", "use_sqfs", "workdir")
+    __slots__ = ("image", "argv", "env", "mounts", "local_size_env", "ranks_per_node", "tag", "use_sqfs", "workdir",
+                 "runtime_args")
 
     def __init__(self, image, argv, env=None, mounts=(), local_size_env=None, ranks_per_node=1, tag="nm",
-                 use_sqfs=False, workdir=None):
+                 use_sqfs=False, workdir=None, runtime_args=()):
         self.image, self.argv, self.env = image, list(argv), dict(env or {})
         self.mounts, self.local_size_env = list(mounts), local_size_env
         self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
         self.workdir = workdir
+        self.runtime_args = list(runtime_args)  # the user's extra runtime arguments, before the image
 
 
 class Runtime(ABC):
@@ -49,6 +52,9 @@ class Runtime(ABC):
     binary = ""
     # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
     needs_pmi_port = False
+    # The image format (image/formats/<name>.py) its containers start from; None: the
+    # image's rootfs directory or its .sqfs file, used in place.
+    image_format = None
 
     def path(self):
         return shutil.which(self.binary)

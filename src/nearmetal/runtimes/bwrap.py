@@ -29,4 +29,4 @@ class Bubblewrap(Runtime):
             argv += ["--setenv", key, value]
         if spec.workdir:
             argv += ["--chdir", spec.workdir]
-        return argv + ["--"] + spec.argv
+        return argv + spec.runtime_args + ["--"] + spec.argv

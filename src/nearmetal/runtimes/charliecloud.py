@@ -35,5 +35,5 @@ class Charliecloud(Runtime):
             argv.append(f"--set-env={key}={value}")
         if spec.workdir:
             argv.append(f"--cd={spec.workdir}")
-        argv += [source, "--"] + spec.argv
+        argv += spec.runtime_args + [source, "--"] + spec.argv
         return argv

@@ -13,6 +13,7 @@ SMOKE_REF = "nearmetal-smoke"
 @RUNTIMES.register
 class Podman(Runtime):
     binary = "podman"
+    image_format = "podman"  # image/formats/podman.py imports images into its storage
     # podman does not forward hydra's PMI file descriptor into the container.
     needs_pmi_port = True
 
@@ -61,7 +62,7 @@ class Podman(Runtime):
                 ref = SMOKE_REF
             else:
                 raise NearmetalError(f"image '{image.name}' is not in nearmetal's podman storage: "
-                                     f"run `nearmetal image build --format podman --name {image.name}`")
+                                     f"run `nearmetal image build --format {self.image_format} --name {image.name}`")
         if spec.use_sqfs:
             raise NearmetalError("podman runs images from its own storage, not .sqfs files")
         argv = self._base() + ["run", "--rm", "--net=host", "--ipc=host", "--pid=host", "--userns=host",
@@ -73,4 +74,4 @@ class Podman(Runtime):
             argv += ["-e", f"{key}={value}"]
         if spec.workdir:
             argv += ["--workdir", spec.workdir]
-        return argv + [ref] + spec.argv
+        return argv + spec.runtime_args + [ref] + spec.argv

@@ -257,11 +257,65 @@ class Benchmark(_Strict):
         return self.name or self.kernel
 
 
+class Variant(_Strict):
+    """A named variant: mode x runtime x MPI x image plus its own environment and runtime
+    arguments. It joins the matrix's variants, can be the baseline, and is reported under
+    its name (two of identical settings make an A/A check)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    mode: Mode
+    runtime: Runtime | None = None        # container modes: the first runtime when not given
+    mpi: Mpi
+    image: ImageName | None = None        # container modes: "default" when not given
+    env: dict[str, ExecString] = {}       # for the ranks (inside the container), over the benchmark's
+    runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v):
+        for key in v:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"{key!r:.60} is not an environment variable name")
+        return v
+
+    @model_validator(mode="after")
+    def _container_fields(self):
+        if self.mode == "native":
+            given = [k for k in ("runtime", "image") if getattr(self, k) is not None]
+            if self.runtime_args:
+                given.append("runtime_args")
+            if given:
+                raise ValueError(f"a native variant runs no container: remove {', '.join(given)}")
+        else:
+            self.runtime = self.runtime or _runtimes()[0]
+            self.image = self.image or "default"
+        return self
+
+    def as_dict(self):
+        """The variant as planned and stored (runs.variant_json)."""
+        d = {"name": self.name, "mode": self.mode, "runtime": self.runtime, "mpi": self.mpi, "image": self.image}
+        if self.env:
+            d["env"] = dict(self.env)
+        if self.runtime_args:
+            d["runtime_args"] = list(self.runtime_args)
+        return d
+
+
 class Baseline(_Strict):
+    """What each variant is compared with: a named variant (`variant = NAME`), or a selector
+    whose fields replace the variant's own (mode, and runtime/MPI/image where given)."""
+
+    variant: str | None = None
     mode: Mode = "native"
     runtime: Runtime | None = None
     mpi: Mpi | None = None
     image: ImageName | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if self.variant is not None and self.model_fields_set & {"mode", "runtime", "mpi", "image"}:
+            raise ValueError("give either variant (a named variant) or mode/runtime/mpi/image, not both")
+        return self
 
 
 class StudyConfig(_Strict):
@@ -269,6 +323,7 @@ class StudyConfig(_Strict):
     baseline: Baseline = Baseline()
     slurm: SlurmSection = SlurmSection()
     matrix: Matrix = Matrix()
+    variant: list[Variant] = []                        # named variants; unique names: plan.check
     benchmark: list[Benchmark] = Field(min_length=1)   # unique names: plan.check (it names the key)
 
     def workdir_of(self, bench):
@@ -329,6 +384,7 @@ def check_runnable(cfg, source="<study>"):
         raise NearmetalError(one_line(f"{source}: {e}")) from None
     places = [("matrix.image", cfg.matrix.image)]
     places += [(f"benchmark[{i}].image", b.image) for i, b in enumerate(cfg.benchmark) if b.image]
+    places += [(f"variant[{i}].image", [v.image]) for i, v in enumerate(cfg.variant) if v.image]
     check_images(places, source)
     check_paths(cfg, source)
 

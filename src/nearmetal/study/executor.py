@@ -49,13 +49,15 @@ class Executor:
             if self.config.study.pin:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
             env.update(bench.env)
+            env.update(variant.get("env", {}))  # a named variant's own environment: what it compares
             workdir = bench.workdir or self.config.study.workdir
             scheduler = schedulers.get(self.config.study.scheduler)
             options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
             req = RunRequest(spec.program, list(bench.args or spec.default_args), mode=variant["mode"],
                              runtime=variant["runtime"], image=image, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
-                             scheduler=scheduler.name, slurm=options, workdir=workdir)
+                             scheduler=scheduler.name, slurm=options, workdir=workdir,
+                             runtime_args=variant.get("runtime_args", ()))
             try:
                 req.slurm = scheduler.options(options, self.config.study.timeout)
                 dry = self.store is None

@@ -19,8 +19,11 @@ MAX_RUNS = 1_000_000
 
 
 def variant_id(v):
-    """Unambiguous for any image name: mode, runtime and MPI are validated words without '/',
-    so everything after the third '/' is the image."""
+    """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
+    for any image name: mode, runtime and MPI are validated words without '/', so
+    everything after the third '/' is the image."""
+    if v.get("name"):
+        return v["name"]
     if v["mode"] == "native":
         return f"native/{v['mpi']}"
     return f"{v['mode']}/{v['runtime']}/{v['mpi']}/{v['image']}"
@@ -79,29 +82,53 @@ def _dimensions(config, bench):
     return dims, (bench.zips if bench.zips is not None else m.zips)
 
 
+def _matrix_variants(config, bench):
+    """Whether the matrix's variant dimensions make variants for a benchmark: always without
+    [[variant]] entries; with them, only where [matrix] or the benchmark names a variant
+    dimension itself (a study of named variants alone need not exclude the defaults)."""
+    if not config.variant:
+        return True
+    return bool(config.matrix.model_fields_set & set(VARIANT_DIMS)) or any(getattr(bench, d) for d in VARIANT_DIMS)
+
+
 def cells(config):
     out = []
     for bench in config.benchmark:
         dims, zips = _dimensions(config, bench)
         seen = set()
-        for row in _expand(dims, zips, config.matrix.exclude):
-            variant = {d: row[d] for d in VARIANT_DIMS}
-            if variant["mode"] == "native":  # runtime and image do not apply
-                variant["runtime"] = variant["image"] = None
+
+        def add(variant, row):
             cell = Cell(bench, variant, row["ranks"], row["threads"])
             if cell.key not in seen:
                 seen.add(cell.key)
                 out.append(cell)
+
+        if _matrix_variants(config, bench):
+            for row in _expand(dims, zips, config.matrix.exclude):
+                variant = {d: row[d] for d in VARIANT_DIMS}
+                if variant["mode"] == "native":  # runtime and image do not apply
+                    variant["runtime"] = variant["image"] = None
+                add(variant, row)
+        placements = {d: dims[d] for d in ("ranks", "threads")}
+        for named in config.variant:
+            fields = named.as_dict()
+            for row in _expand(placements, zips, []):
+                row = {**{d: fields[d] for d in VARIANT_DIMS}, **row}
+                if not any(all(row.get(k) == v for k, v in ex.items()) for ex in config.matrix.exclude):
+                    add(fields, row)
     if not out:
         raise NearmetalError("the study's matrix is empty after exclusions")
     return out
 
 
 def baseline_of(config, variant):
-    """The variant a variant is compared with: the baseline selector's fields, the rest
-    (MPI, and runtime/image where the baseline mode uses them) taken from the variant."""
+    """The variant a variant is compared with: a named baseline variant, or the baseline
+    selector's fields with the rest (MPI, and runtime/image where the baseline mode uses
+    them) taken from the variant."""
     b = config.baseline
-    base = dict(variant)
+    if b.variant is not None:
+        return next(v.as_dict() for v in config.variant if v.name == b.variant)
+    base = {d: variant[d] for d in VARIANT_DIMS}
     base["mode"] = b.mode
     for dim in ("runtime", "mpi", "image"):
         if getattr(b, dim) is not None:
@@ -124,6 +151,15 @@ def check(config):
     """What planning would refuse, found at validation with its key path (a NearmetalError
     'KEY: why'): repeated benchmark names, zipped dimensions of unequal length as a
     benchmark sees them, a study too large to plan, an empty matrix, a missing baseline."""
+    names = {}
+    for i, v in enumerate(config.variant):
+        j = names.setdefault(v.name, i)
+        if j != i:
+            raise NearmetalError(f"variant[{i}].name: {v.name!r} is also the name of variant[{j}]: variant names "
+                                 f"must be unique")
+    if config.baseline.variant is not None and config.baseline.variant not in names:
+        raise NearmetalError(f"baseline.variant: no [[variant]] is named {config.baseline.variant!r:.60} "
+                             f"(named variants: {', '.join(names) or 'none'})")
     first = {}
     for i, bench in enumerate(config.benchmark):
         j = first.setdefault(bench.label, i)
@@ -142,7 +178,7 @@ def check(config):
         count = 1
         for values in [dims[g[0]] for g in zips] + [v for d, v in dims.items() if not any(d in g for g in zips)]:
             count *= len(values)
-        total += count
+        total += count + len(config.variant) * len(dims["ranks"]) * len(dims["threads"])
         if total > MAX_CELLS:
             raise NearmetalError(f"benchmark[{i}]: the study has more than {MAX_CELLS} cells (variants x placements); "
                                  f"split it")
