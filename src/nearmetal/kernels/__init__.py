@@ -2,7 +2,8 @@
 from one source on the host (kernels.build) and inside every image, and read back by one
 parser module per output format (kernels/parsers/).
 
-A new kernel is one C file (plus its Makefile line) and one KernelSpec line here.
+A new kernel is one C file (plus its Makefile line) and its KernelSpec, registered by the
+parser module that reads its output (a new output format: one module in kernels/parsers/).
 """
 
 from ..errors import NearmetalError
@@ -21,40 +22,39 @@ class KernelSpec:
         self.min_ranks, self.max_ranks, self.default_args = min_ranks, max_ranks, tuple(default_args)
 
 
-REGISTRY = {}
+_REGISTRY = {}
 
 
 def register(spec):
-    REGISTRY[spec.name] = spec
+    """Called by the parser module that reads the kernel's output (kernels/parsers/)."""
+    _REGISTRY[spec.name] = spec
     return spec
 
 
-register(KernelSpec("mpi-info", "nm-mpi-info", "mpi_info", "which MPI library every rank really maps"))
-register(KernelSpec("pingpong", "nm-pingpong", "pingpong", "blocking ping-pong latency and bandwidth", min_ranks=2))
-# OSU-compatible micro-benchmarks (OSU methodology and output format).
-register(KernelSpec("latency", "nm-latency", "osu", "OSU latency: blocking ping-pong, half round trip (us)", 2, 2))
-register(KernelSpec("bw", "nm-bw", "osu", "OSU bandwidth: window of non-blocking sends (MB/s)", 2, 2))
-register(KernelSpec("bibw", "nm-bibw", "osu", "OSU bidirectional bandwidth (MB/s)", 2, 2))
-for _coll in ("allgather", "alltoall", "allreduce", "bcast", "barrier"):
-    register(KernelSpec(_coll, f"nm-{_coll}", "osu", f"OSU {_coll}: average latency over ranks (us)", 2))
-register(KernelSpec("pairs", "nm-pairs", "pairs", "all-pairs ping-pong latency and bandwidth matrix", 2))
-# Compute proxies, each in a host-optimized and a portable (SSE2) build.
-for _name, _parser, _what in (("stream", "stream", "STREAM copy/scale/add/triad with OpenMP (GB/s)"),
-                              ("cg", "cg", "HPCG-like preconditioned CG on a 27-point stencil (GFLOP/s)"),
-                              ("phases", "phases", "BT-MZ-like stencil mini-app: compute vs MPI time per step")):
-    register(KernelSpec(_name, f"nm-{_name}", _parser, _what + ", host-optimized build"))
-    register(KernelSpec(f"{_name}-portable", f"nm-{_name}-portable", _parser, _what + ", portable build"))
-# Start-up and metadata probes.
-register(KernelSpec("startup", "nm-startup", "startup", "process start to main: wall vs CPU time"))
-register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm"))
-register(KernelSpec("coupled", "nm-coupled", "coupled", "coupled-model proxy: two components on split MPI_COMM_WORLD exchanging fluxes", 2))
-register(KernelSpec("iobench", "nm-iobench", "iobench", "FMS/MOM5-style parallel I/O: write patterns x libraries x MPI-IO hints", 1))
+def _load_all():
+    """Import every parser module: each registers the kernels whose output it reads."""
+    import os
+    from importlib import import_module
+
+    here = os.path.join(os.path.dirname(__file__), "parsers")
+    for f in sorted(os.listdir(here)):
+        if f.endswith(".py") and not f.startswith("_"):
+            import_module(f"{__name__}.parsers.{f[:-3]}")
+
+
+def __getattr__(name):
+    # REGISTRY on first use: kernels register where they are parsed, loaded only when asked for.
+    if name == "REGISTRY":
+        _load_all()
+        return _REGISTRY
+    raise AttributeError(name)
 
 
 def get(name):
-    if name not in REGISTRY:
-        raise NearmetalError(f"unknown kernel '{name}' (choose from: {', '.join(sorted(REGISTRY))})")
-    return REGISTRY[name]
+    registry = __getattr__("REGISTRY")
+    if name not in registry:
+        raise NearmetalError(f"unknown kernel '{name}' (choose from: {', '.join(sorted(registry))})")
+    return registry[name]
 
 
 def parse(spec, text, params=None):

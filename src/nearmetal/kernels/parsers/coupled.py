@@ -19,6 +19,11 @@ Records:
 from . import record
 from .stream import build_info
 
+from .. import KernelSpec, register
+
+register(KernelSpec("coupled", "nm-coupled", "coupled", "coupled-model proxy: two components on split MPI_COMM_WORLD exchanging fluxes", 2))
+
+
 TIMES = ("init_s", "main_loop_s", "compute_s", "halo_s", "exchange_s")
 COUNTS = ("exchanges", "messages", "exchanged_values")
 ROLES = ("atm", "ocn")

@@ -16,6 +16,11 @@ and its exit status and stderr say why.
 from ...errors import NearmetalError
 from . import record
 
+from .. import KernelSpec, register
+
+register(KernelSpec("iobench", "nm-iobench", "iobench", "FMS/MOM5-style parallel I/O: write patterns x libraries x MPI-IO hints", 1))
+
+
 HEADER = "rank open_s write_s close_s read_s total_s"
 TIMES = ("open_s", "write_s", "close_s", "read_s", "total_s")
 

@@ -5,6 +5,11 @@ Records, params rank=N|"max": files_s, dlopen_s, total_s (unit "s"), files, libr
 
 from . import record
 
+from .. import KernelSpec, register
+
+register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm"))
+
+
 COLUMNS = (("files", "count"), ("libraries", "count"), ("bytes", "bytes"),
            ("files_s", "s"), ("dlopen_s", "s"), ("total_s", "s"))
 

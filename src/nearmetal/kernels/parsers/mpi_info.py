@@ -4,6 +4,11 @@ import json
 
 from . import record
 
+from .. import KernelSpec, register
+
+register(KernelSpec("mpi-info", "nm-mpi-info", "mpi_info", "which MPI library every rank really maps"))
+
+
 
 def parse(text, kernel, params):
     out = []

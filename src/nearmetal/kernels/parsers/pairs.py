@@ -10,6 +10,11 @@ The heat maps are for people and are not read.
 
 from . import record
 
+from .. import KernelSpec, register
+
+register(KernelSpec("pairs", "nm-pairs", "pairs", "all-pairs ping-pong latency and bandwidth matrix", 2))
+
+
 
 def parse(text, kernel, params):
     sizes = {}

@@ -12,6 +12,15 @@ Records (unit "s" unless noted; params simd and build from the `# build=...` lin
 from . import record
 from .stream import build_info
 
+from .. import KernelSpec, register
+
+# A host-optimized and a portable (SSE2) build.
+register(KernelSpec("phases", "nm-phases", "phases",
+                    "BT-MZ-like stencil mini-app: compute vs MPI time per step, host-optimized build"))
+register(KernelSpec("phases-portable", "nm-phases-portable", "phases",
+                    "BT-MZ-like stencil mini-app: compute vs MPI time per step, portable build"))
+
+
 STEP_COLS = ("compute_s", "halo_s", "allreduce_s", "comm_s")
 RANK_COLS = ("init_s", "main_loop_s", "compute_s", "comm_s", "halo_s", "allreduce_s", "fini_s")
 

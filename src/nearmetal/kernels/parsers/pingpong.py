@@ -2,6 +2,11 @@
 
 from . import record
 
+from .. import KernelSpec, register
+
+register(KernelSpec("pingpong", "nm-pingpong", "pingpong", "blocking ping-pong latency and bandwidth", min_ranks=2))
+
+
 
 def parse(text, kernel, params):
     out = []

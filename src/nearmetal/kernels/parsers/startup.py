@@ -7,6 +7,11 @@ proc_wall_to_main (the /proc/self/stat wall, source=proc_stat, for comparison)."
 
 from . import record
 
+from .. import KernelSpec, register
+
+register(KernelSpec("startup", "nm-startup", "startup", "process start to main: wall vs CPU time"))
+
+
 METRICS = ("wall_to_main", "cpu_to_main", "idle", "mpi_init", "to_after_init")
 
 

@@ -7,6 +7,14 @@ the kernel's `# build=... simd=...` line, shared by every compute kernel's outpu
 
 from . import record
 
+from .. import KernelSpec, register
+
+# A host-optimized and a portable (SSE2) build.
+register(KernelSpec("stream", "nm-stream", "stream", "STREAM copy/scale/add/triad with OpenMP (GB/s), host-optimized build"))
+register(KernelSpec("stream-portable", "nm-stream-portable", "stream",
+                    "STREAM copy/scale/add/triad with OpenMP (GB/s), portable build"))
+
+
 FUNCTIONS = {"Copy:": "copy", "Scale:": "scale", "Add:": "add", "Triad:": "triad"}
 
 
