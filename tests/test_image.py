@@ -13,6 +13,8 @@ from elftools.elf.elffile import ELFFile
 
 from nearmetal import image
 from nearmetal.errors import NearmetalError
+from nearmetal.home import home
+from nearmetal.image import chroot
 from nearmetal.runtimes._podman_storage import podman_argv, podman_env
 
 # The set-up installs debootstrap and podman and runs as root (as CI does): a missing
@@ -219,11 +221,11 @@ def test_failed_debootstrap(tmp_path, monkeypatch):
 
 def test_interrupted_build_unmounts_and_cleans(bookworm_image, tmp_path, monkeypatch):
     """Ctrl-C during apt-get install: /proc and /dev unmounted, no half image left."""
-    cache = image.home() / "cache/debootstrap/bookworm"
+    cache = home() / "cache/debootstrap/bookworm"
     monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path))
     (tmp_path / "cache/debootstrap").mkdir(parents=True)
     subprocess.run(["cp", "-a", str(cache), str(tmp_path / "cache/debootstrap/bookworm")], check=True)
-    real_chroot = image._chroot
+    real_chroot = chroot.in_chroot
 
     def interrupting_chroot(rootfs, argv, log, what):
         if argv[:2] == ["apt-get", "install"]:
@@ -231,7 +233,7 @@ def test_interrupted_build_unmounts_and_cleans(bookworm_image, tmp_path, monkeyp
             raise KeyboardInterrupt
         return real_chroot(rootfs, argv, log, what)
 
-    monkeypatch.setattr(image, "_chroot", interrupting_chroot)
+    monkeypatch.setattr(chroot, "in_chroot", interrupting_chroot)
     with pytest.raises(KeyboardInterrupt):
         image.build(distro="bookworm", mpis=("mpich",), progress=False)
     assert str(tmp_path) not in _mounts()

@@ -3,11 +3,14 @@ and nm-iobench built inside the image finds the libraries Debian builds for each
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
 from conftest import nearmetal
-from nearmetal import image
+from nearmetal.image.builder import installable
+from nearmetal.image.chroot import BuildLog
+from nearmetal.image.recipe import io_packages
 
 # What Debian builds per MPI family (PnetCDF and parallel netCDF-4 link Open MPI only).
 EXPECTED = {"openmpi": {"posix", "mpiio", "pnetcdf", "netcdf4", "hdf5"}, "mpich": {"posix", "mpiio", "hdf5"}}
@@ -22,7 +25,7 @@ def _available(out):
 
 def test_default_image_records_io_packages(default_image):
     meta = default_image.meta
-    wanted = image._io_packages(default_image.mpis)
+    wanted = io_packages(default_image.mpis)
     assert sorted(meta["io_packages"]) == sorted(wanted), meta["io_packages"]
     assert all(meta["io_packages"].values()), "every installed package has a version"
     assert meta["io_packages_unavailable"] == []
@@ -48,6 +51,6 @@ def test_other_releases_get_parallel_hdf5(fixture, request):
 
 def test_installable_leaves_out_unknown_packages(tmp_path):
     """Against the host's own apt (chroot /): a name no release has is dropped, a real one kept."""
-    log = image._Log(tmp_path / "log", truncate=True)
-    assert image._installable(image.Path("/"), ["hdf5-tools", "nm-no-such-package"], log) == ["hdf5-tools"]
+    log = BuildLog(tmp_path / "log", truncate=True)
+    assert installable(Path("/"), ["hdf5-tools", "nm-no-such-package"], log) == ["hdf5-tools"]
     assert "nm-no-such-package" in (tmp_path / "log").read_text()

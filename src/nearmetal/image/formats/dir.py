@@ -1,0 +1,17 @@
+"""The rootfs directory: what the build itself produces, and what every other format is
+made from; bwrap and Charliecloud run it as it is."""
+
+from . import FORMATS
+from .base import ImageFormat
+
+
+@FORMATS.register
+class Dir(ImageFormat):
+    def recorded(self, image_dir, meta):
+        return True  # an image directory without its rootfs is not an image
+
+    def present(self, image_dir, meta):
+        return (image_dir / "rootfs").is_dir()
+
+    def make(self, image_dir, name, log, report, meta):
+        pass  # the build itself

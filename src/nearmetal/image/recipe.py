@@ -1,0 +1,150 @@
+"""What an image is made of: the Debian release, the packages (from the MPI family profiles),
+nearmetal's kernel sources, and the digest over all of them that decides whether a build
+can be skipped."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+from .. import families
+from ..errors import NearmetalError
+from ..home import KERNELS_SRC
+
+DISTROS = ("bookworm", "trixie", "bullseye")
+# Bump when the recipe changes in a way that changes the image.
+RECIPE_VERSION = 3
+BASE_PACKAGES = ("gcc", "make", "pkg-config", "libc6-dev")
+# Serial readers (ncdump, h5dump) to inspect what a run wrote.
+IO_TOOLS = ("netcdf-bin", "hdf5-tools")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# Bind-mount targets every image has: a SquashFS image cannot get them at run time.
+MOUNT_POINTS = ("nm/host-mpi", "nm/work")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+
+
+def default_name(distro: str, mpis) -> str:
+    """nm-DISTRO-MPI1-MPI2, the MPI families sorted by name."""
+    return "-".join(["nm", distro, *sorted(set(mpis))])
+
+
+def host_distro() -> str:
+    """VERSION_CODENAME from /etc/os-release ("" when there is none)."""
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "VERSION_CODENAME":
+            return value.strip().strip('"').strip("'")
+    return ""
+
+
+def check_inputs(distro, mpis, fmt, name, format_names):
+    """(distro, sorted MPI families, formats with "dir" first, name), or a one-line error.
+    mpis=None: every MPI family."""
+    if distro is None:
+        distro = host_distro()
+        if distro not in DISTROS:
+            distro = "bookworm"
+    if distro not in DISTROS:
+        raise NearmetalError(f"unknown distro '{distro}' (choose from: {', '.join(DISTROS)})")
+    if mpis is None:
+        mpis = families.names()
+    elif isinstance(mpis, str):
+        mpis = [mpis]
+    mpis = sorted(set(mpis))
+    if not mpis:
+        raise NearmetalError(f"no MPI given (choose from: {', '.join(families.names())})")
+    for mpi in mpis:
+        if mpi not in families.names():
+            raise NearmetalError(f"unknown MPI '{mpi}' (choose from: {', '.join(families.names())})")
+    fmts = [fmt] if isinstance(fmt, str) or fmt is None else list(fmt)
+    formats = ["dir"]
+    for f in fmts:
+        f = f or "dir"
+        if f not in format_names:
+            raise NearmetalError(f"unknown image format '{f}' (choose from: {', '.join(format_names)})")
+        if f not in formats:
+            formats.append(f)
+    name = name or default_name(distro, mpis)
+    if not NAME_RE.match(name) or name.endswith((".sqfs", ".lock", ".log")):
+        raise NearmetalError(f"bad image name '{name}': use lowercase letters, digits, '.', '_' and '-'")
+    return distro, mpis, formats, name
+
+
+def packages(mpis) -> list[str]:
+    """The packages every build installs: the toolchain and each MPI family's."""
+    out = list(BASE_PACKAGES)
+    for mpi in mpis:
+        out += families.get(mpi).image_packages
+    return out
+
+
+def io_packages(mpis) -> list[str]:
+    """The I/O packages wanted for these MPIs; those the distro lacks are left out at build time."""
+    return [p for mpi in mpis for p in families.get(mpi).image_io_packages] + list(IO_TOOLS)
+
+
+def kernel_prefix(mpi: str) -> str:
+    """Where the kernels built against one MPI family are installed inside the image."""
+    return f"/opt/nearmetal/{mpi}"
+
+
+def kernel_bin(mpi: str) -> str:
+    return f"{kernel_prefix(mpi)}/bin"
+
+
+def kernel_files() -> list[Path]:
+    """The kernel sources (not build outputs) under home.KERNELS_SRC: what is copied into
+    and built in the image."""
+    if not KERNELS_SRC.is_dir():
+        raise NearmetalError(f"kernel sources not found at {KERNELS_SRC}")
+    files = []
+    for path in sorted(KERNELS_SRC.rglob("*")):
+        rel = path.relative_to(KERNELS_SRC)
+        if any(part.startswith(".") or part == "build" for part in rel.parts):
+            continue
+        if path.is_file() and not path.is_symlink() and path.suffix not in (".o", ".so"):
+            files.append(path)
+    return files
+
+
+def kernel_programs(src=None) -> list[str]:
+    """Programs the kernels Makefile builds; `src` = the copy inside the image being built, so
+    the list matches the sources that were copied (home.KERNELS_SRC may change meanwhile)."""
+    from ..kernels.build import programs
+
+    return programs(src) if src is not None else programs()
+
+
+def digest(distro, mpis, package_list) -> str:
+    """sha256 over everything that makes the image: equal digests, equal images."""
+    import hashlib
+    import json
+
+    inputs = {"recipe": RECIPE_VERSION, "distro": distro, "mpis": list(mpis), "packages": list(package_list),
+              "io_packages": io_packages(mpis),
+              "kernels": {str(p.relative_to(KERNELS_SRC)): hashlib.sha256(p.read_bytes()).hexdigest()
+                          for p in kernel_files()}}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def mirror() -> str:
+    """$NEARMETAL_MIRROR, else the Debian archive the host's apt uses, else deb.debian.org."""
+    env = os.environ.get("NEARMETAL_MIRROR")
+    if env:
+        return env
+    texts = []
+    for path in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+        with contextlib.suppress(OSError):
+            texts.append(path.read_text())
+    for text in texts:
+        for match in re.finditer(r"(?:URIs:|deb(?:\s+\[[^\]]*\])?)\s+(\S+)", text):
+            uri = match.group(1).rstrip("/")
+            if uri.startswith(("http://", "https://")) and uri.endswith("/debian"):
+                return uri
+    return DEFAULT_MIRROR
