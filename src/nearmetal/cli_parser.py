@@ -92,6 +92,12 @@ def _mpis():
     return names()
 
 
+def _formats():
+    from .image.formats import names
+
+    return names()
+
+
 def _schedulers():
     from .schedulers import names
 
@@ -113,7 +119,8 @@ def _add_image(sub):
     b.add_argument("--distro", choices=("bookworm", "trixie", "bullseye"), help="Debian release (default: the host's)")
     b.add_argument("--mpi", type=_csv(_mpis()), default=list(_mpis()),
                    help=f"MPI families to install, comma-separated (default: {','.join(_mpis())})")
-    b.add_argument("--format", choices=("dir", "squashfs", "podman"), default="dir", help="dir (always), plus a .sqfs or a podman image")
+    b.add_argument("--format", choices=_formats(), default=_formats()[0],
+                   help=f"{_formats()[0]} is always built; also build one of: {', '.join(_formats()[1:])}")
     b.add_argument("--name", help="image name (default: nm-DISTRO-MPIS)")
     isub.add_parser("list", help="list built images")
 

@@ -1,0 +1,86 @@
+"""Where knowledge lives: a runtime and its image format are the only code that names podman,
+the image package learns everything MPI-specific from the family profiles, and image
+formats are backends of a registry that the command line offers."""
+
+import ast
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+import nearmetal
+from nearmetal import families
+from nearmetal.cli_parser import build_parser
+from nearmetal.image import Image
+from nearmetal.image.formats import FORMATS
+from nearmetal.runtimes import RUNTIMES
+
+pytestmark = pytest.mark.unit  # reads source files and imports modules: no process, no container
+
+SRC = Path(nearmetal.__file__).parent
+
+
+def _string_constants(path):
+    """Every string literal of a module (docstrings and f-string parts included)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def _modules(under=SRC):
+    return sorted(under.rglob("*.py"))
+
+
+def test_only_the_podman_runtime_and_format_name_podman():
+    allowed = {"runtimes/podman.py", "runtimes/__init__.py",  # the runtimes' default order
+               "image/formats/podman.py"}
+    naming = {str(p.relative_to(SRC)) for p in _modules() if "podman" in _string_constants(p)}
+    strays = {p for p in naming if p not in allowed and not re.fullmatch(r"runtimes/_podman\w*\.py", p)}
+    assert not strays, f'"podman" as a value outside the podman runtime and format: {sorted(strays)}'
+
+
+def test_image_package_names_no_mpi_family():
+    word = re.compile(r"\b(" + "|".join(map(re.escape, families.names())) + r")\b")
+    found = {f"{p.relative_to(SRC)}: {text!r}"
+             for p in _modules(SRC / "image") for text in _string_constants(p) if word.search(text)}
+    assert not found, "the image package must ask the family profiles (nearmetal.families):\n" + "\n".join(sorted(found))
+
+
+def test_every_family_profile_says_what_an_image_installs():
+    for name in families.names():
+        family = families.get(name)
+        assert family.image_packages and family.pkgconfig and family.image_launchers, name
+        assert family.library_re().match(family.sonames[0]), (name, family.library_pattern)
+
+
+def test_image_formats_are_a_registry_with_the_directory_first():
+    names = FORMATS.names()
+    assert names[0] == "dir" and {"squashfs", "podman"} <= set(names)
+    image_fields = {f.name for f in fields(Image)}
+    for name in names:
+        fmt = FORMATS.get(name)
+        assert fmt.name == name
+        assert fmt.image_attr is None or fmt.image_attr in image_fields, (name, fmt.image_attr)
+
+
+def test_a_runtime_names_a_registered_image_format_or_none():
+    wanted = {cls.name: cls.image_format for cls in RUNTIMES.all()}
+    assert wanted["podman"] == "podman"
+    assert wanted["charliecloud"] is None and wanted["bwrap"] is None  # they run the rootfs or .sqfs itself
+    for runtime, fmt in wanted.items():
+        assert fmt is None or fmt in FORMATS.names(), (runtime, fmt)
+
+
+def test_image_build_offers_exactly_the_registered_formats(capsys):
+    parser = build_parser()
+    for name in FORMATS.names():
+        assert parser.parse_args(["image", "build", "--format", name]).format == name
+    assert parser.parse_args(["image", "build"]).format == "dir"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["image", "build", "--format", "docker"])
+    assert "invalid choice: 'docker'" in capsys.readouterr().err
+
+
+def test_image_modules_stay_small():
+    sizes = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in _modules(SRC / "image")}
+    assert all(n <= 400 for n in sizes.values()), sizes
