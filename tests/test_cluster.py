@@ -16,7 +16,7 @@ import pytest
 
 from conftest import assert_one_line_error, nearmetal
 from nearmetal.errors import NearmetalError
-from nearmetal.slurm import cluster, info
+from nearmetal.slurm import cluster, cluster_conf, cluster_daemons, info
 
 NODES = ["n1", "n2", "n3"]
 PMI = {"openmpi": "pmix", "mpich": "pmi2"}
@@ -239,16 +239,16 @@ def test_parse_mpi_list_formats():
 
 def test_failed_start_names_the_log_and_leaves_nothing(tmp_path, monkeypatch):
     d = tmp_path / "broken"
-    orig = cluster.render_conf
-    monkeypatch.setattr(cluster, "render_conf",
+    orig = cluster_conf.render_conf
+    monkeypatch.setattr(cluster_conf, "render_conf",
                         lambda *a: orig(*a).replace("ProctrackType=proctrack/linuxproc", "ProctrackType=proctrack/bogus"))
     with pytest.raises(NearmetalError) as e:
         cluster.up(dir=d, timeout=10)
     assert "proctrack/bogus" in str(e.value) and f"{d}/nodes/n1/slurmd.log" in str(e.value)
     assert cluster.status(d)["state"] == "down"
 
-    monkeypatch.setattr(cluster, "render_conf", orig)
-    monkeypatch.setattr(cluster, "_node_states", lambda conf, timeout=5: {"n1": "idle", "n2": "unknown*"})
+    monkeypatch.setattr(cluster_conf, "render_conf", orig)
+    monkeypatch.setattr(cluster_daemons, "node_states", lambda conf, timeout=5: {"n1": "idle", "n2": "unknown*"})
     with pytest.raises(NearmetalError) as e:
         cluster.up(dir=d, nodes=2, timeout=1)
     msg = str(e.value)
@@ -278,7 +278,7 @@ def test_down_stops_every_process_of_the_cluster(slurm):
         r = cluster.down(dir=slurm.dir)
         assert r["was_running"] and set(r["stopped"]) >= set(ours)
         assert [pid for pid in ours if live(pid)] == []
-        marker = f"{cluster.MARKER}={slurm.dir}".encode()
+        marker = f"{cluster_daemons.MARKER}={slurm.dir}".encode()
         conf = f"SLURM_CONF={slurm.conf}".encode()
         for name in os.listdir("/proc"):
             if not name.isdigit() or not live(int(name)):

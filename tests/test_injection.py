@@ -18,7 +18,7 @@ from nearmetal.cli import main
 from nearmetal.errors import NearmetalError
 from nearmetal.io import best as best_mod
 from nearmetal.run import Plan, RunRequest
-from nearmetal.slurm import batch, cluster, options
+from nearmetal.slurm import batch, cluster_conf, options
 from nearmetal.study import config as study_config
 
 # A good value per option, made bad by each payload appended to it.
@@ -239,8 +239,8 @@ def test_bad_cluster_directory_is_a_one_line_error(tmp_path, name, expect):
 
 def test_slurm_conf_refuses_an_unsafe_host_name(tmp_path):
     with pytest.raises(NearmetalError, match="the host name"):
-        cluster.render_conf(tmp_path, ["n1"], [17000, 17001], "host\nSlurmUser=evil")
-    text = cluster.render_conf(tmp_path, ["n1"], [17000, 17001], "host")
+        cluster_conf.render_conf(tmp_path, ["n1"], [17000, 17001], "host\nSlurmUser=evil")
+    text = cluster_conf.render_conf(tmp_path, ["n1"], [17000, 17001], "host")
     assert all(line.isprintable() for line in text.splitlines())
 
 
