@@ -146,8 +146,11 @@ def namelist(result):
     lines = [f"! FMS namelist values for {cfg.label()} (nearmetal io best, study {result['study']})"]
     parallel = cfg.pattern == "shared"
     notes = []
-    if cfg.pattern == "shared" and cfg.library in ("mpiio", "hdf5"):
-        notes.append(f"! FMS has no {cfg.library} backend: the nearest is parallel netCDF-4 (HDF5 underneath)")
+    from .libraries import get as get_library
+
+    library = get_library(cfg.library)
+    if cfg.pattern == "shared" and library.fms_note:
+        notes.append(f"! {library.fms_note}")
     if cfg.pattern == "file-per-rank":
         notes.append("! file-per-rank = FMS distributed I/O with one I/O domain per rank: io_layout = the domain layout")
     if cfg.pattern == "io-domains":
@@ -162,7 +165,7 @@ def namelist(result):
     lines += notes
     lines += ["&mpp_io_nml",
               f"  parallel_netcdf = {_flag(parallel)}",
-              f"  pnetcdf = {_flag(parallel and cfg.library == 'pnetcdf')}",
+              f"  pnetcdf = {_flag(parallel and library.fms_pnetcdf)}",
               f"  parallel_read = {_flag(cfg.read == 'parallel')}",
               f"  parallel_chunk = {_flag(chunked)}"]
     if chunked:

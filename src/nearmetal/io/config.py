@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator
 
 from ..errors import NearmetalError
-from ..study.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _mpis,
+from ..study.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _choices, _mpis,
                             _runtimes, check_images, check_workdir)
 from ..study.inputs import expand_dir, one_line, parse_toml, read_text, validation_error
 from .space import parse_pair, parse_size
@@ -41,11 +41,20 @@ def _unique(v):
     return v
 
 
+def _libraries():
+    from .libraries import names
+
+    return names()
+
+
+IoLibraryName = _choices(_libraries)
+
+
 class Space(_Strict):
     """The parameter space. "default" = leave the hint/component unset (the library's choice)."""
 
     pattern: list[Literal["serial", "file-per-rank", "io-domains", "shared"]] = ["serial", "shared"]
-    library: list[Literal["posix", "mpiio", "pnetcdf", "netcdf4", "hdf5"]] = ["mpiio"]
+    library: list[IoLibraryName] = ["mpiio"]
     io_layout: list[str] = ["1x1"]
     aggregators: list[StrictInt | Literal["default"]] = ["default"]
     stripes: list[StrictInt | Literal["default"]] = ["default"]
@@ -191,9 +200,12 @@ def _check_combinations(s, source):
             if cx > nx or cy > ny:
                 raise NearmetalError(f"{source}: io.space.chunk[{i}]: {ch} splits the {nx}x{ny} grid into more "
                                      f"chunks than it has points")
-    if "shared" in io.space.pattern and set(io.space.library) == {"posix"}:
+    from .libraries import get as get_library
+
+    if "shared" in io.space.pattern and not any(get_library(lib).shared for lib in io.space.library):
         raise NearmetalError(f"{source}: io.space.pattern[{io.space.pattern.index('shared')}]: shared needs an MPI-IO "
-                             f"library, but io.space.library lists only posix (posix cannot write one shared file)")
+                             f"library, but io.space.library lists only {', '.join(io.space.library)} "
+                             f"({' and '.join(io.space.library)} cannot write one shared file)")
     if px * py > MAX_RANKS:
         raise NearmetalError(f"{source}: io.layout: {io.layout} is {px * py} ranks; at most {MAX_RANKS}")
     combinations = 1

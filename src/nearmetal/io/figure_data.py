@@ -19,7 +19,6 @@ import math
 from .analysis import PARAMS
 
 PHASES = ("open_s", "write_s", "close_s", "read_s")
-LIBRARIES = ("posix", "mpiio", "pnetcdf", "netcdf4", "hdf5")
 PATTERN_ORDER = ("serial", "file-per-rank", "io-domains", "shared")
 
 
@@ -80,7 +79,9 @@ def phase_panels(cells):
     """{library: {"xs": [[pattern, io_layout, {phase: measure}]], "fixed"}} where a library
     has two or more (pattern, io_layout) positions in the slice through its fastest write."""
     out = {}
-    for lib in LIBRARIES:
+    from .libraries import names
+
+    for lib in names():
         mine = [c for c in cells if c.conf.library == lib and any(c.max.get(ph) for ph in PHASES)]
         ref = _fastest(mine)
         if ref is None:
@@ -101,7 +102,9 @@ def bw_panels(cells):
     MPI-IO libraries with two or more (aggregators, stripes) cells in the slice through the
     library's highest write bandwidth."""
     out = {}
-    for lib in LIBRARIES[1:]:
+    from .libraries import where
+
+    for lib in where(mpiio=True):
         mine = [c for c in cells if c.conf.library == lib and c.conf.pattern == "shared" and c.total.get("write_bw")]
         if not mine:
             continue
@@ -123,7 +126,9 @@ def chunk_panels(cells, metric="write_s"):
     fastest chunked write; references: the library's default chunking and PnetCDF
     (contiguous) and HDF5's default (contiguous) closest to that configuration."""
     out = {}
-    for lib in ("netcdf4", "hdf5"):
+    from .libraries import where
+
+    for lib in where(chunked=True):
         mine = [c for c in cells if c.conf.library == lib and c.time(metric) is not None]
         chunked = [c for c in mine if c.conf.chunk not in (None, "default")]
         ref = _fastest(chunked, metric)

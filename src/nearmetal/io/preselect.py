@@ -40,7 +40,9 @@ def base_configuration(space):
     write it, else the first writable pattern/library pair (io.config refuses spaces where
     `shared` has only posix, which made this raise StopIteration)."""
     vals = space_values(space)
-    pairs = [(p, l) for p in vals["pattern"] for l in vals["library"] if not (p == "shared" and l == "posix")]
+    from .libraries import get
+
+    pairs = [(p, lib) for p in vals["pattern"] for lib in vals["library"] if p != "shared" or get(lib).shared]
     pattern, library = next((pair for pair in pairs if pair[0] == "shared"), pairs[0])
     fields = {p: vals[p][0] for p in PARAMETERS}
     fields.update(pattern=pattern, library=library)

@@ -22,10 +22,8 @@ import re
 from dataclasses import dataclass, replace
 
 PATTERNS = ("serial", "file-per-rank", "io-domains", "shared")
-LIBRARIES = ("posix", "mpiio", "pnetcdf", "netcdf4", "hdf5")
 READS = ("none", "serial", "parallel")
 MPIIO_COMPONENTS = ("romio", "ompio")
-CHUNKED_LIBRARIES = ("netcdf4", "hdf5")
 # Open MPI's component names for OMPI_MCA_io (Open MPI 4.x ships ROMIO as "romio321").
 OMPI_IO_COMPONENT = {"romio": "romio321", "ompio": "ompio"}
 
@@ -64,8 +62,23 @@ def format_size(nbytes):
     return str(nbytes)
 
 
+def __getattr__(name):
+    # LIBRARIES from the I/O library registry (io/libraries/), asked when used.
+    if name == "LIBRARIES":
+        from .libraries import names
+
+        return names()
+    raise AttributeError(name)
+
+
+def _library(name):
+    from .libraries import get
+
+    return get(name)
+
+
 def _uses_mpiio(library):
-    return library != "posix"
+    return _library(library).mpiio
 
 
 @dataclass(frozen=True)
@@ -83,10 +96,12 @@ class Configuration:
     def __post_init__(self):
         if self.pattern not in PATTERNS:
             raise ValueError(f"unknown pattern '{self.pattern}' (patterns: {', '.join(PATTERNS)})")
-        if self.library not in LIBRARIES:
-            raise ValueError(f"unknown library '{self.library}' (libraries: {', '.join(LIBRARIES)})")
-        if self.pattern == "shared" and self.library == "posix":
-            raise ValueError("posix cannot write one shared file (use mpiio, pnetcdf, netcdf4 or hdf5)")
+        from .libraries import names, where
+
+        if self.library not in names():
+            raise ValueError(f"unknown library '{self.library}' (libraries: {', '.join(names())})")
+        if self.pattern == "shared" and not _library(self.library).shared:
+            raise ValueError(f"{self.library} cannot write one shared file (use {', '.join(where(shared=True))})")
         if self.io_layout is not None:
             parse_pair(self.io_layout, "io_layout")
         for name in ("aggregators", "stripes", "buffer"):
@@ -112,13 +127,13 @@ class Configuration:
 
     @property
     def has_chunk(self):
-        return self.library in CHUNKED_LIBRARIES
+        return _library(self.library).chunked
 
     @property
     def has_parallel_read(self):
         """Collective reads need a file shared by several ranks and a library with them:
         posix reads independently, and under file-per-rank every file has one reader."""
-        return self.library != "posix" and self.pattern != "file-per-rank"
+        return _uses_mpiio(self.library) and self.pattern != "file-per-rank"
 
     def normalize(self, mpi=None):
         """The same configuration with every non-applicable parameter set to None, and the

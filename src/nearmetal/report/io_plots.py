@@ -11,13 +11,12 @@ from . import formatting as F
 from . import plot_base as B
 
 PHASE_COLORS = {"open_s": "#1f77b4", "write_s": "#d62728", "close_s": "#2ca02c", "read_s": "#9467bd"}
-LIBRARIES = ("posix", "mpiio", "pnetcdf", "netcdf4", "hdf5")
 
 
 def _columns(rows):
-    """Libraries present in any row, in a fixed order."""
-    have = {lib for _, panels in rows for lib in panels}
-    return [lib for lib in LIBRARIES if lib in have] + sorted(have - set(LIBRARIES))
+    """Libraries present in any row, in the order the analysis gives them (the I/O library
+    registry's order)."""
+    return list(dict.fromkeys(lib for _, panels in rows for lib in panels))
 
 
 def _cell_text(ax, i, j, text, bright):
