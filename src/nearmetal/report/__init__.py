@@ -1,6 +1,6 @@
 """Reports of a study's analysis (nearmetal.study.analysis.analyze, docs/analysis.md):
-terminal tables (terminal.py), one self-contained HTML file (html.py), markdown, CSV and
-JSON (tables.py). docs/reports.md explains every section.
+terminal tables (terminal.py), and one module per file format in formats/ (HTML through
+html.py; Markdown, CSV and JSON through tables.py). docs/reports.md explains every section.
 
     write_report(analysis, out_dir, "html")  -> out_dir/report.html
 """
@@ -9,32 +9,29 @@ from pathlib import Path
 
 from .terminal import render_terminal  # noqa: F401  (public API)
 
-FORMATS = ("html", "md", "csv", "json")
-FILENAMES = {"html": "report.html", "md": "report.md", "csv": "points.csv", "json": "analysis.json"}
 
 
 def write_report(analysis, out_dir, fmt):
-    """Write the report in format fmt (one of FORMATS) into out_dir (created if needed);
+    """Write the report in format fmt (report/formats/) into out_dir (created if needed);
     returns the path written."""
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown report format '{fmt}' (formats: {', '.join(FORMATS)})")
+    from ..errors import NearmetalError
+    from .formats import get
+
+    try:
+        writer = get(fmt)
+    except NearmetalError as e:  # a programming error here: the command line offers only known formats
+        raise ValueError(str(e)) from None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / FILENAMES[fmt]
-    if fmt == "html":
-        from .html import render_html
-
-        render_html(analysis, path)
-    elif fmt == "md":
-        from .tables import render_markdown
-
-        path.write_text(render_markdown(analysis), encoding="utf-8")
-    elif fmt == "csv":
-        from .tables import write_csv
-
-        write_csv(analysis, path)
-    else:
-        from .tables import render_json
-
-        path.write_text(render_json(analysis), encoding="utf-8")
+    path = out / writer.filename
+    writer.write(analysis, path)
     return path
+
+
+def __getattr__(name):
+    # FORMATS: the report format registry's names (report/formats/).
+    if name == "FORMATS":
+        from .formats import names
+
+        return names()
+    raise AttributeError(name)
