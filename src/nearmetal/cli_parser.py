@@ -92,6 +92,12 @@ def _mpis():
     return names()
 
 
+def _report_formats():
+    from .report.formats import names
+
+    return names()
+
+
 def _formats():
     from .image.formats import names
 
@@ -188,7 +194,8 @@ def _add_report(sub):
     r.add_argument("--db", help="results database (default: results/quickstart/study.db)")
     r.add_argument("--study", help="study name (needed when the database holds several)")
     r.add_argument("--out", help="output directory (default: beside the database)")
-    r.add_argument("--format", choices=("html", "md", "csv", "json"), default="html", help="report format (default: html)")
+    r.add_argument("--format", choices=_report_formats(), default=_report_formats()[0],
+                   help=f"report format (default: {_report_formats()[0]})")
 
 
 def _add_import(sub):
