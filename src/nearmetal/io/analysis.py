@@ -35,6 +35,7 @@ import tomllib
 from dataclasses import dataclass, fields, replace
 
 from ..study import stats
+from .figure_data import figures
 from .space import Configuration, parse_kernel_args, parse_size
 
 IO_KERNEL = "iobench"
@@ -43,7 +44,6 @@ N_BOOT = 2000  # bootstrap resamples of every CI here (stats.compare's default)
 DEFAULT_MARGIN = 0.03  # the study default; only the verdicts of comparisons depend on it
 # nm-iobench records hint.<key> = 1 when the MPI library kept the hint, 0 when it dropped it
 HONOURED_AT = 0.5
-PARAMS = ("pattern", "library", "io_layout", "aggregators", "stripes", "buffer", "chunk", "read", "mpiio")
 # Open MPI's OMPI_MCA_io values -> the component names of Configuration.mpiio
 _OMPI_IO = {"romio321": "romio", "romio": "romio", "ompio": "ompio"}
 
@@ -217,9 +217,8 @@ class Measure:
             self._ci, self._ci_done = median_ci(self.values), True
         return self._ci
 
-    def as_dict(self, with_ci=True):
-        ci = self.ci if with_ci else None
-        return {"n": len(self.values), "median": self.median, "ci": list(ci) if ci else None, "cv": self.cv}
+    def as_dict(self):
+        return {"n": len(self.values), "median": self.median, "ci": list(self.ci) if self.ci else None, "cv": self.cv}
 
 
 @dataclass
@@ -301,12 +300,8 @@ def compare_cells(base, cell, metric, margin=DEFAULT_MARGIN):
 
 
 def speedup(reference, cell, metric, margin=DEFAULT_MARGIN):
-    """(speed-up, 95% CI or None) of cell over its reference in metric."""
-    c = _speedup(reference, cell, metric, margin)
-    return (None, None) if c is None else (c["value"], tuple(c["ci"]) if c["ci"] else None)
-
-
-def _speedup(reference, cell, metric, margin):
+    """{"value", "ci", "verdict"}: the speed-up of cell over its reference in metric (None
+    where either lacks it); the reference's own is 1, without a CI."""
     if reference is None or cell.max.get(metric) is None or reference.max.get(metric) is None:
         return None
     if cell is reference:
@@ -338,7 +333,7 @@ def _row(cell, reference, margin):
             "write_bw": _median(cell.total.get("write_bw")), "read_bw": _median(cell.total.get("read_bw")),
             "files": _median(cell.total.get("files")),
             "reference": reference.bench if reference else None,
-            "speedup": {t: _speedup(reference, cell, t, margin) for t in TIMES},
+            "speedup": {t: speedup(reference, cell, t, margin) for t in TIMES},
             "hints": hint_counts(cell)}
 
 
@@ -354,8 +349,6 @@ def _runner_up(best, cells, metric, margin):
 
 
 def _group(key, cells, order, margin):
-    from .figure_data import figures
-
     cells = list(cells)
     refs = {c.bench: reference_of(c, cells, order) for c in cells}
     rows = sorted(cells, key=lambda c: (c.time() is None, c.time() or 0, c.bench))

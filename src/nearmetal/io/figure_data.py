@@ -15,9 +15,11 @@ panel shares ({parameter: value}).
 """
 
 import math
+from dataclasses import fields
 
-from .analysis import PARAMS
+from .space import Configuration
 
+PARAMS = tuple(f.name for f in fields(Configuration))  # pattern, library, io_layout, ..., mpiio
 PHASES = ("open_s", "write_s", "close_s", "read_s")
 PATTERN_ORDER = ("serial", "file-per-rank", "io-domains", "shared")
 

@@ -1,5 +1,6 @@
-"""Figures of the report's parallel-I/O section (io_section prepares the data: plain lists
-and dicts, so the figures draw in forked workers like the rest of the report's).
+"""Figures of the report's parallel-I/O section (drawing only: the analysis chose what each
+figure holds, io_section hands it over as plain lists and dicts, so the figures draw in
+forked workers like the rest of the report's).
 
 Every function takes a figure id and rows [(row title, panels)] — one row per variant x
 placement — and returns a plot_base.Fig, or None when there is nothing to draw.
