@@ -92,6 +92,12 @@ def _mpis():
     return names()
 
 
+def _distros():
+    from .image.recipe import DISTROS
+
+    return DISTROS
+
+
 def _report_formats():
     from .report.formats import names
 
@@ -122,7 +128,7 @@ def _add_image(sub):
     isub = im.add_subparsers(dest="image_command", metavar="ACTION", parser_class=_Parser)
     isub.required = True
     b = isub.add_parser("build", help="build a Debian image with MPI and nearmetal's kernels")
-    b.add_argument("--distro", choices=("bookworm", "trixie", "bullseye"), help="Debian release (default: the host's)")
+    b.add_argument("--distro", choices=_distros(), help="Debian release (default: the host's)")
     b.add_argument("--mpi", type=_csv(_mpis()), default=list(_mpis()),
                    help=f"MPI families to install, comma-separated (default: {','.join(_mpis())})")
     b.add_argument("--format", choices=_formats(), default=_formats()[0],
