@@ -84,3 +84,32 @@ def test_image_build_offers_exactly_the_registered_formats(capsys):
 def test_image_modules_stay_small():
     sizes = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in _modules(SRC / "image")}
     assert all(n <= 400 for n in sizes.values()), sizes
+
+
+def test_mpi_family_names_live_only_in_the_profiles_and_launchers():
+    names = set(families.names())
+    naming = {str(p.relative_to(SRC)) for p in _modules() if names & set(_string_constants(p))}
+    strays = {p for p in naming if not p.startswith(("families/", "launchers/"))}
+    assert not strays, f"MPI family names as values outside families/ and launchers/: {sorted(strays)}"
+
+
+def test_no_module_outside_the_schedulers_branches_on_a_scheduler_name():
+    """`x == "slurm"` (or != / in) outside schedulers/ and launchers/ would be a scheduler branch."""
+    from nearmetal.schedulers import names
+
+    found = []
+    for path in _modules():
+        rel = str(path.relative_to(SRC))
+        if rel.startswith(("schedulers/", "launchers/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                consts = {c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)}
+                if consts & set(names()):
+                    found.append(f"{rel}:{node.lineno}")
+    assert not found, f"comparisons with a scheduler's name: {found}"
+
+
+def test_modules_stay_small():
+    big = {str(p.relative_to(SRC)): n for p in _modules() if (n := len(p.read_text().splitlines())) > 430}
+    assert set(big) <= {"elf.py"}, f"modules over ~400 lines (elf.py is one concern and may stay whole): {big}"
