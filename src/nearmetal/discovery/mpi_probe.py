@@ -9,7 +9,7 @@ import shutil
 
 from ..families import abi_of
 from ..families import get as get_family
-from ..families.base import run_text
+from ..families import run_text
 
 
 def _link_line(wrapper):

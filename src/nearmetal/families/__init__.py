@@ -27,3 +27,83 @@ def abi_of(soname):
         if soname in FAMILIES.get(name).sonames:
             return name
     return None
+
+
+# -- what every profile provides (here, not in a base module: `nearmetal run` reads a
+# profile, and every module imported costs start-up)
+
+# No module-level imports beyond what `nearmetal run` already loads: profiles are read on
+# its hot path; probing (subprocess, re) happens only on a discovery cache miss.
+
+
+def run_text(argv, timeout=20):
+    """stdout+stderr of a probe command, '' when it cannot run (discovery never fails on it)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout + out.stderr
+
+
+class MpiFamily:
+    name = ""                  # the registry sets it: the module's name
+    title = ""                 # "Open MPI"
+    abi_title = ""             # how bind mode names the ABI ("MPICH-ABI": MPICH, Intel MPI, Cray MPICH)
+    sonames = ()               # MPI library SONAMEs of this ABI, the family's own first
+    wrappers = ()              # compiler wrappers to try, first found wins
+    launcher_binaries = ()     # the family's launcher names
+    link_libs = ()             # -l names of the MPI library
+    launcher = ""              # the launcher backend (launchers/<name>.py) that starts its ranks
+    host_packages = ""         # what to install on Debian, for messages
+    slurm_pmi = ()             # `srun --mpi=` plugins that wire its ranks, preferred first
+    slurm_pmi_failure = ""     # what happens with the wrong plugin (measured), for doctor
+    plugin_env = {}            # run-time plugin kind -> the variable pointing its loader at a directory
+    local_size_env = None      # the variable its launcher sets with the ranks per node, if any
+    mpiio_components = ()      # MPI-IO implementations a run can choose between (MCA io), if any
+    # Images: Debian packages of the MPI and of its parallel I/O stack, its pkg-config
+    # module, its library file pattern and its launcher names inside the image.
+    image_packages = ()
+    image_io_packages = ()
+    pkgconfig = ""
+    library_pattern = r"$^"
+    image_launchers = ()
+
+    # -- discovery (on a cache miss only)
+    def identifies_wrapper(self, wrapper):
+        return False
+
+    def identifies_launcher(self, launcher):
+        return False
+
+    def version(self, launcher):
+        return "unknown"
+
+    def pmi_flavours(self, launcher, library):
+        return []
+
+    def plugin_dirs(self, launcher, library):
+        """Directories of run-time loaded modules the bind model must carry along."""
+        return {}
+
+    # -- running
+    def cross_namespace_env(self, containers, separate_namespaces):
+        """Environment for ranks that run in containers (containers=True) and, with
+        separate_namespaces, in different namespaces (MPMD components, srun ranks)."""
+        return {}
+
+    def hybrid_warning(self, host_version, image_version):
+        """A note when the host launcher and the image's MPI are unlikely to wire up."""
+        return None
+
+    def library_re(self):
+        import re
+
+        return re.compile(self.library_pattern)
+
+    @staticmethod
+    def which(name, near=None):
+        import shutil
+
+        return (near and shutil.which(name, path=near)) or shutil.which(name)

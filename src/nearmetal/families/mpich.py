@@ -1,8 +1,7 @@
 """MPICH: hydra (mpiexec.hydra) with simple PMI; the MPICH ABI (libmpich.so.12 / libmpi.so.12,
 shared by Intel MPI and Cray MPICH)."""
 
-from . import FAMILIES
-from .base import MpiFamily, run_text
+from . import FAMILIES, MpiFamily, run_text
 
 
 @FAMILIES.register

@@ -2,8 +2,7 @@
 
 import os
 
-from . import FAMILIES
-from .base import MpiFamily, run_text
+from . import FAMILIES, MpiFamily, run_text
 
 
 @FAMILIES.register

@@ -11,6 +11,8 @@ from ..registry import Registry
 
 SCHEDULERS = Registry(__name__, "scheduler", first=("local", "slurm"))
 DEFAULT = "local"
+# What a scheduler provides, and what a job's end looks like, are defined here rather than
+# in a base module: `nearmetal run` imports this package, and every module costs start-up.
 
 
 def names():
@@ -19,3 +21,54 @@ def names():
 
 def get(name):
     return SCHEDULERS.get(name)()
+
+
+STATUSES = ("ok", "failed", "timeout", "cancelled", "not started")
+
+
+class Outcome:
+    """How a job ended: status (one of STATUSES), the exit status (None when it has none),
+    its output, and a reason when it did not simply exit (a time-out, a refusal)."""
+
+    __slots__ = ("status", "exit_status", "stdout", "stderr", "reason", "job_id")
+
+    def __init__(self, status, exit_status=None, stdout="", stderr="", reason=None, job_id=None):
+        assert status in STATUSES, status
+        self.status, self.exit_status, self.stdout, self.stderr = status, exit_status, stdout, stderr
+        self.reason, self.job_id = reason, job_id
+
+    @classmethod
+    def exited(cls, exit_status, stdout, stderr, job_id=None):
+        return cls("ok" if exit_status == 0 else "failed", exit_status, stdout, stderr, job_id=job_id)
+
+
+class Scheduler:
+    name = ""  # the registry sets it: the module's name
+    # Ranks placed at run time by the resource manager get a container each (namespace
+    # joining needs the exact peer count per node, known only then).
+    one_container_per_rank = False
+
+    def launcher(self, family):
+        """The launcher backend (launchers/<name>.py) for a family profile's ranks."""
+        return family.launcher
+
+    def options(self, options, timeout=None):
+        """The scheduler options (partition, time, ...) for one job of a study whose runs
+        have `timeout` seconds; checked, with defaults filled in."""
+        return dict(options)
+
+    def describe(self, plan, req, components):
+        """What --dry-run prints: the launch as this scheduler would submit it."""
+        return plan.describe()
+
+    def execute(self, plan, req, components, verbose=False):
+        """`nearmetal run`: start the job in the foreground; its exit status."""
+        raise NotImplementedError
+
+    def run(self, plan, req, components, timeout=None, on_submit=None):
+        """Run the job to its end, its output captured; an Outcome. on_submit(job_id) is
+        called when a resource manager has accepted the job."""
+        raise NotImplementedError
+
+    def cancel(self, job_id):
+        """Cancel a job this scheduler submitted (one a killed runner left behind)."""

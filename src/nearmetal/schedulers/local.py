@@ -1,7 +1,6 @@
 """The local scheduler: the MPI family's own launcher, on this machine, under nm-supervise."""
 
-from . import SCHEDULERS
-from .base import Outcome, Scheduler
+from . import SCHEDULERS, Outcome, Scheduler
 
 
 @SCHEDULERS.register

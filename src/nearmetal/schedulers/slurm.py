@@ -3,8 +3,7 @@
 
 import os
 
-from . import SCHEDULERS
-from .base import Outcome, Scheduler
+from . import SCHEDULERS, Outcome, Scheduler
 from .local import Local
 
 
