@@ -86,3 +86,41 @@ def local_slurm_env(tmp_path_factory, nodes):
         yield cl.env()
     finally:
         cluster.down(dir=d)
+
+
+# -- test tiers ------------------------------------------------------------------------------
+# `unit`: pure Python, no process started, no MPI, no container (pytest -m unit, seconds);
+# everything not marked unit is `integration` (pytest -m integration, or -m "not unit").
+# docs/testing.md describes both.
+
+def pytest_collection_modifyitems(config, items):
+    integration = pytest.mark.integration
+    for item in items:
+        if item.get_closest_marker("unit") is None and item.get_closest_marker("integration") is None:
+            item.add_marker(integration)
+
+
+class ProcessStarted(BaseException):
+    """A unit test tried to start a process (a BaseException: no `except Exception` hides it)."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_starts_no_process(request, monkeypatch):
+    """Unit tests start no process: subprocess, fork, exec, spawn and os.system fail in them."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    tried = []
+
+    def refuse(what):
+        def start(*args, **kwargs):
+            tried.append(f"{what}{args[1:2] if what == 'subprocess.Popen' else args[:1]}")
+            raise ProcessStarted(f"a unit test started a process: {tried[-1]}")
+        return start
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("subprocess.Popen"))
+    for name in ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "execv", "execve", "execvp", "execvpe"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, refuse(f"os.{name}"))
+    yield
+    assert not tried, f"a unit test started processes: {tried}"

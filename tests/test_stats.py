@@ -12,6 +12,8 @@ from scipy import stats as sps
 from nearmetal.study import stats
 from nearmetal.study.stats import compare, direction_for_unit, summarize
 
+pytestmark = pytest.mark.unit  # pure computation: no process, no MPI, no container
+
 
 # --------------------------------------------------------------------------- helpers
 

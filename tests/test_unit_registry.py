@@ -1,0 +1,320 @@
+"""Registries (registry.py): names from the package's files without importing a backend, one-line
+errors naming the choices, and a backend registered from outside the package (a test, a plugin)
+accepted everywhere a name is checked — argparse, the fast run parser, study and I/O study
+files — and composed into a launch like the built-in ones."""
+
+import importlib
+import shlex
+import sys
+import textwrap
+
+import pytest
+
+from nearmetal import families, launchers, runtimes, schedulers
+from nearmetal.errors import NearmetalError
+from nearmetal.registry import Registry
+from nearmetal.runtimes import RUNTIMES
+from nearmetal.runtimes.base import Runtime
+from test_unit_compose import FakeHost, launch, machine, req  # noqa: F401  (machine: autouse fixture)
+
+pytestmark = pytest.mark.unit
+
+
+# -- a registry over a package made here ---------------------------------------------------------
+
+@pytest.fixture
+def fake_package(tmp_path, monkeypatch, request):
+    """A package `nmregN` with backends alpha, beta, gamma (registers nothing), helpers _private
+    and base, a non-Python file; its modules are forgotten afterwards."""
+    name = f"nmreg{abs(hash(request.node.nodeid)) % 10**8}"
+    pkg = tmp_path / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent("""\
+        from nearmetal.registry import Registry
+        REG = Registry(__name__, "widget", first=("beta",))
+    """))
+    for backend in ("alpha", "beta"):
+        (pkg / f"{backend}.py").write_text(textwrap.dedent(f"""\
+            from . import REG
+            from .base import Widget
+
+            @REG.register
+            class {backend.title()}(Widget):
+                pass
+        """))
+    (pkg / "gamma.py").write_text("X = 1  # forgets to register\n")
+    (pkg / "base.py").write_text("class Widget:\n    name = ''\n")
+    (pkg / "_private.py").write_text("raise RuntimeError('a helper is never imported by names()')\n")
+    (pkg / "notes.txt").write_text("not a backend\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        yield name, importlib.import_module(name)
+    finally:
+        for mod in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[mod]
+
+
+def test_names_come_from_files_without_importing_backends(fake_package):
+    name, pkg = fake_package
+    before = set(sys.modules)
+    assert pkg.REG.names() == ("beta", "alpha", "gamma")  # `first` first, then sorted; no _private, base, .txt
+    assert {m for m in sys.modules if m.startswith(name + ".")} == set()
+    assert set(sys.modules) - before == set()
+
+
+def test_get_imports_one_backend_on_first_use(fake_package):
+    name, pkg = fake_package
+    cls = pkg.REG.get("alpha")
+    assert cls.name == "alpha" and cls.__name__ == "Alpha"
+    assert f"{name}.alpha" in sys.modules and f"{name}.beta" not in sys.modules
+    assert pkg.REG.get("alpha") is cls
+
+
+def test_get_unknown_lists_the_choices(fake_package):
+    _, pkg = fake_package
+    with pytest.raises(NearmetalError) as e:
+        pkg.REG.get("delta")
+    assert str(e.value) == "unknown widget 'delta' (choose from: beta, alpha, gamma)"
+
+
+def test_a_module_that_registers_nothing(fake_package):
+    name, pkg = fake_package
+    with pytest.raises(NearmetalError) as e:
+        pkg.REG.get("gamma")
+    assert str(e.value) == f"internal error: {name}.gamma registers no widget"
+
+
+def test_register_from_outside_and_unregister(fake_package):
+    _, pkg = fake_package
+
+    @pkg.REG.register(name="omega")
+    class Omega:
+        pass
+
+    assert Omega.name == "omega" and pkg.REG.get("omega") is Omega
+    assert pkg.REG.names() == ("beta", "alpha", "gamma", "omega")
+    pkg.REG.unregister("omega")
+    assert pkg.REG.names() == ("beta", "alpha", "gamma")
+    with pytest.raises(NearmetalError, match="unknown widget 'omega'"):
+        pkg.REG.get("omega")
+    pkg.REG.unregister("omega")  # twice: harmless
+
+
+def test_all_imports_every_backend(fake_package):
+    _, pkg = fake_package
+    with pytest.raises(NearmetalError, match="registers no widget"):
+        pkg.REG.all()  # gamma registers nothing
+    assert [c.name for c in (pkg.REG.get("beta"), pkg.REG.get("alpha"))] == ["beta", "alpha"]
+
+
+def test_first_names_missing_from_the_package_are_left_out(fake_package):
+    name, _ = fake_package
+    reg = Registry(name, "widget", first=("zeta", "alpha"))
+    assert reg.names() == ("alpha", "beta", "gamma")
+
+
+# -- the real registries ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("package, kind, first, expected", [
+    ("nearmetal.runtimes", "runtime", ("charliecloud", "bwrap", "podman"), ("charliecloud", "bwrap", "podman")),
+    ("nearmetal.launchers", "launcher", ("mpirun", "hydra", "srun"), ("mpirun", "hydra", "srun")),
+    ("nearmetal.schedulers", "scheduler", ("local", "slurm"), ("local", "slurm")),
+    ("nearmetal.families", "MPI", ("openmpi", "mpich"), ("openmpi", "mpich")),
+])
+def test_real_registries_list_their_files_without_importing(package, kind, first, expected):
+    fresh = Registry(package, kind, first=first)  # nothing registered in it: names() can only read files
+    before = set(sys.modules)
+    assert fresh.names() == expected
+    assert set(sys.modules) == before
+
+
+def test_real_registries_defaults_and_lookups():
+    assert runtimes.names()[0] == runtimes.DEFAULT == "charliecloud"
+    assert schedulers.names()[0] == schedulers.DEFAULT == "local"
+    assert families.names() == ("openmpi", "mpich")
+    assert [c.name for c in RUNTIMES.all()] == list(runtimes.names())
+    assert [c.name for c in launchers.LAUNCHERS.all()] == ["mpirun", "hydra", "srun"]
+    assert families.get("mpich").launcher == "hydra" and families.get("openmpi").launcher == "mpirun"
+    assert families.abi_of("libmpi.so.40") == "openmpi" and families.abi_of("libmpi.so.12") == "mpich"
+    assert families.abi_of("libmpich.so.12") == "mpich" and families.abi_of("libfoo.so.1") is None
+    assert schedulers.get("slurm").launcher(families.get("openmpi")) == "srun"
+    assert schedulers.get("local").launcher(families.get("openmpi")) == "mpirun"
+
+
+@pytest.mark.parametrize("get, name, message", [
+    (runtimes.get, "singularity", "unknown runtime 'singularity' (choose from: charliecloud, bwrap, podman)"),
+    (schedulers.get, "pbs", "unknown scheduler 'pbs' (choose from: local, slurm)"),
+    (families.get, "lam", "unknown MPI 'lam' (choose from: openmpi, mpich)"),
+    (lambda n: launchers.get(n, {}), "aprun", "unknown launcher 'aprun' (choose from: mpirun, hydra, srun)"),
+    (runtimes.get, "base", "unknown runtime 'base' (choose from: charliecloud, bwrap, podman)"),
+    (runtimes.get, "_podman_storage", "unknown runtime '_podman_storage' (choose from: charliecloud, bwrap, podman)"),
+])
+def test_unknown_backend(get, name, message):
+    with pytest.raises(NearmetalError) as e:
+        get(name)
+    assert str(e.value) == message
+
+
+# -- a runtime registered from a test ----------------------------------------------------------------
+
+class Dummy(Runtime):
+    binary = "dummy-run"
+
+    def path(self):
+        return "/opt/dummy/bin/dummy-run"
+
+    def wrap(self, spec):
+        env = [f"{k}={v}" for k, v in spec.env.items()]
+        return [self.path(), "--image", spec.image.name, *env, "--", *spec.argv]
+
+
+@pytest.fixture
+def dummy_runtime():
+    RUNTIMES.register(name="dummy")(Dummy)
+    try:
+        yield Dummy
+    finally:
+        RUNTIMES.unregister("dummy")
+
+
+def test_dummy_not_known_without_registration():
+    from nearmetal.cli import fast_parse_run
+
+    assert "dummy" not in runtimes.names()
+    assert fast_parse_run(["--runtime", "dummy", "--", "p"]) is None
+
+
+def test_dummy_runtime_is_listed(dummy_runtime):
+    assert runtimes.names() == ("charliecloud", "bwrap", "podman", "dummy")
+    assert runtimes.get("dummy").name == "dummy"
+
+
+def test_dummy_runtime_accepted_by_argparse(dummy_runtime):
+    from nearmetal.cli_parser import build_parser, component_parser
+
+    args = build_parser("run").parse_args(["run", "--runtime", "dummy", "--mode", "hybrid", "--", "p"])
+    assert args.runtime == "dummy"
+    assert component_parser().parse_args(["--runtime", "dummy"]).runtime == "dummy"
+    args = build_parser("bench").parse_args(["bench", "mpi-info", "--runtime=dummy"])
+    assert args.runtime == "dummy"
+
+
+def test_dummy_runtime_accepted_by_the_fast_parser(dummy_runtime):
+    from nearmetal.cli import fast_parse_run
+
+    args = fast_parse_run(["--runtime=dummy", "--mode", "bind", "--", "p"])
+    assert args is not None and args.runtime == "dummy" and args.mode == "bind"
+
+
+STUDY = """\
+[study]
+name = "dummy-study"
+
+[matrix]
+mode = ["native", "hybrid"]
+runtime = ["{runtime}"]
+mpi = ["openmpi"]
+
+[[benchmark]]
+kernel = "latency"
+"""
+
+
+def test_dummy_runtime_in_a_study_file(dummy_runtime):
+    from nearmetal.study.config import parse
+    from nearmetal.study.plan import cells
+
+    cfg = parse(STUDY.format(runtime="dummy"))
+    assert cfg.matrix.runtime == ["dummy"]
+    assert sorted(c.key for c in cells(cfg)) == ["latency|n=2|t=1|hybrid/dummy/openmpi/default",
+                                                 "latency|n=2|t=1|native/openmpi"]
+
+
+def test_unregistered_runtime_in_a_study_file_names_the_choices():
+    from nearmetal.study.config import parse
+
+    with pytest.raises(NearmetalError) as e:
+        parse(STUDY.format(runtime="dummy"), source="s.toml")
+    assert str(e.value).startswith("s.toml: matrix.runtime[0]: ")
+    assert "'charliecloud', 'bwrap' or 'podman'" in str(e.value) and "'dummy'" in str(e.value)
+
+
+IO_STUDY = """\
+[study]
+name = "dummy-io"
+
+[io]
+grid = [64, 64, 4]
+dir = "/tmp/nm-dummy-io"
+mode = ["hybrid"]
+runtime = ["{runtime}"]
+
+[io.space]
+pattern = ["serial"]
+library = ["posix"]
+"""
+
+
+def test_dummy_runtime_in_an_io_study_file(dummy_runtime):
+    from nearmetal.io.config import parse
+
+    s = parse(IO_STUDY.format(runtime="dummy"))
+    assert s.io.runtime == ["dummy"] and s.io.mode == ["hybrid"]
+
+
+def test_unregistered_runtime_in_an_io_study_file():
+    from nearmetal.io.config import parse
+
+    with pytest.raises(NearmetalError) as e:
+        parse(IO_STUDY.format(runtime="dummy"), source="io.toml")
+    assert str(e.value).startswith("io.toml: io.runtime[0]: ") and "'dummy'" in str(e.value)
+
+
+def test_dummy_runtime_composes_a_launch(dummy_runtime):
+    argv, env, notes = launch(req("hybrid", mpi="openmpi", runtime="dummy"))
+    assert argv == ("/usr/bin/mpirun.openmpi -np 2 /opt/dummy/bin/dummy-run --image nm-test OMP_NUM_THREADS=1 "
+                    "-- /opt/nearmetal/openmpi/bin/nm-mpi-info")
+    assert env == {}  # Runtime.launch_env: nothing by default
+    argv, _, _ = launch(req("bind", mpi="mpich", runtime="dummy", scheduler="slurm"))
+    assert shlex.split(argv) == ["/usr/bin/srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "-n", "2",
+                                 "/opt/dummy/bin/dummy-run", "--image", "nm-test", "LD_LIBRARY_PATH=/nm/host-mpi/lib",
+                                 "OMP_NUM_THREADS=1", "UCX_POSIX_USE_PROC_LINK=n",
+                                 "UCX_TLS=posix,sysv,self,rc,ud,dc", "--", "/opt/nearmetal/mpich/bin/nm-mpi-info"]
+
+
+# -- a scheduler and a launcher registered from a test -------------------------------------------------
+
+def test_dummy_scheduler_with_its_own_launcher():
+    from nearmetal.launchers import LAUNCHERS
+    from nearmetal.launchers.base import Launcher
+    from nearmetal.schedulers import SCHEDULERS
+
+    # The Scheduler base class: schedulers/__init__.py, formerly schedulers/base.py.
+    Scheduler = getattr(schedulers, "Scheduler", None) or importlib.import_module("nearmetal.schedulers.base").Scheduler
+
+    class Flux(Launcher):
+        def command(self, r):
+            return ["flux", "run", "-n", str(r.ranks), *r.rank_argv], {f"FLUX_{k}": v for k, v in r.env.items()}
+
+    class FluxScheduler(Scheduler):
+        one_container_per_rank = True
+
+        def launcher(self, family):
+            return "flux"
+
+    LAUNCHERS.register(name="flux")(Flux)
+    SCHEDULERS.register(name="flux")(FluxScheduler)
+    try:
+        assert schedulers.names() == ("local", "slurm", "flux")
+        argv, env, _ = launch(req("native", mpi="mpich", scheduler="flux"))
+        assert (argv, env) == ("flux run -n 2 /usr/bin/prog -x 1", {"FLUX_OMP_NUM_THREADS": "1"})
+        argv, _, _ = launch(req("hybrid", mpi="mpich", scheduler="flux"))  # a container per rank: no --join
+        assert argv.startswith("flux run -n 2 /usr/bin/ch-run --set-env=OMP_NUM_THREADS=1 "
+                               "--set-env=UCX_POSIX_USE_PROC_LINK=n --set-env=UCX_TLS=")
+        with pytest.raises(NearmetalError) as e:
+            launch(req("native", mpi="mpich", scheduler="flux", ranks=1), req("native", ranks=1))
+        assert str(e.value) == "the flux launcher cannot start MPMD jobs"
+    finally:
+        SCHEDULERS.unregister("flux")
+        LAUNCHERS.unregister("flux")
+    assert schedulers.names() == ("local", "slurm")
