@@ -177,7 +177,7 @@ MATRIX = {
     ("local", "openmpi", "native", None):
         ("/usr/bin/mpirun.openmpi -np 2 -x OMP_NUM_THREADS=1 /usr/bin/prog -x 1", {}),
     ("local", "openmpi", "hybrid", "charliecloud"):
-        ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join --join-tag=nmT --set-env=OMP_NUM_THREADS=1 "
+        ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT --set-env=OMP_NUM_THREADS=1 "
          f"/img/nm-test/rootfs -- {OMPI}", CH_ENV),
     ("local", "openmpi", "hybrid", "bwrap"):
         (f"/usr/bin/mpirun.openmpi -np 2 {BWRAP} --setenv OMP_NUM_THREADS 1 -- {OMPI}", {}),
@@ -185,7 +185,7 @@ MATRIX = {
         (f"/usr/bin/mpirun.openmpi -np 2 {PODMAN} -e OMP_NUM_THREADS=1 localhost/nearmetal-nm-test:latest {OMPI}",
          PODMAN_ENV),
     ("local", "openmpi", "bind", "charliecloud"):
-        ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join --join-tag=nmT --bind=/stage/openmpi-k:/nm/host-mpi "
+        ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT --bind=/stage/openmpi-k:/nm/host-mpi "
          "--set-env=LD_LIBRARY_PATH=/nm/host-mpi/lib --set-env=OMP_NUM_THREADS=1 "
          f"/img/nm-test/rootfs -- {OMPI}", CH_ENV),
     ("local", "openmpi", "bind", "bwrap"):
@@ -316,7 +316,7 @@ def test_mpmd_mpirun_containers(machine):
     inside the container (no -x); Open MPI's vader BTL without CMA across namespaces."""
     argv, env, notes = launch(req("hybrid", mpi="openmpi"), req("bind", ranks=1, runtime="bwrap"))
     assert argv == (
-        "/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join --join-tag=nmT --set-env=OMP_NUM_THREADS=1 "
+        "/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT --set-env=OMP_NUM_THREADS=1 "
         f"--set-env={VADER} /img/nm-test/rootfs -- {OMPI} "
         f": -np 1 {BWRAP} --ro-bind /stage/openmpi-k /nm/host-mpi --setenv LD_LIBRARY_PATH /nm/host-mpi/lib "
         f"--setenv OMP_NUM_THREADS 1 --setenv OMPI_MCA_btl_vader_single_copy_mechanism none -- {OMPI}")
@@ -324,8 +324,6 @@ def test_mpmd_mpirun_containers(machine):
     assert notes[-1] == "MPMD: 2 components, 3 ranks in one MPI_COMM_WORLD"
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: launchers/mpirun.py puts every component's -x before the first "
-                                       "app context, where Open MPI 4.1 applies it to that context only")
 def test_mpmd_mpirun_native_component_gets_its_own_environment(machine):
     """Open MPI 4.1.4 measured: `mpirun -x A=1 -np 1 a : -np 1 b` sets A for a only, and
     `-np 1 -x A=1 a : -np 1 -x A=2 b` gives each its own. So every app context needs its
@@ -337,10 +335,6 @@ def test_mpmd_mpirun_native_component_gets_its_own_environment(machine):
     assert "-x OMP_NUM_THREADS=4" in second and "-x FOO=2" in second
 
 
-@pytest.mark.xfail(strict=True, reason="src bug: runtimes/charliecloud.py lets ch-run --join read "
-                                       "OMPI_COMM_WORLD_LOCAL_SIZE, which counts every MPMD component's ranks: "
-                                       "the join group never completes and ch-run leaves its semaphore and "
-                                       "shared memory in /dev/shm")
 def test_mpmd_charliecloud_join_count_is_the_components_own():
     argv, _, _ = launch(req("hybrid", mpi="openmpi"), req("native", ranks=1))
     first = argv.split(" : ")[0]
@@ -378,7 +372,7 @@ def test_mpmd_tags_are_unique_per_component():
 
 WORKDIR = {
     ("local", "openmpi", "hybrid", "charliecloud"):
-        ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join --join-tag=nmT --bind=/scratch/w:/nm/work "
+        ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT --bind=/scratch/w:/nm/work "
          f"--set-env=PWD=/nm/work --set-env=OMP_NUM_THREADS=1 --cd=/nm/work /img/nm-test/rootfs -- {OMPI}"),
     ("local", "mpich", "bind", "bwrap"):
         (f"/usr/bin/mpiexec.hydra -n 2 {BWRAP} --ro-bind /stage/mpich-k /nm/host-mpi --bind /scratch/w /nm/work "
@@ -448,7 +442,7 @@ def test_threads_in_a_container_are_set_inside():
 
 @pytest.mark.parametrize("family, scheduler, expected", [
     # ranks per node: the launcher's placement, and the size of each node's ch-run join group
-    ("openmpi", "local", "/usr/bin/mpirun.openmpi -np 4 --map-by ppr:2:node /usr/bin/ch-run --join --join-tag=nmT "
+    ("openmpi", "local", "/usr/bin/mpirun.openmpi -np 4 --map-by ppr:2:node /usr/bin/ch-run --join-ct=2 --join-tag=nmT "
                          f"--set-env=OMP_NUM_THREADS=1 /img/nm-test/rootfs -- {OMPI}"),
     ("mpich", "local", "/usr/bin/mpiexec.hydra -n 4 -ppn 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT "
                        f"--set-env=OMP_NUM_THREADS=1 --set-env={UCX_LINK} /img/nm-test/rootfs -- {MPICH}"),
@@ -477,7 +471,7 @@ def test_one_rank_needs_no_join():
 
 def test_squashfs_with_charliecloud():
     argv, _, _ = launch(req("hybrid", mpi="openmpi", image="/img/nm-test/nm-test.sqfs"))
-    assert argv == ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join --join-tag=nmT "
+    assert argv == ("/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT "
                     f"--set-env=OMP_NUM_THREADS=1 /img/nm-test/nm-test.sqfs -- {OMPI}")
 
 
@@ -541,7 +535,7 @@ def test_model_env_comes_first_then_rank_env():
 
 def test_runtime_args_go_just_before_the_image(machine):
     assert launch(req("hybrid", mpi="openmpi", runtime_args=["--private-tmp"]))[0] == (
-        "/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join --join-tag=nmT --set-env=OMP_NUM_THREADS=1 "
+        "/usr/bin/mpirun.openmpi -np 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT --set-env=OMP_NUM_THREADS=1 "
         f"--private-tmp /img/nm-test/rootfs -- {OMPI}")
     assert launch(req("hybrid", mpi="openmpi", runtime="bwrap", runtime_args=["--unshare-ipc"]))[0] == (
         f"/usr/bin/mpirun.openmpi -np 2 {BWRAP} --setenv OMP_NUM_THREADS 1 --unshare-ipc -- {OMPI}")
@@ -579,8 +573,8 @@ def test_mpirun_as_root_allows_it(monkeypatch):
     assert launch(req("native", mpi="openmpi"))[0] == (
         "/usr/bin/mpirun.openmpi -np 2 --allow-run-as-root -x OMP_NUM_THREADS=1 /usr/bin/prog -x 1")
     assert launch(req("native", mpi="openmpi", ranks=1), req("native", ranks=1))[0] == (
-        "/usr/bin/mpirun.openmpi --allow-run-as-root -x OMP_NUM_THREADS=1 -np 1 /usr/bin/prog -x 1 "
-        ": -np 1 /usr/bin/prog -x 1")
+        "/usr/bin/mpirun.openmpi --allow-run-as-root -np 1 -x OMP_NUM_THREADS=1 /usr/bin/prog -x 1 "
+        ": -np 1 -x OMP_NUM_THREADS=1 /usr/bin/prog -x 1")  # each app context its own -x (Open MPI 4.1)
 
 
 def test_srun_nodes_only_inside_an_allocation(monkeypatch):

@@ -15,8 +15,8 @@ def cmd_run(args):
     from .run import RunRequest, plan
 
     command = args.program_argv
-    if command and command[0] == "--":
-        command = command[1:]
+    if command and command[0] == "--" and not getattr(args, "dashes_taken", False):
+        command = command[1:]  # argparse's REMAINDER keeps the '--' that ends the options
     if not command:
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
     segments = _split_components(command)
@@ -337,12 +337,14 @@ def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", runtime=_run_choices("runtime")[0], image=None, mpi=None, ranks=2, ranks_per_node=None,
-             threads=1, env=[], workdir=None, dry_run=False, verbose=False, program_argv=[], command="run")
+             threads=1, env=[], workdir=None, dry_run=False, verbose=False, program_argv=[], command="run",
+             dashes_taken=False)
     i = 0
     while i < len(argv):
         tok = argv[i]
         if tok == "--":
             a["program_argv"] = argv[i + 1:]
+            a["dashes_taken"] = True  # the '--' is gone already: cmd_run must not drop a second one
             break
         if not tok.startswith("-") or tok == "-":
             a["program_argv"] = argv[i:]
@@ -365,7 +367,9 @@ def fast_parse_run(argv):
             return None
         if key in ("ranks", "ranks_per_node", "threads"):
             limit = 1024 if key == "threads" else 1_000_000  # as study files (study.config): argparse says so
-            if not value.isdigit() or not 1 <= int(value) <= limit:
+            # isdigit() takes '²', which int() refuses; int() reads what isdecimal() takes
+            # (any script's digits), up to its length limit: argparse says why otherwise
+            if not (value.isdecimal() and len(value) <= 7) or not 1 <= int(value) <= limit:
                 return None
             a[key] = int(value)
         elif key == "env":

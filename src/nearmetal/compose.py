@@ -73,8 +73,7 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
         if c.workdir:
             mounts.append(Mount(c.workdir, CONTAINER_WORKDIR, readonly=False))
             inner_cwd = CONTAINER_WORKDIR
-        spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, local_size_env=c.profile.local_size_env,
-                        ranks_per_node=peers, tag=tag, use_sqfs=c.use_sqfs, workdir=inner_cwd,
+        spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, ranks_per_node=peers, tag=tag, use_sqfs=c.use_sqfs, workdir=inner_cwd,
                         runtime_args=c.runtime_args)
         rank_argv = runtime.wrap(spec)
         launch_env.update(runtime.launch_env())

@@ -60,7 +60,6 @@ class MpiFamily:
     slurm_pmi = ()             # `srun --mpi=` plugins that wire its ranks, preferred first
     slurm_pmi_failure = ""     # what happens with the wrong plugin (measured), for doctor
     plugin_env = {}            # run-time plugin kind -> the variable pointing its loader at a directory
-    local_size_env = None      # the variable its launcher sets with the ranks per node, if any
     mpiio_components = ()      # MPI-IO implementations a run can choose between (MCA io), if any
     # Images: Debian packages of the MPI and of its parallel I/O stack, its pkg-config
     # module, its library file pattern and its launcher names inside the image.

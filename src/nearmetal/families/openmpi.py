@@ -18,7 +18,6 @@ class OpenMpi(MpiFamily):
     slurm_pmi_failure = "MPI_Init aborts (\"OMPI was not built with SLURM's PMI support\")"
     plugin_env = {"openmpi": "OMPI_MCA_mca_base_component_path", "pmix": "PMIX_MCA_mca_base_component_path",
                   "ucx": "UCX_MODULE_DIR"}
-    local_size_env = "OMPI_COMM_WORLD_LOCAL_SIZE"  # ch-run --join reads it
     mpiio_components = ("romio", "ompio")  # OMPI_MCA_io=romio321 / ompio
     image_packages = ("openmpi-bin", "libopenmpi-dev")
     # Debian builds PnetCDF and parallel netCDF-4 for Open MPI, parallel HDF5 for both.

@@ -27,21 +27,20 @@ class RankSpec:
     """Everything a runtime needs to wrap one rank.
 
     argv: the command inside the container; env: variables to set inside the container
-    only; mounts: extra bind mounts; local_size_env: the variable in which the launcher
-    tells each rank how many ranks share its node (None when it tells none), for runtimes
-    that join the ranks of a node into one namespace; ranks_per_node: peers sharing a node;
+    only; mounts: extra bind mounts; ranks_per_node: peers sharing a node (runtimes that
+    join the ranks of a node into one namespace wait for that many);
     tag: unique per job; workdir: the directory inside the container the command starts in
     (None: the runtime's default); runtime_args: extra runtime arguments (a named variant's),
     placed just before the image.
     """
 
-    __slots__ = ("image", "argv", "env", "mounts", "local_size_env", "ranks_per_node", "tag", "use_sqfs", "workdir",
+    __slots__ = ("image", "argv", "env", "mounts", "ranks_per_node", "tag", "use_sqfs", "workdir",
                  "runtime_args")
 
-    def __init__(self, image, argv, env=None, mounts=(), local_size_env=None, ranks_per_node=1, tag="nm",
+    def __init__(self, image, argv, env=None, mounts=(), ranks_per_node=1, tag="nm",
                  use_sqfs=False, workdir=None, runtime_args=()):
         self.image, self.argv, self.env = image, list(argv), dict(env or {})
-        self.mounts, self.local_size_env = list(mounts), local_size_env
+        self.mounts = list(mounts)
         self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
         self.workdir = workdir
         self.runtime_args = list(runtime_args)  # the user's extra runtime arguments, before the image

@@ -25,10 +25,10 @@ class Charliecloud(Runtime):
         # Ranks on one node share one namespace: without it Open MPI loses CMA
         # single-copy and MPICH/UCX shared memory fails between separate namespaces.
         if spec.ranks_per_node > 1:
-            if spec.local_size_env == "OMPI_COMM_WORLD_LOCAL_SIZE":  # ch-run --join reads it itself
-                argv += ["--join", f"--join-tag={spec.tag}"]
-            else:
-                argv += [f"--join-ct={spec.ranks_per_node}", f"--join-tag={spec.tag}"]
+            # The count is explicit: what a launcher tells ch-run --join (Open MPI's
+            # OMPI_COMM_WORLD_LOCAL_SIZE) counts every MPMD component's ranks, and a join
+            # group that never completes leaves its semaphore in /dev/shm.
+            argv += [f"--join-ct={spec.ranks_per_node}", f"--join-tag={spec.tag}"]
         for m in spec.mounts:
             argv.append(f"--bind={m.source}:{m.target}")
         for key, value in spec.env.items():
