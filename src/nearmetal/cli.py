@@ -324,13 +324,9 @@ _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose"}
 
 def _run_choices(key):
     """The registries' names: listing a package's files, no backend imported."""
-    if key == "mode":
-        from .models import MODES
+    from . import choices
 
-        return MODES
-    from . import families, runtimes
-
-    return (runtimes if key == "runtime" else families).names()
+    return {"mode": choices.modes, "runtime": choices.runtimes, "mpi": choices.mpis}[key]()
 
 
 def fast_parse_run(argv):

@@ -10,6 +10,15 @@ import argparse
 import os
 import sys
 
+# Every choice list comes from the backends' registries (choices.py, registry.py).
+from .choices import distros as _distros
+from .choices import image_formats as _formats
+from .choices import modes as _modes
+from .choices import mpis as _mpis
+from .choices import report_formats as _report_formats
+from .choices import runtimes as _runtimes
+from .choices import schedulers as _schedulers
+
 from .errors import NearmetalError  # noqa: F401  (re-exported for callers)
 
 def _formatter(prog):
@@ -72,48 +81,6 @@ def _csv(choices):
             raise argparse.ArgumentTypeError(f"unknown value '{','.join(bad) or text}' (choose from: {', '.join(choices)})")
         return items
     return parse
-
-
-def _modes():
-    from .models import MODES
-
-    return MODES
-
-
-def _runtimes():  # every choice list comes from the backends' registries (registry.py)
-    from .runtimes import names
-
-    return names()
-
-
-def _mpis():
-    from .families import names
-
-    return names()
-
-
-def _distros():
-    from .image.recipe import DISTROS
-
-    return DISTROS
-
-
-def _report_formats():
-    from .report.formats import names
-
-    return names()
-
-
-def _formats():
-    from .image.formats import names
-
-    return names()
-
-
-def _schedulers():
-    from .schedulers import names
-
-    return names()
 
 
 def _add_doctor(sub):

@@ -93,6 +93,19 @@ def with_descendants(procs, pids):
     return out
 
 
+def pid_exists(pid):
+    """Whether any process has this PID (one we may not signal counts: it exists)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def alive(p):
     """Whether the process `p` still runs (the same PID with the same start time)."""
     q = read(p.pid, environ=False)

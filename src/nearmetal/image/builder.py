@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ..errors import NearmetalError
+from ..proc import pid_exists
 from ..home import KERNELS_SRC, subdir
 from . import chroot, formats
 from .chroot import CHROOT_ENV, BuildLog, remove_tree
@@ -226,19 +227,9 @@ def _clean_leftovers(name: str):
     for pattern in (f".{name}.build-*", f".{name}.old-*"):
         for path in base.glob(pattern):
             pid = path.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and int(pid) != os.getpid() and _pid_alive(int(pid)):
+            if pid.isdigit() and int(pid) != os.getpid() and pid_exists(int(pid)):
                 continue
             remove_tree(path)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator
 
+from ..choices import io_libraries as _libraries
 from ..errors import NearmetalError
 from ..study.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _choices, _mpis,
                             _runtimes, check_images, check_workdir)
@@ -39,12 +40,6 @@ def _unique(v):
             raise ValueError(f"{x!r} is listed twice")
         seen.append(x)
     return v
-
-
-def _libraries():
-    from .libraries import names
-
-    return names()
 
 
 IoLibraryName = _choices(_libraries)

@@ -19,6 +19,10 @@ from typing import Annotated, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, field_validator, model_validator)
 
+from ..choices import modes as _modes
+from ..choices import mpis as _mpis
+from ..choices import runtimes as _runtimes
+from ..choices import schedulers as _schedulers
 from ..errors import NearmetalError
 from .inputs import (check_image_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
                      probe_path, read_text, validation_error)
@@ -67,36 +71,23 @@ def _choices(names):
     return Annotated[StrictStr, AfterValidator(check)]
 
 
-def _modes():
-    from ..models import MODES
-
-    return MODES
-
-
-def _runtimes():
-    from ..runtimes import names
-
-    return names()
-
-
-def _mpis():
-    from ..families import names
-
-    return names()
-
-
-def _schedulers():
-    from ..schedulers import names
-
-    return names()
-
-
 Mode = _choices(_modes)
 Runtime = _choices(_runtimes)
 Mpi = _choices(_mpis)
 Scheduler = _choices(_schedulers)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_names(env):
+    """Variable names only: a name is written into launcher and runtime arguments."""
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"{key!r:.60} is not an environment variable name")
+    return env
+
+
+EnvMap = Annotated[dict[str, ExecString], AfterValidator(_env_names)]
 
 
 def _check_zip_names(zips):
@@ -211,7 +202,7 @@ class Benchmark(_Strict):
     ranks: list[Ranks] | None = None
     threads: list[Threads] | None = None
     zips: list[list[StrictStr]] | None = None
-    env: dict[str, ExecString] = {}
+    env: EnvMap = {}
     workdir: StrictStr | None = None
 
     @field_validator("workdir")
@@ -219,13 +210,6 @@ class Benchmark(_Strict):
     def _workdir(cls, v):
         return expand_dir(v)
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, v):
-        for key in v:
-            if not _ENV_NAME.match(key):
-                raise ValueError(f"{key!r:.60} is not an environment variable name")
-        return v
 
     @field_validator("kernel")
     @classmethod
@@ -267,16 +251,9 @@ class Variant(_Strict):
     runtime: Runtime | None = None        # container modes: the first runtime when not given
     mpi: Mpi
     image: ImageName | None = None        # container modes: "default" when not given
-    env: dict[str, ExecString] = {}       # for the ranks (inside the container), over the benchmark's
+    env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, v):
-        for key in v:
-            if not _ENV_NAME.match(key):
-                raise ValueError(f"{key!r:.60} is not an environment variable name")
-        return v
 
     @model_validator(mode="after")
     def _container_fields(self):

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import NearmetalError
+from ..proc import pid_exists
 
 _HELD = {}   # realpath of the lock file -> [fd, count, what]
 
@@ -100,21 +101,11 @@ def holder(db_path):
     return int(lines[0]), (lines[1].strip() if len(lines) > 1 else "")
 
 
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _refusal(path, db_path, what):
     who = None
     for _ in range(20):  # the holder writes its PID just after taking the lock (until then: a past holder's)
         who = holder(db_path)
-        if who and _alive(who[0]):
+        if who and pid_exists(who[0]):
             break
         who = None
         time.sleep(0.025)

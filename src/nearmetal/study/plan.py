@@ -147,25 +147,35 @@ def check_baselines(config, all_cells):
                                  f"in the study's matrix: add it, or change [baseline]")
 
 
+def _repeat(labels):
+    """(i, j) for the first label i that repeats label j < i, or None."""
+    first = {}
+    for i, label in enumerate(labels):
+        j = first.setdefault(label, i)
+        if j != i:
+            return i, j
+    return None
+
+
 def check(config):
     """What planning would refuse, found at validation with its key path (a NearmetalError
     'KEY: why'): repeated benchmark names, zipped dimensions of unequal length as a
     benchmark sees them, a study too large to plan, an empty matrix, a missing baseline."""
-    names = {}
-    for i, v in enumerate(config.variant):
-        j = names.setdefault(v.name, i)
-        if j != i:
-            raise NearmetalError(f"variant[{i}].name: {v.name!r} is also the name of variant[{j}]: variant names "
-                                 f"must be unique")
+    names = [v.name for v in config.variant]
+    dup = _repeat(names)
+    if dup:
+        i, j = dup
+        raise NearmetalError(f"variant[{i}].name: {names[i]!r} is also the name of variant[{j}]: variant names "
+                             f"must be unique")
     if config.baseline.variant is not None and config.baseline.variant not in names:
         raise NearmetalError(f"baseline.variant: no [[variant]] is named {config.baseline.variant!r:.60} "
                              f"(named variants: {', '.join(names) or 'none'})")
-    first = {}
-    for i, bench in enumerate(config.benchmark):
-        j = first.setdefault(bench.label, i)
-        if j != i:
-            raise NearmetalError(f"benchmark[{i}]{'.name' if bench.name else ''}: {bench.label!r:.60} is also the name "
-                                 f"of benchmark[{j}]: benchmark names must be unique (give `name =`)")
+    dup = _repeat([b.label for b in config.benchmark])
+    if dup:
+        i, j = dup
+        bench = config.benchmark[i]
+        raise NearmetalError(f"benchmark[{i}]{'.name' if bench.name else ''}: {bench.label!r:.60} is also the name "
+                             f"of benchmark[{j}]: benchmark names must be unique (give `name =`)")
     total = 0
     for i, bench in enumerate(config.benchmark):
         dims, zips = _dimensions(config, bench)
