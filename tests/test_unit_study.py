@@ -396,7 +396,7 @@ def test_a_newer_schema_is_refused(tmp_path):
     db.close()
     with pytest.raises(NearmetalError) as e:
         Store(p, readonly=True)
-    assert str(e.value) == f"{p} has store schema version '99'; this nearmetal reads versions 1, 2"
+    assert str(e.value) == f"{p} has store schema version '99'; this nearmetal reads versions 1, 2, 3"
 
 
 def test_version_1_store_is_migrated(tmp_path):
@@ -410,7 +410,7 @@ def test_version_1_store_is_migrated(tmp_path):
     reader.close()
     Store(p).close()  # a writer migrates
     db = sqlite3.connect(p)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "2"
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
     assert db.execute("SELECT name FROM sqlite_master WHERE name='jobs'").fetchone() is not None
     db.close()
 

@@ -1,6 +1,6 @@
 """The results store: SQLite on disk, one file per study directory by default.
 
-Schema version 2 (documented in docs/store.md):
+Schema version 3 (documented in docs/store.md):
   meta(key, value)                      schema_version
   studies(id, name, config_toml, seed, margin, baseline_json, created, nearmetal_version)
   runs(id, study_id, run_key, position, block, repetition, warmup, benchmark, kernel,
@@ -11,6 +11,8 @@ Schema version 2 (documented in docs/store.md):
                                         summary rows (value is then their mean)
   contexts(id, digest, context_json)                      host, kernel, CPU, MPI, runtime, image, ...
   jobs(id, study_id, run_id, job_id, submitted, state)    batch jobs submitted for runs (v2)
+  run_load(run_id, load_start, load_end, steal_pct, others_cpu_s, own_cpu_s, cpus, busy, quiet, quiet_wait_s)
+                                        how busy the machine was during a run (v3, contention.py)
 
 Every finished run is committed at once (its status, records and context in one
 transaction), so a study killed at any moment — even SIGKILL — loses nothing finished,
@@ -34,8 +36,8 @@ from urllib.parse import quote
 from ..errors import NearmetalError
 from .lock import lock_for_writing
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 BUSY_TIMEOUT_S = 30
 
 _TABLES_V1 = """
@@ -67,6 +69,16 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_open ON jobs(study_id, state);
 CREATE INDEX IF NOT EXISTS jobs_job ON jobs(job_id);
 """
+
+# Version 2 -> 3: how busy the machine was during each run (study/contention.py): busy = 1
+# for a disturbed run; quiet = 1/0 whether `quiet = true` found the machine quiet (NULL: not asked).
+_TABLES_V3 = """
+CREATE TABLE IF NOT EXISTS run_load (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id), load_start REAL, load_end REAL, steal_pct REAL,
+  others_cpu_s REAL, own_cpu_s REAL, cpus INTEGER, busy INTEGER NOT NULL, quiet INTEGER, quiet_wait_s REAL);
+"""
+_LOAD_COLUMNS = ("load_start", "load_end", "steal_pct", "others_cpu_s", "own_cpu_s", "cpus", "busy", "quiet",
+                 "quiet_wait_s")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -126,8 +138,8 @@ class Store:
                 return
             if version is None:
                 self._create()
-            elif version == 1:
-                self._migrate_1_to_2()
+            elif version < SCHEMA_VERSION:
+                self._migrate(version)
             # WAL: readers (report) never block the running study; every commit is durable.
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -174,11 +186,14 @@ class Store:
             raise
 
     def _create(self):
-        self._script(_TABLES_V1 + _TABLES_V2
+        self._script(_TABLES_V1 + _TABLES_V2 + _TABLES_V3
                      + f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');")
 
-    def _migrate_1_to_2(self):
-        self._script(_TABLES_V2 + "UPDATE meta SET value='2' WHERE key='schema_version';")
+    def _migrate(self, version):
+        """In place, in one transaction: 1 -> 2 (jobs) -> 3 (run_load)."""
+        steps = {1: _TABLES_V2, 2: _TABLES_V3}
+        self._script("".join(steps[v] for v in range(version, SCHEMA_VERSION))
+                     + f"UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema_version';")
 
     @contextmanager
     def _guard(self):
@@ -272,12 +287,13 @@ class Store:
             return db.execute("INSERT INTO contexts (digest, context_json) VALUES (?,?)", (digest, text)).lastrowid
 
     def finish_run(self, run_id, status, exit_status, argv, env, context_id, started, wall_s, stderr_tail, records,
-                   job_id=None, job_state=None):
+                   job_id=None, job_state=None, load=None):
         """One transaction: the run's outcome and all its records — the records only when
         this call moved the run out of 'planned' (a run is never stored twice). With
         `job_id`, that batch job is closed in the same transaction (state `job_state`, or
-        the run's status). Returns True when the run was stored, False when it had already
-        been finished."""
+        the run's status); with `load` (a dict of run_load's columns, contention.figures),
+        how busy the machine was. Returns True when the run was stored, False when it had
+        already been finished."""
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE runs SET status=?, exit_status=?, argv_json=?, env_json=?, context_id=?, started=?, wall_s=?,"
@@ -291,6 +307,9 @@ class Store:
                   r.get("n"), r.get("std")) for r in records])
             if job_id is not None:
                 self._close_job(db, job_id, job_state or status)
+            if load is not None:
+                db.execute(f"INSERT INTO run_load (run_id, {', '.join(_LOAD_COLUMNS)}) "
+                           f"VALUES (?{',?' * len(_LOAD_COLUMNS)})", (run_id, *(load.get(k) for k in _LOAD_COLUMNS)))
         return True
 
     def import_study(self, name, config_toml, seed, margin, baseline, version, created, runs, records_per_run):
@@ -357,6 +376,15 @@ class Store:
             "SELECT r.id AS run_id, r.block, r.benchmark, r.kernel, r.variant, r.ranks, r.threads, "
             "c.metric, c.unit, c.value, c.point_json, c.n, c.std FROM records c JOIN runs r ON r.id = c.run_id "
             "WHERE r.study_id=? AND r.status='ok' AND r.warmup=0", (study_id,))
+
+    def run_load(self, study_id):
+        """The study's measured runs (not warm-ups) with how busy the machine was: run_load's
+        columns and the run's run_key, variant, benchmark, ranks, threads, wall_s ([] before v3)."""
+        if not self._one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='run_load'"):
+            return []
+        return self._all(
+            "SELECT l.*, r.run_key, r.variant, r.benchmark, r.ranks, r.threads, r.wall_s FROM run_load l "
+            "JOIN runs r ON r.id = l.run_id WHERE r.study_id=? AND r.warmup=0 ORDER BY r.position", (study_id,))
 
     def contexts(self, study_id):
         return self._all(
