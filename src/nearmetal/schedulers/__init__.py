@@ -47,6 +47,9 @@ class Scheduler:
     # Ranks placed at run time by the resource manager get a container each (namespace
     # joining needs the exact peer count per node, known only then).
     one_container_per_rank = False
+    # The job's whole process tree runs on this machine as a child of this process (reaped by
+    # it): only then can the study measure how busy the machine was around it (contention.py).
+    job_is_child = False
 
     def launcher(self, family):
         """The launcher backend (launchers/<name>.py) for a family profile's ranks."""

@@ -5,6 +5,8 @@ from . import SCHEDULERS, Outcome, Scheduler
 
 @SCHEDULERS.register
 class Local(Scheduler):
+    job_is_child = True  # under nm-supervise, reaped by this process
+
     def execute(self, plan, req, components, verbose=False):
         from ..run import execute
 

@@ -119,6 +119,11 @@ class StudySection(_Strict):
     pin: StrictBool = False
     scheduler: Scheduler = "local"
     workdir: StrictStr | None = None
+    # contention (study/contention.py): wait before each run, at most quiet_wait seconds, for
+    # a quiet machine; leave runs on a busy machine (disturbed) out of the statistics
+    quiet: StrictBool = False
+    quiet_wait: StrictFloat = Field(60, ge=0, le=3600, allow_inf_nan=False)
+    exclude_disturbed: StrictBool = False
 
     @field_validator("workdir")
     @classmethod

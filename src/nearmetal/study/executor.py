@@ -118,7 +118,7 @@ class Executor:
         except NearmetalError as e:
             self.store.finish_run(row["id"], "failed", None, [], {}, None, started, 0.0, f"not started: {e}", [])
             return "failed"
-        status, returncode, out, err, wall = outcome
+        status, returncode, out, err, wall, load = outcome
         p, req, spec, bench = planned
         records = []
         if status == "ok" and returncode != 0:
@@ -129,17 +129,27 @@ class Executor:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
         ctx = self.context_for(key, p.components[0])
         tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
-        self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records)
+        self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records,
+                              load=load)
         return status
 
     def _launch(self, row, planned):
-        """(status, exit status, stdout, stderr, wall seconds) of one run. A batch job's id is
-        stored while it is queued, so that a runner killed meanwhile leaves a trace that
-        --resume cancels."""
+        """(status, exit status, stdout, stderr, wall seconds, load) of one run. A batch job's id
+        is stored while it is queued, so that a runner killed meanwhile leaves a trace that
+        --resume cancels. load: how busy the machine was around the run (contention.figures;
+        None unless the job's tree is this process's child: the local scheduler); with
+        `quiet = true` the run first waits, at most quiet_wait seconds, for a quiet machine."""
         from .. import schedulers
+        from . import contention
 
         p, req, spec, bench = planned
         jobs = []
+        scheduler, study = schedulers.get(req.scheduler), self.config.study
+        quiet = waited = before = None
+        if scheduler.job_is_child:
+            if study.quiet:
+                quiet, waited = contention.wait_quiet(study.quiet_wait)
+            before = contention.snapshot()
 
         def submitted(job_id):
             jobs.append(job_id)
@@ -147,12 +157,14 @@ class Executor:
 
         t0 = time.perf_counter()
         try:
-            outcome = schedulers.get(req.scheduler).run(p, req, [req], timeout=self.config.study.timeout,
-                                                        on_submit=submitted)
+            outcome = scheduler.run(p, req, [req], timeout=study.timeout, on_submit=submitted)
         finally:
             for job_id in jobs:
                 self.store.finish_job(job_id, "ended")
         wall = time.perf_counter() - t0
+        after = before and contention.snapshot()
+        load = after and dict(contention.figures(before, after), quiet=None if quiet is None else int(quiet),
+                              quiet_wait_s=waited)
         if outcome.status == "not started":
             raise NearmetalError(outcome.reason)
         err = outcome.stderr
@@ -162,7 +174,7 @@ class Executor:
         # stderr); ok/failed is decided from the exit status and the output by the caller.
         status = {"timeout": "timeout", "cancelled": "failed"}.get(outcome.status, "ok")
         exit_status = outcome.exit_status if outcome.exit_status is not None or status == "timeout" else -1
-        return status, exit_status, outcome.stdout, err, wall
+        return status, exit_status, outcome.stdout, err, wall, load
 
     @staticmethod
     def _records(spec, bench, out, err):
