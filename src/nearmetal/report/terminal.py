@@ -57,6 +57,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     if dropped:
         bits.append(f"variants shown without {dropped}")
     console.print(Text("; ".join(bits) + ".", style="dim"))
+    if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/contention.py)
+        console.print(Text("⚠ " + analysis["contention"]["text"], style="bold yellow"))
 
     noise_index = PT.noise_by_row(points)
     vorder = PT.variant_order(analysis)
@@ -95,7 +97,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
             vid = p.get("variant")
             cells = {"point": F.point_label(p.get("point")) if newkey else "",
                      "r×t": F.fmt_placement(p.get("ranks"), p.get("threads")) if newkey else "",
-                     "variant": labels.get(vid, vid), "n": str(s.get("n", len(p.get("values") or []))),
+                     "variant": labels.get(vid, vid) + (" ⚠" if p.get("disturbed") else ""),
+                     "n": str(s.get("n", len(p.get("values") or []))),
                      "median": f"{F.fmt_num(med)} {unit}".strip() if med is not None else "—",
                      "ratio [95% CI]": F.fmt_ratio(c), "overhead": F.fmt_pct(c.get("overhead_pct")) if c else "—",
                      "verdict": _verdict_text(p, vid in bases), "noise": PT.row_noise(p, noise_index)}

@@ -51,6 +51,12 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             return variant_id(baseline_of(cfg, v))
         return baseline_sel.get("variant")
 
+    # contention (study/contention.py): runs on a busy machine are marked, or left out
+    load_rows = store.run_load(study["id"])
+    disturbed_runs = {r["run_id"] for r in load_rows if r["busy"]}
+    exclude_disturbed = bool(cfg is not None and cfg.study.exclude_disturbed)
+    disturbed = defaultdict(int)  # (key, variant) -> values from disturbed runs
+
     # group values: key -> variant -> {block: value}
     groups = defaultdict(lambda: defaultdict(dict))
     summaries = {}  # (key, variant) -> {n, mean, std} for imported summary rows
@@ -58,6 +64,10 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     for rec in store.records(study["id"]):
         point = rec["point_json"]
         key = (rec["benchmark"], rec["kernel"], rec["metric"], point, rec["ranks"], rec["threads"])
+        if rec["run_id"] in disturbed_runs:
+            disturbed[(key, rec["variant"])] += 1
+            if exclude_disturbed:
+                continue
         units[key] = rec["unit"]
         bucket = groups[key][rec["variant"]]
         block = rec["block"]
@@ -81,6 +91,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                      "point": json.loads(point_json), "ranks": ranks, "threads": threads, "variant": vid,
                      "variant_dims": variants.get(vid, {}), "values": values,
                      "blocks": list(byblock.keys()),  # values[i] was measured in block blocks[i]
+                     "disturbed": disturbed.get((key, vid), 0),  # its runs taken on a busy machine
                      "stats": _summary_stats(summary) if summary else stats.summarize(values),
                      "baseline": None, "comparison": None}
             bid = baseline_id(vid) if vid in variants else None
@@ -117,6 +128,10 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
+    from .contention import summary as contention_summary
+
+    if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
+        out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
     from ..io.analysis import analyze as analyze_io
 
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
