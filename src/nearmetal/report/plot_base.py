@@ -2,9 +2,12 @@
 use) with one style, figures as inline SVG strings with ids of their own, fixed margins,
 value axes, the per-variant colors and markers (Style), and bars as polygon collections."""
 
+import contextlib
 import io
+import logging
 import math
 import re
+import warnings
 from collections import defaultdict
 
 from . import formatting as F
@@ -70,9 +73,45 @@ _ID = re.compile(r'\bid="([^"]+)"')
 _REF = re.compile(r'(url\(#|href="#)([^")]+)')
 
 
+# Control characters have no glyph (matplotlib warns "Glyph 9 missing from current font" and
+# draws a box): a tab, carriage return, vertical tab or form feed reads as a space, any other
+# control character (but the newline labels use on purpose) is dropped. A '$' is escaped
+# (matplotlib draws it as '$'): two of them would start mathtext, which the report never uses
+# and a label (a variant named 'a$b$c') need not parse as.
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+_BLANK = {"\t": " ", "\r": " ", "\x0b": " ", "\x0c": " "}
+
+
+def clean_label(text):
+    """A label as it can be drawn: no control characters (but newlines), '$' literal."""
+    if not isinstance(text, str):
+        return text
+    return _CONTROL.sub(lambda m: _BLANK.get(m.group(0), ""), text).replace("$", "\\$")
+
+
+def _clean_texts(fig):
+    """clean_label on every text of the figure: titles, axis labels, legends, annotations,
+    and tick labels given as strings (a FixedFormatter's, set at draw time)."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import FixedFormatter
+
+    for t in fig.findobj(Text):
+        s = t.get_text()
+        c = clean_label(s)
+        if c != s:
+            t.set_text(c)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for fmt in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if isinstance(fmt, FixedFormatter):
+                    fmt.seq = [clean_label(x) for x in fmt.seq]
+
+
 def svg(fig, fid):
     """The figure as an inline <svg> element: no XML prolog, no metadata block, every id
-    prefixed with the figure's id (several SVGs in one page must not share ids)."""
+    prefixed with the figure's id (several SVGs in one page must not share ids). Every text
+    of the figure is drawn through clean_label."""
+    _clean_texts(fig)
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
     s = buf.getvalue()
@@ -156,8 +195,20 @@ class Style:
         return self.labels.get(vid, vid)
 
 
+@contextlib.contextmanager
 def rc():
-    return mpl()["matplotlib"].rc_context(RC)
+    """The report's matplotlib style, with matplotlib's own warnings and log messages kept
+    from the user (every figure is drawn inside it): a report either renders or fails with
+    nearmetal's message, never with a library's."""
+    log = logging.getLogger("matplotlib")
+    level = log.level
+    with warnings.catch_warnings(), mpl()["matplotlib"].rc_context(RC):
+        warnings.simplefilter("ignore")
+        log.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            log.setLevel(level)
 
 
 def size_ticks(ax, sizes):

@@ -86,7 +86,9 @@ def variant_summaries(analysis):
             ohs = sorted(c["overhead_pct"] for c in map(PT.comparison, compared) if F.is_num(c.get("overhead_pct")))
             if ohs and counts["inconclusive"] == len(compared):
                 mid = ohs[len(ohs) // 2] if len(ohs) % 2 else (ohs[len(ohs) // 2 - 1] + ohs[len(ohs) // 2]) / 2
-                parts.append(f"overhead {F.fmt_pct(ohs[0])} to {F.fmt_pct(ohs[-1])} (median {F.fmt_pct(mid)})")
+                lo, hi = F.fmt_pct(ohs[0]), F.fmt_pct(ohs[-1])
+                # One value (or all that print alike) is said once: "overhead +18.7%".
+                parts.append(f"overhead {lo}" if lo == hi else f"overhead {lo} to {hi} (median {F.fmt_pct(mid)})")
             text = f"{vid}: " + "; ".join(parts) + "."
         out.append({"variant": vid, "baseline": baseline, "compared": len(compared), "measured": len(entries),
                     "counts": counts, "worst": worst[0] if worst else None, "best": best[0] if best else None,

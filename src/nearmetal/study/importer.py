@@ -8,6 +8,8 @@ CSV columns (header names, case-insensitive):
   unit      default "s" (or --unit)
   benchmark default the study name
   block     randomized block / repetition index (pairs values across variants); default: row order
+  ranks, threads  the placement (ranks x threads), as a study's; either defaults to 1 when
+            the other is given; neither: no placement
   any other column is a point parameter (e.g. cores, size), numbers kept as numbers.
 
 Every row is checked before the database is opened (UTF-8, field counts, finite
@@ -28,7 +30,8 @@ from .. import __version__
 from ..errors import NearmetalError
 from .store import Store
 
-RESERVED = {"variant", "metric", "value", "mean", "median", "n", "std", "unit", "benchmark", "block", "repetition"}
+RESERVED = {"variant", "metric", "value", "mean", "median", "n", "std", "unit", "benchmark", "block", "repetition",
+            "ranks", "threads"}  # ranks and threads are the placement, not point parameters
 INT_MAX = 2**31 - 1
 MAX_CSV_BYTES = 1 << 30  # far beyond any real import (103,040 runs are ~10 MB); refuses devices
 
@@ -192,9 +195,13 @@ def _parse_rows(csv_path, rows, study, metric, unit, summary):
                 point = {k: _num(v) for k, v in raw}
                 point_texts[raw] = (point, json.dumps(point, sort_keys=True))
             point, point_text = point_texts[raw]
+            # The placement: either count missing is 1 when the other is given (ranks and no
+            # threads is ranks x 1, not "2×0"); neither given is no placement (0 x 0).
             ranks = _integer(r, "ranks", 1) if r.get("ranks") else 0
             threads = _integer(r, "threads", 1) if r.get("threads") else 0
-            key_base = (bench, r["variant"], point_text)
+            if ranks or threads:
+                ranks, threads = ranks or 1, threads or 1
+            key_base = (bench, r["variant"], point_text, ranks, threads)  # a cell: blocks count per cell
             counters[key_base] = counters.get(key_base, -1) + 1
             blk_col = "block" if r.get("block") else "repetition" if r.get("repetition") else None
             block = _integer(r, blk_col, 0) if blk_col else counters[key_base]
