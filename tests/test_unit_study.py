@@ -242,7 +242,7 @@ def test_builtin_quickstart_parses_and_plans():
     assert cfg.study.name == "quickstart" and text.startswith("#")
     cs = cells(cfg)
     runs = make_plan(cfg, seed=1)
-    assert len(runs) == len(cs) * (cfg.study.repetitions + cfg.study.warmup)
+    assert len(runs) == len(cs) * (cfg.study.first_blocks + cfg.study.warmup)  # adaptive: the first blocks
     ids = {variant_id(c.variant) for c in cs}
     assert all(variant_id(baseline_of(cfg, c.variant)) in ids for c in cs)
 

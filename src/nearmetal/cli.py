@@ -145,17 +145,17 @@ def cmd_study(args):
     db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
     out_dir = _out_dir(args.out, db)  # checked now: not after the last run is stored
     err = Console(stderr=True)
-    store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None,
-                                          say=lambda m: err.print(m, highlight=False))
+    say = lambda m: err.print(m, highlight=False)  # noqa: E731
+    store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None, say=say)
     counts = store.counts(study_id)
     total = sum(counts.values())
-    pending = counts.get("planned", 0)
-    err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {pending} to run; results in {db}", highlight=False)
+    err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {counts.get('planned', 0)} to run; results in {db}",
+              highlight=False)
     ex = Executor(cfg, store, study_id, console=err, progress=not args.no_progress)
     try:
-        ex.cancel_leftover_jobs(say=lambda m: err.print(m, highlight=False))
-        done, failed = ex.run_all()
+        failed = runner.run(cfg, store, study_id, ex, say)
     except KeyboardInterrupt as e:
+        total = sum(store.counts(study_id).values())
         finished = total - store.counts(study_id).get("planned", 0)
         resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
         err.print(f"{_interrupted(e)}: {finished} of {total} runs finished and stored; resume with: "

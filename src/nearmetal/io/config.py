@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, field_validator,
+                      model_validator)
 
 from ..choices import io_libraries as _libraries
 from ..errors import NearmetalError
@@ -160,6 +161,20 @@ class IOStudy(_Strict):
     baseline: Baseline | None = None
     slurm: SlurmSection = SlurmSection()
     io: IOSection
+
+    @model_validator(mode="after")
+    def _fixed_repetitions(self):
+        # The tuner compares configurations over a fixed number of repetitions (its
+        # pre-selection decides what to sweep): adaptive repetitions are for regular studies.
+        if self.study.adaptive:
+            if self.study.model_fields_set & {"min_repetitions", "max_repetitions", "max_time"}:
+                raise ValueError("study: an I/O study takes repetitions (default 5), not min_repetitions, "
+                                 "max_repetitions or max_time")
+            self.study.repetitions = IO_REPETITIONS
+        return self
+
+
+IO_REPETITIONS = 5
 
 
 def _special(loc, err, union):

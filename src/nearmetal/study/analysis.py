@@ -78,6 +78,9 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         if rec["n"] is not None:
             summaries[(key, rec["variant"])] = {"n": rec["n"], "mean": rec["value"], "std": rec["std"] or 0.0}
 
+    from . import sequential
+
+    looks, alpha = sequential.plan_of(cfg.study) if cfg is not None else (None, sequential.ALPHA)
     points = []
     for key in sorted(groups, key=_sort_key):
         bench, kernel, metric, point_json, ranks, threads = key
@@ -103,11 +106,15 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                                                       margin=study["margin"])
             elif bid and bid != vid and bid in groups[key]:
                 base = groups[key][bid]
-                pairs = [(base[b], byblock[b]) for b in byblock if b in base]
                 entry["baseline"] = bid
-                entry["comparison"] = stats.compare(list(base.values()), values, higher_is_better=hib,
-                                                    margin=study["margin"], pairs=pairs if len(pairs) >= 2 else None,
-                                                    n_boot=n_boot)
+                if looks:  # a planned study: its looks (one for fixed repetitions), study/sequential.py
+                    entry["comparison"] = sequential.decide(base, byblock, looks, alpha, study["margin"], hib,
+                                                            n_boot=n_boot)
+                else:
+                    pairs = [(base[b], byblock[b]) for b in byblock if b in base]
+                    entry["comparison"] = stats.compare(list(base.values()), values, higher_is_better=hib,
+                                                        margin=study["margin"],
+                                                        pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot)
             points.append(entry)
 
     counts = defaultdict(int)
@@ -126,6 +133,9 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "variants": [{"id": vid, **variants[vid], "baseline": baseline_id(vid)} for vid in sorted(variants)],
         "points": points,
         "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
+        "sequential": {"adaptive": bool(cfg is not None and cfg.study.adaptive), "looks": looks,
+                       "alpha": sequential.ALPHA, "alpha_per_look": alpha,
+                       "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
     from .contention import summary as contention_summary

@@ -110,7 +110,13 @@ class _Strict(BaseModel):
 class StudySection(_Strict):
     name: StrictStr = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
     description: StrictStr = Field("", max_length=65536)
-    repetitions: StrictInt = Field(5, ge=1, le=10000)
+    # repetitions fixes the number of randomized blocks; without it the study is adaptive:
+    # min_repetitions blocks, then more blocks only for cells whose verdict is still open,
+    # up to max_repetitions blocks or max_time seconds of measured runs (study/sequential.py).
+    repetitions: StrictInt | None = Field(None, ge=1, le=10000)
+    min_repetitions: StrictInt = Field(5, ge=2, le=10000)
+    max_repetitions: StrictInt = Field(30, ge=2, le=10000)
+    max_time: StrictFloat = Field(3600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     warmup: StrictInt = Field(1, ge=0, le=100)
     timeout: StrictFloat = Field(600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     seed: StrictInt | None = Field(None, ge=-(1 << 63), lt=1 << 63)   # stored as an SQLite integer
@@ -129,6 +135,30 @@ class StudySection(_Strict):
     @classmethod
     def _workdir(cls, v):
         return expand_dir(v)
+
+    @model_validator(mode="after")
+    def _repetitions(self):
+        adaptive_keys = self.model_fields_set & {"min_repetitions", "max_repetitions", "max_time"}
+        if self.repetitions is not None and adaptive_keys:
+            raise ValueError(f"repetitions fixes the number of blocks; {', '.join(sorted(adaptive_keys))} "
+                             f"apply only without it (adaptive repetitions)")
+        if self.min_repetitions > self.max_repetitions:
+            raise ValueError(f"min_repetitions ({self.min_repetitions}) is more than max_repetitions "
+                             f"({self.max_repetitions})")
+        return self
+
+    @property
+    def adaptive(self):
+        return self.repetitions is None
+
+    @property
+    def first_blocks(self):
+        """The blocks planned before anything runs: all of them, or the adaptive minimum."""
+        return self.min_repetitions if self.adaptive else self.repetitions
+
+    @property
+    def most_blocks(self):
+        return self.max_repetitions if self.adaptive else self.repetitions
 
 
 class SlurmSection(_Strict):

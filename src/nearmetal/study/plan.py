@@ -192,9 +192,9 @@ def check(config):
         if total > MAX_CELLS:
             raise NearmetalError(f"benchmark[{i}]: the study has more than {MAX_CELLS} cells (variants x placements); "
                                  f"split it")
-    runs = total * (config.study.repetitions + config.study.warmup)
+    runs = total * (config.study.most_blocks + config.study.warmup)
     if runs > MAX_RUNS:
-        raise NearmetalError(f"study.repetitions: {total} cells x ({config.study.repetitions} repetitions + "
+        raise NearmetalError(f"study.repetitions: {total} cells x ({config.study.most_blocks} repetitions + "
                              f"{config.study.warmup} warm-up) = {runs} runs; at most {MAX_RUNS}")
     try:
         all_cells = cells(config)
@@ -235,11 +235,28 @@ def make_plan(config, seed):
         for cell in all_cells:
             runs.append(PlannedRun(f"{cell.key}#warmup{w}", cell, -1, pos, w, True))
             pos += 1
-    for rep in range(config.study.repetitions):
+    for rep in range(config.study.first_blocks):
         order = list(all_cells)
         if config.study.order == "blocks":
             rng.shuffle(order)
         for cell in order:
             runs.append(PlannedRun(f"{cell.key}#rep{rep}", cell, rep, pos, rep, False))
             pos += 1
+    return runs
+
+
+def extend_plan(config, seed, blocks, cell_keys, position):
+    """Further randomized blocks (adaptive repetitions) of only the cells in cell_keys, from
+    run position `position` on. Each block is shuffled by its own seed (the study's and the
+    block's number), so the runs added are the same whenever they are planned — a resumed
+    study adds exactly what an uninterrupted one would have."""
+    chosen = [c for c in cells(config) if c.key in cell_keys]
+    runs = []
+    for block in blocks:
+        order = list(chosen)
+        if config.study.order == "blocks":
+            random.Random(f"{seed}/block/{block}").shuffle(order)
+        for cell in order:
+            runs.append(PlannedRun(f"{cell.key}#rep{block}", cell, block, position, block, False))
+            position += 1
     return runs

@@ -73,6 +73,54 @@ def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
     return store, study_id, True
 
 
+def run(cfg, store, study_id, executor, say=print):
+    """Run every planned run; for an adaptive study, then the next look's blocks, until
+    extend() says the study is complete. The number of runs that did not succeed."""
+    executor.cancel_leftover_jobs(say=say)
+    failed = 0
+    while True:
+        failed += executor.run_all()[1]
+        if not extend(cfg, store, study_id, say=say):
+            return failed
+
+
+def extend(cfg, store, study_id, say=print):
+    """An adaptive study's next look: when every planned run has finished, plan the blocks up
+    to the next look for the cells whose points are still open (and their baselines).
+    Returns the number of runs added; 0 when the study is complete: every point decided,
+    max_repetitions reached, or max_time spent on runs. Derived from the stored runs only,
+    so a resumed study takes the same decisions."""
+    if not cfg.study.adaptive:
+        return 0
+    from .plan import extend_plan
+    from .sequential import open_cells, plan_of
+
+    runs = store.runs(study_id)
+    if any(r["status"] == "planned" for r in runs):
+        return 0
+    blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
+    looks, _ = plan_of(cfg.study)
+    later = [n for n in looks if n > blocks]
+    spent = sum(r["wall_s"] or 0.0 for r in runs)
+    opened = open_cells(store, study_id, cfg, blocks)
+    if not opened:
+        say(f"every compared point is decided after {blocks} blocks")
+        return 0
+    if not later:
+        say(f"max_repetitions ({cfg.study.max_repetitions} blocks) reached with {len(opened)} cells still open")
+        return 0
+    if spent >= cfg.study.max_time:
+        say(f"max_time reached ({spent:.0f} s of runs) after {blocks} blocks, {len(opened)} cells still open")
+        return 0
+    seed = store.study(cfg.study.name)["seed"]
+    position = max(r["position"] for r in runs) + 1
+    added = extend_plan(cfg, seed, range(blocks, later[0]), opened, position)
+    store.add_planned(study_id, [_row(r) for r in added])
+    say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
+        f"({len(added)} runs)")
+    return len(added)
+
+
 def _row(r):
     c = r.cell
     return {"run_key": r.key, "position": r.position, "block": r.block, "repetition": r.repetition,
@@ -87,8 +135,20 @@ def dry_run(cfg, out):
     seed = cfg.study.seed if cfg.study.seed is not None else 0
     runs = make_plan(cfg, seed)
     ex = Executor(cfg, store=None, study_id=None, progress=False)
+    drawn = "" if cfg.study.seed is not None else " (a random seed is drawn at run time)"
     out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
-        f"{cfg.study.repetitions} randomized blocks, seed {seed}{'' if cfg.study.seed is not None else ' (a random seed is drawn at run time)'})")
+        f"{cfg.study.first_blocks} randomized blocks, seed {seed}{drawn})")
+    if cfg.study.adaptive:
+        from .plan import cells
+        from .sequential import plan_of
+
+        looks, alpha = plan_of(cfg.study)
+        most = len(cells(cfg)) * (cfg.study.max_repetitions - cfg.study.min_repetitions)
+        out(f"# adaptive repetitions: these {cfg.study.min_repetitions} blocks first; then, for the cells whose "
+            f"points are still undecided (and their baselines), more blocks up to "
+            f"{', '.join(map(str, looks[1:]))} blocks (looks at {', '.join(map(str, looks))}, each at level "
+            f"{alpha:.4f}); budget: at most {cfg.study.max_repetitions} blocks (up to {most} more runs) or "
+            f"{cfg.study.max_time:g} s of runs")
     for bench in cfg.benchmark:  # shown resolved: a relative path was taken from the current directory
         workdir = cfg.workdir_of(bench)
         if workdir:

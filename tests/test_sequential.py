@@ -1,0 +1,183 @@
+"""Adaptive repetitions (study/sequential.py, runner.extend): the looks, the error rates of
+the sequential procedure by simulation, the blocks added only for undecided cells, and a
+real adaptive study that stops early where the answer is clear."""
+
+import json
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import nearmetal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+
+@pytest.mark.unit
+def test_the_looks_grow_by_half_and_end_at_the_maximum():
+    from nearmetal.study.sequential import schedule
+
+    assert schedule(5, 30) == [5, 8, 12, 18, 27, 30]
+    assert schedule(5, 5) == [5]
+    assert schedule(2, 4) == [2, 3, 4]
+
+
+@pytest.mark.unit
+def test_fixed_repetitions_are_one_look_at_the_usual_level():
+    from nearmetal.study.config import parse
+    from nearmetal.study.sequential import plan_of
+
+    text = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
+    assert plan_of(parse(text.format("repetitions = 7")).study) == ([7], 0.05)
+    looks, alpha = plan_of(parse(text.format("")).study)
+    assert looks == [5, 8, 12, 18, 27, 30] and alpha == pytest.approx(0.05 / 6)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("line, expect", [
+    ("repetitions = 5\nmax_repetitions = 9", "study: repetitions fixes the number of blocks; max_repetitions apply only"),
+    ("min_repetitions = 9\nmax_repetitions = 6", "study: min_repetitions (9) is more than max_repetitions (6)"),
+    ("max_time = 0", "study.max_time: Input should be greater than 0"),
+])
+def test_adaptive_settings_are_checked(line, expect):
+    from nearmetal.errors import NearmetalError
+    from nearmetal.study.config import parse
+
+    with pytest.raises(NearmetalError) as e:
+        parse(f'[study]\nname = "s"\n{line}\n[[benchmark]]\nkernel = "latency"\n', source="t.toml")
+    assert expect in str(e.value).replace("Value error, ", "")
+
+
+@pytest.mark.unit
+def test_simulated_error_rates_and_power():
+    """Many A/A points through the whole procedure: false slower/faster well under 5%; a
+    difference exactly at the margin called equivalent under 5%; a 5% slowdown found in
+    at least 80%."""
+    from sequential_sim import simulate
+
+    aa, aa_blocks = simulate(300, noise=0.02, block=0.02, effect=0.0, seed=1, n_boot=500)
+    assert aa["slower"] + aa["faster"] <= 0.05
+    assert aa["equivalent"] >= 0.8 and aa_blocks < 30
+    edge, _ = simulate(400, noise=0.02, block=0.02, effect=0.03, seed=2)  # the study's 2000 resamples
+    assert edge["equivalent"] <= 0.05
+    slow, slow_blocks = simulate(300, noise=0.02, block=0.02, effect=0.05, seed=3, n_boot=500)
+    assert slow["slower"] >= 0.8 and slow_blocks < aa_blocks  # decided sooner than the A/A points
+
+
+@pytest.mark.unit
+def test_a_point_keeps_the_verdict_of_the_look_that_decided_it():
+    from nearmetal.study.sequential import decide
+
+    rng = np.random.default_rng(5)
+    base = {b: 100 * (1 + rng.normal(0, 0.002)) for b in range(12)}
+    var = {b: v * 1.001 for b, v in base.items()}   # equivalent from the first look
+    first = decide(base, var, [5, 8, 12], 0.05 / 3, 0.03, False)
+    assert first["decided"] and first["verdict"] == "equivalent" and first["look"] == 5
+    assert first["ci_level"] == pytest.approx(1 - 2 * 0.05 / 3)
+    partial = {b: v for b, v in var.items() if b < 10}  # blocks 10-11 not yet run: no look beyond 8
+    noisy = {b: v * (1 + (0.3 if b % 2 else -0.3)) for b, v in partial.items()}
+    assert decide(base, noisy, [5, 8, 12], 0.05 / 3, 0.03, False)["look"] == 8
+
+
+def _adaptive_study(tmp_path, min_n=3, max_n=8):
+    f = tmp_path / "adaptive.toml"
+    f.write_text(f"""
+[study]
+name = "adaptive"
+warmup = 0
+seed = 4
+min_repetitions = {min_n}
+max_repetitions = {max_n}
+[baseline]
+variant = "shm"
+[[variant]]
+name = "shm"
+mode = "native"
+mpi = "mpich"
+[[variant]]
+name = "tcp"
+mode = "native"
+mpi = "mpich"
+env = {{ UCX_TLS = "tcp,self" }}  # MPICH's UCX over TCP loopback instead of shared memory
+[[benchmark]]
+kernel = "latency"
+args = ["-m", "65536:65536", "-i", "300"]
+""")
+    return f
+
+
+def test_an_adaptive_study_adds_blocks_only_while_points_are_open(tmp_path, host_mpis):
+    f, db = _adaptive_study(tmp_path), tmp_path / "a.db"
+    dry = nearmetal("study", f, "--dry-run")
+    assert dry.returncode == 0 and "adaptive repetitions: these 3 blocks first" in dry.stdout
+    assert "looks at 3, 5, 8" in dry.stdout
+    out = nearmetal("study", f, "--db", db, "--no-progress", "--out", tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT variant, block, status FROM runs").fetchall()
+    blocks = max(b for _, b, _ in rows) + 1
+    assert blocks in (3, 5, 8) and all(s == "ok" for _, _, s in rows)
+    per_variant = {v: sorted(b for w, b, _ in rows if w == v) for v in ("shm", "tcp")}
+    assert per_variant["shm"] == per_variant["tcp"] == list(range(blocks))  # the baseline stays paired
+    analysis = json.loads(nearmetal("report", "--db", db, "--format", "json", "--out", tmp_path).returncode
+                          and "{}" or (tmp_path / "analysis.json").read_text())
+    seq = analysis["sequential"]
+    assert seq["adaptive"] and seq["looks"] == [3, 5, 8] and seq["blocks"] == blocks
+    [tcp] = [p for p in analysis["points"] if p["variant"] == "tcp"]
+    decided = tcp["comparison"]["decided"]
+    if blocks < 8:  # it stopped early: because the point was decided at the last look
+        assert decided and tcp["comparison"]["look"] == blocks
+    said = " ".join(out.stderr.split())
+    assert ("every compared point is decided" in said) or ("max_repetitions (8 blocks) reached" in said)
+
+
+@pytest.mark.unit
+def test_extend_plans_the_next_look_for_open_cells_only(tmp_path):
+    """With a store holding 5 blocks in which one variant is clearly decided and another is
+    pure noise, extend() adds blocks 6-8 for the noisy variant and its baseline only, and
+    the same again when asked twice (the plan is derived from the stored runs)."""
+    from nearmetal.study import runner
+    from nearmetal.study.config import parse
+    from nearmetal.study.store import Store
+
+    cfg = parse("""
+[study]
+name = "x"
+warmup = 0
+seed = 1
+min_repetitions = 5
+max_repetitions = 8
+[baseline]
+variant = "base"
+[[variant]]
+name = "base"
+mode = "native"
+mpi = "mpich"
+[[variant]]
+name = "same"
+mode = "native"
+mpi = "mpich"
+[[variant]]
+name = "noisy"
+mode = "native"
+mpi = "mpich"
+[[benchmark]]
+kernel = "latency"
+""")
+    store, study_id, _ = runner.prepare(cfg, "text", tmp_path / "x.db", resume=False)
+    rng = np.random.default_rng(0)
+    for row in store.pending(study_id):
+        base = 10.0 * (1 + rng.normal(0, 0.001))
+        value = {"base": base, "same": base * 1.0005, "noisy": base * rng.uniform(0.5, 1.5)}[row["variant"]]
+        store.finish_run(row["id"], "ok", 0, [], {}, None, "t", 0.1, None,
+                         [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}])
+    said = []
+    added = runner.extend(cfg, store, study_id, say=said.append)
+    pending = store.pending(study_id)
+    assert added == len(pending) == 6 and {r["variant"] for r in pending} == {"base", "noisy"}
+    assert sorted({r["block"] for r in pending}) == [5, 6, 7]
+    assert said == ["after 5 blocks: 2 cells still open; blocks 6-8 for them (6 runs)"]
+    assert runner.extend(cfg, store, study_id, say=said.append) == 0  # runs still planned: nothing more
+    store.close()
