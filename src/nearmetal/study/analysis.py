@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from ..errors import NearmetalError
 from . import config as config_mod
+from .answers import answers
 from .plan import baseline_of, variant_id
 from .store import Store
 
@@ -147,6 +148,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
     if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
         out["io"] = io
+    out["answers"] = answers(out)
     return out
 
 

@@ -1,0 +1,220 @@
+"""The answers in words (study/answers.py computes them): variants as a reader names them
+('Bind mode on Charliecloud (Open MPI)'), benchmarks ('bandwidth', 'STREAM'), one phrase
+per benchmark and one top-line sentence per variant, as docs/reports.md shows them."""
+
+ALPHA = 0.05  # the CI level a sentence takes for granted (answers.ALPHA); another one is named
+KERNEL_WORDS = {"bw": "bandwidth", "bibw": "bidirectional bandwidth", "stream": "STREAM",
+                "stream-portable": "STREAM", "cg": "CG", "startup": "start-up", "pairs": "all-pairs"}
+MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
+RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
+
+
+def _pct(x):
+    return f"{x:.0f}%" if x >= 10 else f"{x:.1f}%"
+
+
+def _signed(x, digits):
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _overhead_words(e):
+    """'+12.3% [+8.1 to +15.0%]'; a cost of 2x or more (or half or less) as a factor:
+    '×26.9 [×26.6 to ×44.7]'."""
+    r, lo, hi = e["cost_ratio"], e["ci_low"], e["ci_high"]
+    if r >= 2 or r <= 0.5:
+        return f"×{r:.3g}" + (f" [×{lo:.3g} to ×{hi:.3g}]" if lo is not None else "")
+    oh, ci = e["overhead_pct"], e["overhead_ci"]
+    d = digits(oh, ci)
+    s = f"{_signed(oh, d)}%"
+    return s + (f" [{_signed(ci[0], d)} to {_signed(ci[1], d)}%]" if ci else "")
+
+
+def digits(pct, ci=None):
+    """Decimals of a percentage: one below 10% or where its CI is narrower than 4 points
+    (+10.1% [+9.8 to +10.4%], not +10% [+10 to +10%]), else none (+38% [+30 to +46%])."""
+    if abs(pct) < 10 or (ci and ci[1] - ci[0] < 4):
+        return 1
+    return 0
+
+
+def _noise_words(pct):
+    return f"±{pct:.0f}%" if pct >= 10 else f"±{pct:.1f}%"
+
+
+def _ratio_words(e, alpha):
+    s = f"geometric-mean cost ratio {_ratio(e['cost_ratio'])}"
+    if e["ci_low"] is not None:
+        s += f" [{_ratio(e['ci_low'])}–{_ratio(e['ci_high'])}"
+        s += "]" if abs(alpha - ALPHA) < 1e-12 else f", {(1 - alpha) * 100:.4g}% CI]"
+    n = e["n_points"]
+    return s + (" at its only point" if n == 1 else f" over all {n} points")
+
+
+def _ratio(r):
+    return f"{r:.3f}" if r < 10 else f"{r:.1f}"
+
+
+def _duration(seconds):
+    a = abs(seconds)
+    if a >= 1:
+        v, u = seconds, "s"
+    elif a >= 1e-3:
+        v, u = seconds * 1e3, "ms"
+    else:
+        v, u = seconds * 1e6, "µs"
+    return f"{_signed(v, 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2)} {u}"
+
+
+def bench_words(bench, kernel, pl):
+    word = KERNEL_WORDS.get(kernel, kernel) if bench == kernel else str(bench)
+    return f"{word} ({pl[0]}×{pl[1]})" if pl else word
+
+
+def cell_phrase(e, margin):
+    """One benchmark's answer in a few words, as the headline and the tables use it."""
+    v, label = e["verdict"], e["label"]
+    if v == "equivalent":
+        return f"{label}: no measurable cost, within ±{_pct(e['resolution_pct'])}"
+    if v in ("slower", "faster"):
+        s = f"{label} {_overhead_words(e)}"
+        if e.get("per_launch"):
+            s = f"{label} {_duration(e['per_launch']['delta_s'])} per launch ({_overhead_words(e)})"
+        return s + (" (faster)" if v == "faster" else "")
+    if e["resolution_pct"] is None:
+        return f"{label}: too few repetitions to tell ({e['n_blocks']} block{'s' * (e['n_blocks'] != 1)})"
+    s = f"could not be resolved better than ±{_pct(e['resolution_pct'])} on {label}"
+    if e["n_blocks"] < 10:  # few repetitions: say so, more of them narrow the interval
+        s += f" with {e['n_blocks']} repetitions"
+    if e["noise_pct"] is not None:
+        s += f": the baseline's own run-to-run noise there is {_noise_words(e['noise_pct'])}"
+    return s
+
+
+def _and(items):
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def left_out_words(why):
+    words = {"summary": "imported summary rows without repetitions", "unpaired": "fewer than 2 shared blocks",
+             "not_positive": "values ≤ 0"}
+    return ", ".join(f"{n} with {words.get(k, k)}" for k, n in why.items())
+
+
+def sentence(v, cells, margin, alpha):
+    """The top-line answer for one variant."""
+    name = v["name"]
+    tail = f" ({_ratio_words(v, alpha)})"
+    if v["left_out"]:
+        n = sum(v["left_out"].values())
+        tail += f"; {n} compared point{'s' * (n != 1)} not aggregated ({left_out_words(v['left_out'])})"
+    if v["verdict"] == "equivalent" and all(c["verdict"] == "equivalent" for c in cells):
+        return f"{name}: no measurable cost — equivalent within ±{_pct(v['resolution_pct'])}{tail}."
+    if len(cells) == 1:
+        return f"{name}: {cells[0]['text']}{tail}."
+    parts = _changes(cells, "slower") + _changes(cells, "faster")
+    eq = [c for c in cells if c["verdict"] == "equivalent"]
+    if eq:
+        parts.append(f"no measurable cost on {_and(_grouped(eq, cells))}")
+    und = [c for c in cells if c["verdict"] == "inconclusive"]
+    if len(und) == 1:
+        parts.append(und[0]["text"])
+    elif und:
+        res = [c for c in und if c["resolution_pct"] is not None]
+        if res:
+            s = "could not be resolved better than " + _and(f"±{_pct(c['resolution_pct'])} on {c['label']}"
+                                                             for c in res)
+            if all(c["noise_pct"] is not None for c in res):
+                s += (": the baseline's own run-to-run noise there is "
+                      + _and(_noise_words(c["noise_pct"]) for c in res))
+            parts.append(s)
+        parts += [c["text"] for c in und if c["resolution_pct"] is None]
+    if v["verdict"] == "equivalent":
+        overall = f"overall equivalent within ±{_pct(v['resolution_pct'])}"
+    elif v["verdict"] in ("slower", "faster"):
+        overall = f"overall {_overhead_words(v)}"
+    elif v["resolution_pct"] is not None:
+        overall = f"overall not resolved better than ±{_pct(v['resolution_pct'])}"
+    else:
+        overall = "overall too few repetitions to tell"
+    return f"{name}: " + "; ".join(parts) + f"; {overall}{tail}."
+
+
+def _changes(cells, verdict):
+    """Phrases of the cells with one verdict; a benchmark with that verdict at every one of
+    its placements as one phrase with the range of its costs."""
+    out, done = [], set()
+    for c in cells:
+        if c["verdict"] != verdict or c["benchmark"] in done:
+            continue
+        same = [x for x in cells if x["benchmark"] == c["benchmark"]]
+        if len(same) > 1 and all(x["verdict"] == verdict and not x.get("per_launch") for x in same):
+            done.add(c["benchmark"])
+            ohs = sorted(x["overhead_pct"] for x in same)
+            d = digits(ohs[0], [ohs[0], ohs[-1]]) if abs(ohs[0]) < abs(ohs[-1]) else digits(ohs[-1], [ohs[0], ohs[-1]])
+            out.append(f"{bench_words(c['benchmark'], c['kernel'], None)} {_signed(ohs[0], d)} to "
+                       f"{_signed(ohs[-1], d)}% at all {len(same)} placements"
+                       + (" (faster)" if verdict == "faster" else ""))
+        else:
+            out.append(c["text"])
+    return out
+
+
+def _grouped(eq, cells):
+    """Benchmark labels of the equivalent cells, one name for a benchmark equivalent at
+    every placement."""
+    out, seen = [], set()
+    for c in eq:
+        b = c["benchmark"]
+        if b in seen:
+            continue
+        same = [x for x in cells if x["benchmark"] == b]
+        if c["ranks"] is not None and all(x["verdict"] == "equivalent" for x in same):
+            seen.add(b)
+            out.append(bench_words(b, c["kernel"], None))
+        else:
+            out.append(c["label"])
+    return out
+
+
+def variant_words(analysis, vmeta):
+    """Variant id -> words: a named variant's name as is; a matrix variant as mode, runtime
+    and MPI in words ('Bind mode on Charliecloud (Open MPI)'), with its image where the
+    study has several, and its baseline where that is not native with the same MPI."""
+    ids = set(vmeta) | {p.get("variant") for p in analysis.get("points") or []}
+    dims = {}
+    for p in analysis.get("points") or []:
+        dims.setdefault(p.get("variant"), p.get("variant_dims") or {})
+    for vid, v in vmeta.items():
+        dims[vid] = {**dims.get(vid, {}), **v}
+    images = {d.get("image") for d in dims.values() if d.get("runtime")}
+    out = {}
+    for vid in ids:
+        d = dims.get(vid) or {}
+        if d.get("name") or d.get("mode") not in MODE_WORDS:
+            out[vid] = str(d.get("name") or vid)
+            continue
+        s = MODE_WORDS[d["mode"]]
+        if d.get("runtime"):
+            s += f" on {RUNTIME_WORDS.get(d['runtime'], str(d['runtime']).capitalize())}"
+        bits = [_mpi_title(d.get("mpi"))] if d.get("mpi") else []
+        if len(images) > 1 and d.get("image"):
+            bits.append(f"image {d['image']}")
+        out[vid] = s + (f" ({', '.join(bits)})" if bits else "")
+    for vid in ids:
+        base = (vmeta.get(vid) or {}).get("baseline")
+        bd = dims.get(base) or {}
+        if base and base != vid and (bd.get("name") or bd.get("mode") != "native"
+                                     or bd.get("mpi") != (dims.get(vid) or {}).get("mpi")):
+            out[vid] += f" vs {out.get(base, base)}"
+    return out
+
+
+def _mpi_title(name):
+    from .. import families
+    from ..errors import NearmetalError
+
+    try:
+        return families.get(name).title or str(name)
+    except (NearmetalError, ImportError):
+        return str(name)

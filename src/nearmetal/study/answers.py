@@ -1,0 +1,296 @@
+"""Answers at the level a user asks: per variant x benchmark (x placement where a benchmark
+was measured at several) and per variant overall, one verdict with a confidence interval
+over all its points, and the top-line sentences every report prints first.
+
+The statistic is the geometric mean, over the points, of the per-point *cost ratio*
+(variant median / baseline median for times, its inverse for higher-is-better metrics: > 1
+always means the variant is worse). Its CI is a paired bootstrap over randomized blocks: one
+draw of block indices per replicate, shared by every point (a block's runs share the
+machine's state), the per-point median ratio over the drawn blocks, then the geometric mean.
+The verdict follows stats.compare's rules without the rank test. docs/statistics.md
+("Answers: one verdict per benchmark and per variant") has the method, its weighting and
+what is left out; docs/analysis.md the dict.
+"""
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from . import stats
+from .answer_text import bench_words, cell_phrase, left_out_words, sentence, variant_words
+
+N_BOOT = 2000
+SEED = 0
+ALPHA = 0.05
+# units that count things rather than cost time (metadata's files, iobench's bytes and hints)
+NON_COST_UNITS = frozenset({"count", "bytes", "byte", "b", "bool", "files", "ranks"})
+# a rank-resolved metric counts once, by its aggregate: the first of these it has
+AGGREGATE_RANKS = ("total", "max", "mean")
+# the start-up point whose difference of medians is stated per launch, in this order
+STARTUP_METRICS = ("to_after_init", "wall_to_main")
+TIME_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
+              "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0}
+_SLAB = 1 << 21  # elements of one replicates x points x blocks slab of the bootstrap
+
+
+def answers(analysis, n_boot=N_BOOT, seed=SEED):
+    """{"by_benchmark": [...], "by_variant": [...], "headline": [sentence, ...]} and the
+    method's parameters, from an analysis dict (docs/analysis.md, "answers")."""
+    study = analysis.get("study") or {}
+    seq = analysis.get("sequential") or {}
+    alpha = seq.get("alpha_per_look")
+    alpha = float(alpha) if _num(alpha) and 0 < alpha < 1 else ALPHA
+    margin = float(study["margin"]) if _num(study.get("margin")) else 0.03
+    terms, left_out = _terms(analysis.get("points") or [])
+    universe = sorted({b for t in terms for b in t["blocks"]}, key=repr)
+    col = {b: i for i, b in enumerate(universe)}
+
+    # groups: cells (variant, benchmark, placement or None) and variants
+    split = defaultdict(set)
+    for p in analysis.get("points") or []:
+        split[p.get("benchmark")].add((p.get("ranks"), p.get("threads")))
+    cells, variants = {}, {}
+    for i, t in enumerate(terms):
+        pl = (t["ranks"], t["threads"]) if len(split[t["benchmark"]]) > 1 else None
+        cells.setdefault((t["variant"], t["benchmark"], pl), []).append(i)
+        variants.setdefault(t["variant"], []).append(i)
+    groups = list(cells.values()) + list(variants.values())
+    est, boot = _bootstrap(terms, col, groups, n_boot, seed)
+
+    def summary(g, members):
+        blocks = {b for i in members for b in terms[i]["blocks"]}
+        lo = hi = None
+        reps = boot[:, g][np.isfinite(boot[:, g])]
+        if reps.size and len(blocks) >= 2:
+            lo, hi = (float(math.exp(x)) for x in np.quantile(reps, (alpha / 2, 1 - alpha / 2)))
+        gm = float(math.exp(est[g]))
+        noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
+        out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
+               "overhead_pct": (gm - 1) * 100,
+               "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
+               "noise_pct": float(np.median(noises)) * 100 if noises else None}
+        out["verdict"] = _verdict(lo, hi, margin, len(blocks))
+        out["resolution_pct"] = resolution(lo, hi, out["verdict"])
+        return out
+
+    vmeta = {v.get("id"): v for v in analysis.get("variants") or []}
+    words = variant_words(analysis, vmeta)
+    order = [v for v in [v.get("id") for v in analysis.get("variants") or []] + [t["variant"] for t in terms]
+             if v in variants]
+    order = list(dict.fromkeys(order))
+    by_benchmark = []
+    for g, ((vid, bench, pl), members) in enumerate(cells.items()):
+        first = terms[members[0]]
+        entry = {"variant": vid, "baseline": first["baseline"], "benchmark": bench, "kernel": first["kernel"],
+                 "ranks": pl[0] if pl else None, "threads": pl[1] if pl else None,
+                 "label": bench_words(bench, first["kernel"], pl), **summary(g, members),
+                 "per_launch": _per_launch([terms[i] for i in members])}
+        entry["text"] = cell_phrase(entry, margin)
+        by_benchmark.append(entry)
+    by_benchmark.sort(key=lambda e: (order.index(e["variant"]), e["benchmark"], e["ranks"] or 0, e["threads"] or 0))
+    by_variant, headline = [], []
+    for vid in order:
+        g = len(cells) + list(variants).index(vid)
+        entry = {"variant": vid, "baseline": terms[variants[vid][0]]["baseline"], "name": words.get(vid, vid),
+                 "benchmarks": sum(1 for e in by_benchmark if e["variant"] == vid), **summary(g, variants[vid]),
+                 "left_out": dict(left_out.get(vid, {}))}
+        entry["sentence"] = sentence(entry, [e for e in by_benchmark if e["variant"] == vid], margin, alpha)
+        by_variant.append(entry)
+        headline.append(entry["sentence"])
+    for vid, why in left_out.items():  # compared variants of which no point could be aggregated
+        if vid not in variants:
+            n = sum(why.values())
+            name = words.get(vid, vid)
+            headline.append(f"{name}: none of its {n} compared point{'s' * (n != 1)} could be aggregated "
+                            f"({left_out_words(why)}); see the per-point verdicts.")
+    return {"method": "geometric mean of per-point cost ratios, paired block bootstrap", "alpha": alpha,
+            "ci_level": 1 - alpha, "margin": margin, "n_boot": int(n_boot), "seed": seed,
+            "by_benchmark": by_benchmark, "by_variant": by_variant, "headline": headline}
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _bkey(b):
+    return tuple(_bkey(x) for x in b) if isinstance(b, (list, tuple)) else b
+
+
+# ------------------------------------------------------------------ the points aggregated
+
+def _terms(points):
+    """One term per compared point that enters the geometric mean: its pairs (baseline and
+    variant value of each block that measured both), direction and baseline noise. Returns
+    (terms, {variant: {reason: n}}) for the compared points left out."""
+    index = {_pkey(p, p.get("variant")): p for p in points}
+    aggs = defaultdict(set)  # a rank-resolved metric's aggregate ranks
+    for p in points:
+        r = (p.get("point") or {}).get("rank")
+        if r in AGGREGATE_RANKS:
+            aggs[_sibling(p)].add(r)
+    terms, left_out = [], defaultdict(lambda: defaultdict(int))
+    for p in points:
+        c, bid = p.get("comparison"), p.get("baseline")
+        if not isinstance(c, dict) or not bid or str(p.get("unit") or "").strip().casefold() in NON_COST_UNITS:
+            continue
+        r = (p.get("point") or {}).get("rank")
+        have = aggs.get(_sibling(p))
+        if have and r != next(a for a in AGGREGATE_RANKS if a in have):
+            continue  # per-rank values (and the other aggregates) repeat the aggregate
+        vid = p.get("variant")
+        base = index.get(_pkey(p, bid))
+        if c.get("from_summary") or (p.get("stats") or {}).get("from_summary") or base is None:
+            left_out[vid]["summary"] += 1
+            continue
+        bmap = dict(zip(map(_bkey, _blocks(base)), base.get("values") or []))
+        pairs = [(b, bmap[b], v) for b, v in zip(map(_bkey, _blocks(p)), p.get("values") or []) if b in bmap]
+        if len(pairs) < 2:
+            left_out[vid]["unpaired"] += 1
+            continue
+        if not all(_num(x) and x > 0 for _, bv, vv in pairs for x in (bv, vv)):
+            left_out[vid]["not_positive"] += 1
+            continue
+        noise = (c.get("baseline_noise") or {}).get("cv")
+        if not _num(noise):
+            bv = np.asarray([x for _, x, _ in pairs])
+            noise = float(np.std(bv, ddof=1) / np.mean(bv))
+        terms.append({"variant": vid, "baseline": bid, "benchmark": p.get("benchmark"), "kernel": p.get("kernel"),
+                      "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
+                      "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
+                      "blocks": [b for b, _, _ in pairs], "base": np.asarray([x for _, x, _ in pairs], float),
+                      "var": np.asarray([x for _, _, x in pairs], float), "noise": noise})
+    return terms, left_out
+
+
+def _blocks(p):
+    """An entry's blocks; value i in block i where an analysis gives none (synthetic ones)."""
+    b = p.get("blocks")
+    return b if isinstance(b, list) and len(b) == len(p.get("values") or []) else range(len(p.get("values") or []))
+
+
+def _pkey(p, variant):
+    import json
+
+    return (p.get("benchmark"), p.get("kernel"), p.get("metric"), json.dumps(p.get("point") or {}, sort_keys=True),
+            p.get("ranks"), p.get("threads"), variant)
+
+
+def _sibling(p):
+    import json
+
+    rest = {k: v for k, v in (p.get("point") or {}).items() if k != "rank"}
+    return (p.get("variant"), p.get("benchmark"), p.get("metric"), json.dumps(rest, sort_keys=True),
+            p.get("ranks"), p.get("threads"))
+
+
+# ------------------------------------------------------------------ the bootstrap
+
+def _bootstrap(terms, col, groups, n_boot, seed):
+    """(estimate[g], replicates[n_boot, g]) of the mean log cost ratio of each group (a list
+    of term indices). Each replicate draws len(col) blocks with replacement, once for all
+    terms; a term's median is then weighted by how often each of its blocks was drawn (a
+    replicate that draws none of a term's blocks leaves the term out of that replicate)."""
+    nb = len(col)
+    g_of = np.zeros((len(terms), len(groups)))
+    for g, members in enumerate(groups):
+        g_of[members, g] = 1.0
+    sums = np.zeros((n_boot + 1, len(groups)))
+    cnts = np.zeros((n_boot + 1, len(groups)))
+    if terms:
+        rng = np.random.default_rng(seed)
+        draws = rng.integers(0, nb, size=(n_boot, nb))
+        flat = (draws + np.arange(1, n_boot + 1)[:, None] * nb).ravel()
+        counts = np.bincount(flat, minlength=(n_boot + 1) * nb).reshape(n_boot + 1, nb).astype(np.int32)
+        counts[0] = 1  # row 0: every block once, the point estimate
+        counts = np.ascontiguousarray(counts.T)  # blocks x replicates
+        by_k = defaultdict(list)
+        for i, t in enumerate(terms):
+            by_k[len(t["blocks"])].append(i)
+        for k, idx in by_k.items():
+            step = max(1, _SLAB // ((n_boot + 1) * k))
+            for s in range(0, len(idx), step):
+                chunk = idx[s:s + step]
+                cols = np.asarray([[col[b] for b in terms[i]["blocks"]] for i in chunk])
+                log_b = _log_medians(counts, cols, np.asarray([terms[i]["base"] for i in chunk]))
+                log_v = _log_medians(counts, cols, np.asarray([terms[i]["var"] for i in chunk]))
+                sign = np.asarray([-1.0 if terms[i]["hib"] else 1.0 for i in chunk])
+                cost = sign * (log_v - log_b)  # (replicates, terms)
+                ok = np.isfinite(cost)
+                sums += np.where(ok, cost, 0.0) @ g_of[chunk]
+                cnts += ok @ g_of[chunk]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = sums / cnts
+    return mean[0], mean[1:]
+
+
+def _log_medians(counts_t, cols, values):
+    """log of the weighted medians of values (terms x k) with weights counts_t[cols]
+    (blocks x replicates, gathered to k x terms x replicates: running sums over the short
+    first axis, one contiguous slab per step); NaN where a term got no weight."""
+    order = np.argsort(values, axis=1, kind="stable")
+    sv = np.take_along_axis(values, order, axis=1)
+    cum = counts_t[np.take_along_axis(cols, order, axis=1).T]
+    for j in range(1, cum.shape[0]):
+        np.add(cum[j - 1], cum[j], out=cum[j])
+    tot = cum[-1]
+    want_lo, want_hi = (tot + 1) // 2, tot // 2 + 1  # 1-based ranks of the two middle values
+    lo = np.zeros(tot.shape, dtype=np.intp)
+    hi = np.zeros(tot.shape, dtype=np.intp)
+    for j in range(cum.shape[0] - 1):  # index = how many running sums fall short of the rank
+        lo += cum[j] < want_lo
+        hi += cum[j] < want_hi
+    med = 0.5 * (np.take_along_axis(sv, lo, axis=1) + np.take_along_axis(sv, hi, axis=1))
+    out = np.log(med).T  # replicates x terms
+    out[(tot == 0).T] = np.nan
+    return out
+
+
+# ------------------------------------------------------------------ verdicts and resolution
+
+def _verdict(lo, hi, margin, n_blocks):
+    """stats.compare's rules on the aggregate's CI, without the rank test."""
+    if lo is None:
+        return "inconclusive"
+    if 1 - margin <= lo and hi <= 1 + margin and n_blocks >= stats.MIN_N_EQUIVALENT:
+        return "equivalent"
+    if lo > 1:
+        return "slower"
+    if hi < 1:
+        return "faster"
+    return "inconclusive"
+
+
+def resolution(lo, hi, verdict):
+    """The resolution reached, in percent, from a cost-ratio CI: for equivalent, the
+    tightest symmetric bound it supports, max(|lo-1|, |hi-1|); otherwise the CI's half-width
+    (hi-lo)/2: how finely the runs resolve a difference. Rounded up (0.1% below 10%, 1%
+    above); None without a CI."""
+    if lo is None or hi is None:
+        return None
+    x = max(abs(lo - 1), abs(hi - 1)) if verdict == "equivalent" else (hi - lo) / 2
+    return _round_up(x * 100)
+
+
+def _round_up(pct):
+    if pct >= 10:
+        return float(math.ceil(pct - 1e-9))
+    return math.ceil(pct * 10 - 1e-9) / 10
+
+
+def _per_launch(members):
+    """The start-up cost per launch: the difference of medians at the start-up point
+    (launch to after MPI_Init, else to main; the slowest rank where ranks are resolved)."""
+    pts = [t for t in members if t["kernel"] == "startup"
+           and str(t["unit"] or "").strip().casefold() in TIME_SCALE]
+    if not pts:
+        return None
+
+    def rank(t):
+        metric = STARTUP_METRICS.index(t["metric"]) if t["metric"] in STARTUP_METRICS else len(STARTUP_METRICS)
+        return (metric, 0 if t["point"].get("rank") in ("max", None) else 1)
+
+    t = min(pts, key=rank)
+    scale = TIME_SCALE[str(t["unit"]).strip().casefold()]
+    delta = (float(np.median(t["var"])) - float(np.median(t["base"]))) * scale
+    return {"metric": t["metric"], "point": t["point"], "delta_s": delta}
