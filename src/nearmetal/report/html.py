@@ -1,7 +1,8 @@
 """The HTML report: one self-contained file (inline CSS, inline SVG figures, no scripts,
 no fonts, nothing fetched) rendered from templates/report.html with jinja2.
 
-Sections (each omitted when the study has nothing for it): verdict summary, size sweeps,
+Sections (each omitted when the study has nothing for it): the answer (one sentence per
+variant, a variant x benchmark table), verdict summary, size sweeps,
 overhead per point, scaling, all-pairs matrices, dispersion, compute vs communication,
 full table, failures, environment, study file. docs/reports.md explains how to read them.
 """
@@ -322,6 +323,7 @@ def build_context(analysis):
         "labels": style.labels,
         "dropped": style.dropped,
         "colors": style.color,
+        "answer": S.answer(analysis),
         "summaries": summaries,
         "verdicts": PT.VERDICTS,
         "grid_cols": grid_cols,

@@ -28,6 +28,7 @@ def render_markdown(analysis):
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
     out = [f"# nearmetal report: {_md(study.get('name', '?'))}", ""]
+    out += _markdown_answer(analysis)
     if study.get("description"):
         out += [_md(study["description"]), ""]
     facts = []
@@ -81,6 +82,22 @@ def render_markdown(analysis):
     if not points:
         out += ["No measured points.", ""]
     return "\n".join(out)
+
+
+def _markdown_answer(analysis):
+    """## Answer: one sentence per variant, then the variant x benchmark table."""
+    a = S.answer(analysis)
+    if a is None:
+        return []
+    out = ["## Answer", ""] + [f"- {_md(text)}" for text, _ in a["sentences"]] + [""]
+    if a["rows"] and a["cols"]:
+        out.append("| benchmark | " + " | ".join(_md(c) for c in a["cols"]) + " |")
+        out.append("|---|" + "--:|" * len(a["cols"]))
+        for r in a["rows"]:
+            label = f"**{_md(r['label'])}**" if r.get("overall") else _md(r["label"])
+            out.append(f"| {label} | " + " | ".join(_md(c["text"]) if c else "—" for c in r["cells"]) + " |")
+        out.append("")
+    return out + [_md(a["note"]), ""]
 
 
 # ---------------------------------------------------------------------- CSV

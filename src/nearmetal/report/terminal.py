@@ -40,6 +40,7 @@ def _verdict_text(p, is_baseline):
 
 def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     """Print the report of an analysis dict (docs/analysis.md) on a rich Console."""
+    _render_answer(analysis, console)
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
     labels, dropped = PT.short_variant_labels(analysis)
@@ -133,6 +134,19 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     if any_cut:
         console.print(Text("Long tables show representative points only: the full table is in the HTML report "
                            "(report.html).", style="dim"))
+
+
+def _render_answer(analysis, console):
+    """The top-line answer, one sentence per variant (analysis['answers'], study/answers.py)."""
+    a = S.answer(analysis)
+    if a is None:
+        return
+    name = (analysis.get("study") or {}).get("name")
+    console.print(Text("Answer" + (f" (study {name})" if name else ""), style="bold"))
+    for text, tone in a["sentences"]:
+        console.print(Text(text, style=VERDICT_STYLE.get(tone, "")))
+    console.print(Text(a["note"], style="dim"))
+    console.print()
 
 
 IO_MAX_ROWS = 24

@@ -1,0 +1,307 @@
+"""Answers at the level a user asks (nearmetal.study.answers): one verdict per variant x
+benchmark and per variant, the geometric mean of the per-point cost ratios with a paired
+bootstrap over blocks, and the top-line sentences every report prints first."""
+
+import json
+from markupsafe import escape as html_escape
+import re
+import sqlite3
+from io import StringIO
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from nearmetal.study import stats
+from nearmetal.study.answers import answers, resolution
+
+BIND = {"mode": "bind", "runtime": "charliecloud", "mpi": "openmpi", "image": "default"}
+HYBRID = {"mode": "hybrid", "runtime": "charliecloud", "mpi": "openmpi", "image": "default"}
+NATIVE = {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}
+
+
+def _vid(d):
+    return d.get("name") or (f"native/{d['mpi']}" if d["mode"] == "native" else
+                             f"{d['mode']}/{d['runtime']}/{d['mpi']}/{d['image']}")
+
+
+def build(benchmarks, variants=((BIND, 1.0),), *, reps=10, noise=0.01, block_noise=0.0, seed=0, margin=0.03,
+          base=NATIVE, shuffle_blocks=False):
+    """A small analysis dict. benchmarks: [(name, kernel, metric, unit, [(point, true value), ...])];
+    variants: [(dims, factor)] with factor the true cost ratio (a time x factor, a rate / factor)
+    or a dict {benchmark name: factor}. Lognormal noise per run, plus a per-block factor shared
+    by every run of the block (all points, all variants) when block_noise > 0."""
+    rng = np.random.default_rng(seed)
+    block = np.exp(rng.normal(0, block_noise, reps))
+    bid = _vid(base)
+    vlist = [({**base}, 1.0)] + list(variants)
+    points = []
+    for name, kernel, metric, unit, pts in benchmarks:
+        hib = stats.direction_for_unit(unit)
+        for point, true in pts:
+            vals = {}
+            for dims, factor in vlist:
+                f = factor.get(name, 1.0) if isinstance(factor, dict) else factor
+                mean = true / f if hib else true * f
+                v = mean * block * np.exp(rng.normal(0, noise, reps))
+                if shuffle_blocks and _vid(dims) != bid:
+                    v = rng.permutation(v)
+                vals[_vid(dims)] = [float(x) for x in v]
+            for dims, _ in vlist:
+                vid = _vid(dims)
+                e = {"benchmark": name, "kernel": kernel, "metric": metric, "unit": unit, "higher_is_better": hib,
+                     "point": dict(point), "ranks": 2, "threads": 1, "variant": vid, "variant_dims": dims,
+                     "values": vals[vid], "blocks": list(range(reps)), "stats": stats.summarize(vals[vid]),
+                     "baseline": None, "comparison": None}
+                if vid != bid:
+                    e["baseline"] = bid
+                    e["comparison"] = stats.compare(vals[bid], vals[vid], higher_is_better=hib, margin=margin,
+                                                    pairs=list(zip(vals[bid], vals[vid])), n_boot=200)
+                points.append(e)
+    variants_out = [{"id": _vid(d), **d, "baseline": bid} for d, _ in vlist]
+    return {"study": {"name": "t", "margin": margin, "baseline": {"mode": "native"}},
+            "variants": sorted(variants_out, key=lambda v: v["id"]), "points": points,
+            "runs": {"total": 0, "by_status": {}, "failures": []}, "environment": []}
+
+
+def latency(n=8, value=2.0, name="latency"):
+    return (name, "latency", "latency", "us", [({"size": 1 << i}, value * (1 + i / 4)) for i in range(n)])
+
+
+def bandwidth(n=8, name="bw"):
+    return (name, "bw", "bandwidth", "MB/s", [({"size": 1 << (10 + i)}, 1000.0 * (1 + i)) for i in range(n)])
+
+
+def only(a, key="by_variant"):
+    assert len(a[key]) == 1, a[key]
+    return a[key][0]
+
+
+@pytest.mark.unit
+def test_a_clear_10_percent_slowdown_is_slower_with_its_ci_around_1_10():
+    a = answers(build([latency()], [(BIND, 1.10)]))
+    v, cell = only(a), only(a, "by_benchmark")
+    for e in (v, cell):
+        assert e["verdict"] == "slower" and e["n_points"] == 8 and e["n_blocks"] == 10
+        assert abs(e["cost_ratio"] - 1.10) < 0.01 and e["ci_low"] < 1.10 < e["ci_high"]
+        assert e["ci_low"] > 1.08 and e["ci_high"] < 1.12
+        assert abs(e["overhead_pct"] - (e["cost_ratio"] - 1) * 100) < 1e-9
+    assert a["alpha"] == 0.05 and a["ci_level"] == 0.95 and a["n_boot"] == 2000
+    assert re.fullmatch(r"Bind mode on Charliecloud \(Open MPI\): latency \+10\.\d% \[\+\d+\.\d to \+1\d\.\d%\] "
+                        r"\(geometric-mean cost ratio 1\.\d{3} \[1\.\d{3}–1\.\d{3}\] over all 8 points\)\.",
+                        a["headline"][0]), a["headline"]
+
+
+@pytest.mark.unit
+def test_identical_variants_are_equivalent_with_the_resolution_reached():
+    a = answers(build([latency(), bandwidth()], [(BIND, 1.0)], noise=0.01))
+    v = only(a)
+    assert v["verdict"] == "equivalent" and v["n_points"] == 16
+    assert v["resolution_pct"] <= 3.0
+    assert v["resolution_pct"] >= max(abs(v["ci_low"] - 1), abs(v["ci_high"] - 1)) * 100
+    assert all(c["verdict"] == "equivalent" and c["resolution_pct"] <= 3.0 for c in a["by_benchmark"])
+    assert re.fullmatch(r"Bind mode on Charliecloud \(Open MPI\): no measurable cost — equivalent within ±\d\.\d% "
+                        r"\(geometric-mean cost ratio [01]\.\d{3} \[\d\.\d{3}–\d\.\d{3}\] over all 16 points\)\.",
+                        a["headline"][0]), a["headline"]
+
+
+@pytest.mark.unit
+def test_a_noisy_baseline_is_undecided_and_says_how_noisy():
+    a = answers(build([latency(n=3)], [(BIND, 1.0)], noise=0.25, reps=6, seed=3))
+    noisy = next(c for c in a["by_benchmark"] if c["benchmark"] == "latency")
+    assert noisy["verdict"] == "inconclusive" and noisy["resolution_pct"] > 3
+    assert 15 < noisy["noise_pct"] < 40  # the baseline's coefficient of variation, ~25%
+    text = a["headline"][0]
+    assert re.fullmatch(r"Bind mode on Charliecloud \(Open MPI\): could not be resolved better than ±\d+(\.\d)?% on "
+                        r"latency with 6 repetitions: the baseline's own run-to-run noise there is ±\d+% \(geometric-mean cost ratio "
+                        r"\d\.\d{3} \[\d\.\d{3}–\d\.\d{3}\] over all 3 points\)\.", text), text
+
+
+@pytest.mark.unit
+def test_a_quiet_benchmark_beside_a_noisy_one():
+    quiet = build([latency(n=3), bandwidth()], [(BIND, 1.0)], noise=0.01, seed=4)
+    noisy = build([latency(n=3)], [(BIND, 1.0)], noise=0.4, reps=5, seed=4)
+    for p in quiet["points"]:  # the latency points from the noisy analysis, the bandwidth ones from the quiet one
+        if p["benchmark"] == "latency":
+            src = next(q for q in noisy["points"] if q["point"] == p["point"] and q["variant"] == p["variant"])
+            p.update(values=src["values"], blocks=src["blocks"], stats=src["stats"], comparison=src["comparison"])
+    a = answers(quiet)
+    text = a["headline"][0]
+    assert "no measurable cost on bandwidth; could not be resolved better than ±" in text, text
+    assert "on latency with 5 repetitions: the baseline's own run-to-run noise there is ±" in text and "; overall " in text, text
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("factor, verdict", [(1.10, "slower"), (1 / 1.10, "faster")])
+def test_higher_is_better_metrics_are_inverted(factor, verdict):
+    """A bandwidth 1/1.10 of the baseline's costs 10%: cost ratio 1.10, slower."""
+    a = answers(build([bandwidth()], [(BIND, factor)]))
+    v = only(a)
+    assert v["verdict"] == verdict and abs(v["cost_ratio"] - factor) < 0.01
+    assert (v["overhead_pct"] > 0) == (verdict == "slower")
+    if verdict == "faster":
+        assert "(faster)" in a["headline"][0] and "bandwidth −9." in a["headline"][0], a["headline"]
+
+
+@pytest.mark.unit
+def test_blocks_are_paired_across_points():
+    """Block-to-block drift shared by every run of a block cancels in the paired bootstrap;
+    with the variant's blocks shuffled (pairs broken) the same data are far less precise."""
+    kw = dict(noise=0.002, block_noise=0.05, seed=7)
+    paired = only(answers(build([latency()], [(BIND, 1.0)], **kw)))
+    broken = only(answers(build([latency()], [(BIND, 1.0)], shuffle_blocks=True, **kw)))
+    assert paired["verdict"] == "equivalent" and paired["resolution_pct"] < 1.0
+    assert (broken["ci_high"] - broken["ci_low"]) > 4 * (paired["ci_high"] - paired["ci_low"])
+
+
+@pytest.mark.unit
+def test_reproducible_and_alpha_from_the_sequential_looks():
+    data = build([latency()], [(BIND, 1.01)], noise=0.02)
+    one, two = answers(data), answers(data)
+    assert json.dumps(one, sort_keys=True) == json.dumps(two, sort_keys=True)
+    strict = answers(dict(data, sequential={"alpha_per_look": 0.01}))
+    v, w = only(one), only(strict)
+    assert strict["alpha"] == 0.01 and strict["ci_level"] == 0.99
+    assert w["ci_low"] < v["ci_low"] and w["ci_high"] > v["ci_high"]
+    assert ", 99% CI]" in strict["headline"][0] and "CI]" not in one["headline"][0]
+
+
+@pytest.mark.unit
+def test_start_up_cost_per_launch_and_benchmarks_in_words():
+    """Hybrid on Podman-like costs: +150 ms on a 0.4 s start-up, nothing elsewhere."""
+    bench = [("startup", "startup", "to_after_init", "s", [({"rank": "max", "source": "launch_env"}, 0.4)]),
+             latency(), bandwidth(), ("stream", "stream", "triad", "GB/s", [({"rank": "total"}, 40.0)] +
+                                      [({"rank": r}, 10.0) for r in range(4)]),
+             ("cg", "cg", "gflops", "GFLOP/s", [({}, 5.0)])]
+    a = answers(build(bench, [(HYBRID, {"startup": 1.375})], noise=0.005))
+    text = a["headline"][0]
+    assert re.match(r"Hybrid mode on Charliecloud \(Open MPI\): start-up \+1[45]\d ms per launch \(\+3[78]\.\d% "
+                    r"\[\+3\d\.\d to \+3\d\.\d%\]\); ", text), text
+    assert "no measurable cost on latency, bandwidth, STREAM and CG" not in text  # alphabetical: bw, cg, latency, ...
+    assert re.search(r"; no measurable cost on bandwidth, CG, latency and STREAM; overall ", text), text
+    stream = next(c for c in a["by_benchmark"] if c["benchmark"] == "stream")
+    assert stream["n_points"] == 1  # per-rank values count once, by their aggregate (rank total)
+    startup = next(c for c in a["by_benchmark"] if c["benchmark"] == "startup")
+    assert abs(startup["per_launch"]["delta_s"] - 0.15) < 0.005 and startup["per_launch"]["metric"] == "to_after_init"
+
+
+@pytest.mark.unit
+def test_named_variants_keep_their_names_and_say_their_baseline():
+    first = {"name": "first", **HYBRID}
+    data = build([latency()], [({"name": "second", **HYBRID}, 1.0), ({"name": "tcp", **HYBRID}, 1.3)], base=first)
+    a = answers(data)
+    assert [v["variant"] for v in a["by_variant"]] == ["second", "tcp"]
+    assert a["headline"][0].startswith("second vs first: no measurable cost — equivalent within ±")
+    assert re.fullmatch(r"tcp vs first: latency \+(29|30)\.\d% \[\+\d\d\.\d to \+\d\d\.\d%\] \(geometric-mean cost "
+                        r"ratio 1\.(29|30)\d \[1\.\d{3}–1\.\d{3}\] over all 8 points\)\.", a["headline"][1]), a["headline"]
+
+
+@pytest.mark.unit
+def test_imported_summary_rows_are_left_out_and_said():
+    data = build([latency(n=3)], [(BIND, 1.0)])
+    for p in data["points"]:
+        p["stats"] = dict(p["stats"], from_summary=True)
+        if p["comparison"]:
+            p["comparison"]["from_summary"] = True
+    a = answers(data)
+    assert a["by_variant"] == [] and a["by_benchmark"] == []
+    assert a["headline"] == ["Bind mode on Charliecloud (Open MPI): none of its 3 compared points could be aggregated "
+                             "(3 with imported summary rows without repetitions); see the per-point verdicts."]
+
+
+@pytest.mark.unit
+def test_resolution_rounds_up():
+    assert resolution(0.995, 1.0113, "equivalent") == 1.2
+    assert resolution(0.92, 1.08, "inconclusive") == 8.0
+    assert resolution(0.80, 1.034, "inconclusive") == 12.0
+    assert resolution(None, None, "inconclusive") is None
+
+
+@pytest.mark.unit
+def test_every_format_states_the_answer_first(tmp_path, monkeypatch):
+    from nearmetal.report import render_terminal
+    from nearmetal.report.html import render_html
+    from nearmetal.report.tables import render_markdown
+
+    monkeypatch.setenv("NEARMETAL_REPORT_JOBS", "1")  # figures drawn in this process
+    data = build([latency(), bandwidth()], [(BIND, 1.0), (HYBRID, {"bw": 1.2})])
+    data["answers"] = answers(data)
+    sentences = data["answers"]["headline"]
+    assert [s.split(":")[0] for s in sentences] == ["Bind mode on Charliecloud (Open MPI)",
+                                                    "Hybrid mode on Charliecloud (Open MPI)"]
+    console = Console(file=StringIO(), width=100, color_system=None)
+    render_terminal(data, console)
+    lines = " ".join(console.file.getvalue().split("\n\n")[0].split("\n")).replace("  ", " ")
+    assert console.file.getvalue().startswith("Answer (study t)\n")
+    for s in sentences:
+        assert " ".join(s.split()) in " ".join(lines.split())
+    md = render_markdown(data)
+    assert md.split("\n\n")[1] == "## Answer" and md.index("## Answer") < md.index("## Summary")
+    assert f"- {sentences[1]}" in md and "| **all points** |" in md
+    render_html(data, tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text()
+    first = html.split("</header>", 1)[1].split("</section>", 1)[0]
+    assert first.lstrip().startswith('<section id="answer"') and html.index('id="answer"') < html.index("<nav>")
+    for s in sentences:
+        assert s.replace("—", "—") in first.replace("&gt;", ">").replace("&lt;", "<")
+    assert re.search(r">\+(19|20)\.\d% \[\+\d\d\.\d to \+\d\d\.\d%\]</td>", first) and ">≈ ±" in first
+
+
+AA = """
+[study]
+name = "aa4"
+repetitions = 4
+warmup = 0
+seed = 3
+[baseline]
+variant = "first"
+[[variant]]
+name = "first"
+mode = "hybrid"
+mpi = "mpich"
+[[variant]]
+name = "second"
+mode = "hybrid"
+mpi = "mpich"
+[[variant]]
+name = "tcp"
+mode = "hybrid"
+mpi = "mpich"
+env = { UCX_TLS = "tcp,self" }
+[[benchmark]]
+kernel = "latency"
+args = ["-m", "8:64", "-i", "200"]
+"""
+
+
+def test_a_real_aa_study_answers_first_per_variant(tmp_path, default_image):
+    """A tiny real study (two identical named hybrid variants and one with UCX over TCP):
+    the terminal's first lines and the HTML's first section state an answer per variant."""
+    from conftest import nearmetal
+
+    f, db = tmp_path / "aa.toml", tmp_path / "aa.db"
+    f.write_text(AA)
+    out = nearmetal("study", f, "--db", db, "--no-progress", "--out", tmp_path, timeout=400)
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(db) as c:
+        assert {s for (s,) in c.execute("SELECT status FROM runs")} == {"ok"}
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert lines[0] == "Answer (study aa4)", out.stdout  # the first thing printed
+    answer = " ".join(" ".join(lines[1:lines.index(next(x for x in lines if x.startswith("Study aa4")))]).split())
+    for name in ("second vs first: ", "tcp vs first: "):
+        assert name in answer, answer
+    assert re.search(r"second vs first: (no measurable cost|latency|could not be resolved)",
+                     answer), answer
+    assert answer.index("second vs first") < answer.index("tcp vs first")
+    report = nearmetal("report", "--db", db, "--format", "json", "--out", tmp_path, timeout=120)
+    assert report.returncode == 0, report.stderr
+    data = json.loads((tmp_path / "analysis.json").read_text())
+    heads = data["answers"]["headline"]
+    assert [h.split(":")[0] for h in heads] == ["second vs first", "tcp vs first"]
+    assert all(v["n_points"] == 4 and v["n_blocks"] == 4 for v in data["answers"]["by_variant"])
+    html = (tmp_path / "report.html").read_text()
+    first = html.split("</header>", 1)[1].split("</section>", 1)[0]
+    assert first.lstrip().startswith('<section id="answer"')
+    for h in heads:
+        assert str(html_escape(h)) in first
+        assert " ".join(h.split()) in answer  # the terminal says the same (wrapped at its width)
