@@ -91,10 +91,11 @@ def main():
         for proc in procs:
             proc.kill()
             proc.wait()
-    from nearmetal.study.contention import OTHERS_CPUS, SLACK_S, STEAL_PCT
+    from nearmetal.study.contention import OTHERS_CPUS, STEAL_PCT, slack_s
 
     print(f"{a.kernel} {a.args}, {a.ranks} ranks ({a.mpi}), {os.cpu_count()} CPUs; disturbed = others > "
-          f"{100 * OTHERS_CPUS:.0f}% of one CPU over the run (+{SLACK_S * 1000:.0f} ms) or steal > {STEAL_PCT:g}%")
+          f"{100 * OTHERS_CPUS:.0f}% of one CPU over the run (+{slack_s(os.cpu_count() or 1) * 1000:.0f} ms) "
+          f"or steal > {STEAL_PCT:g}%")
     show("no burner", without)
     show(f"{a.burners} burner(s)", burnt)
     for label, rows in (("no burner", without), (f"{a.burners} burner(s)", burnt)):

@@ -63,16 +63,23 @@ def test_snapshot_reads_proc_text():
 @unit
 @pytest.mark.parametrize("others, wall, steal, busy", [
     (0.0, 1.0, 0.0, False),
-    (0.29, 1.0, 0.0, False),     # 0.25 CPU-s/s + 0.05 s of tick rounding
-    (0.31, 1.0, 0.0, True),
-    (0.06, 0.01, 0.0, True),     # a very short run: the slack decides
-    (0.04, 0.01, 0.0, False),
+    (0.32, 1.0, 0.0, False),     # 0.25 CPU-s/s + 0.05 s + 3 sd of 2 CPUs' tick rounding (24.5 ms)
+    (0.33, 1.0, 0.0, True),
+    (0.08, 0.01, 0.0, True),     # a very short run: the slack decides
+    (0.07, 0.01, 0.0, False),
     (2.0, 1.0, 0.0, True),       # two burners on two CPUs
     (0.0, 1.0, 5.0, False),
     (0.0, 1.0, 5.1, True),       # the hypervisor took more than 5% of the machine
 ])
 def test_the_disturbed_rule(others, wall, steal, busy):
-    assert C.is_disturbed(others, wall, steal) is busy
+    assert C.is_disturbed(others, wall, steal, cpus=2) is busy
+
+
+@unit
+def test_the_slack_grows_with_the_cpus_whose_ticks_round():
+    assert C.slack_s(2) == pytest.approx(0.05 + 0.0245, abs=1e-4)
+    assert C.slack_s(128) == pytest.approx(0.05 + 0.196, abs=1e-3)
+    assert C.slack_s(0) == C.slack_s(1)
 
 
 @unit

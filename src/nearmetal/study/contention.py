@@ -20,8 +20,8 @@ process that ended between two samples). Only a process whose parent ignores SIG
 (reaped by the kernel, accounted to no one) escapes it; its CPU time then counts as others'.
 
 **Disturbed** (one rule, `is_disturbed`): others used more than OTHERS_CPUS (a quarter
-of one CPU) on average over the run, beyond a tick's rounding (SLACK_S), or steal took more
-than STEAL_PCT % of the machine. The load average is recorded but not part of the rule:
+of one CPU) on average over the run, beyond the counters' rounding (`slack_s`), or steal
+took more than STEAL_PCT % of the machine. The load average is recorded but not part of the rule:
 it decays over a minute, so the study's own previous run (2 busy-polling ranks make a
 load of 2) would flag the next one.
 """
@@ -32,7 +32,7 @@ import time
 from collections import namedtuple
 
 OTHERS_CPUS = 0.25    # others' CPU seconds per second of run (0.25 = a quarter of one CPU)
-SLACK_S = 0.05        # /proc/stat counts in ticks (10 ms) per CPU: rounding is not contention
+SLACK_S = 0.05        # CPU seconds of others that never count (kernel threads, a short run's noise)
 STEAL_PCT = 5.0       # steal, % of all CPU time of the machine
 QUIET_WINDOW_S = 0.5  # the window `wait_quiet` measures the others over
 
@@ -83,10 +83,18 @@ def snapshot(read=_read):
     return Snapshot(time.monotonic(), stat, load, _cpu_s(resource.RUSAGE_SELF), _cpu_s(resource.RUSAGE_CHILDREN))
 
 
-def is_disturbed(others_cpu_s, wall_s, steal_pct):
-    """THE rule: others used more than OTHERS_CPUS on average over the run (beyond SLACK_S),
-    or steal exceeded STEAL_PCT % of the machine."""
-    return (others_cpu_s > OTHERS_CPUS * max(wall_s, 0.0) + SLACK_S) or steal_pct > STEAL_PCT
+def slack_s(cpus, hz=100):
+    """What others' CPU time may be off by without anyone disturbing: SLACK_S plus three
+    standard deviations of /proc/stat's rounding. Each CPU's busy time advances a tick at a
+    time, so at either end of the run up to a tick per CPU is not counted yet: the
+    difference is off by up to a tick per CPU, sd sqrt(cpus / 3) ticks (2 CPUs: 8 ms)."""
+    return SLACK_S + 3 * (max(cpus, 1) / 3) ** 0.5 / hz
+
+
+def is_disturbed(others_cpu_s, wall_s, steal_pct, cpus=1, hz=100):
+    """THE rule: others used more than OTHERS_CPUS on average over the run (beyond
+    slack_s), or steal exceeded STEAL_PCT % of the machine."""
+    return (others_cpu_s > OTHERS_CPUS * max(wall_s, 0.0) + slack_s(cpus, hz)) or steal_pct > STEAL_PCT
 
 
 def figures(before, after, hz=None):
@@ -102,7 +110,7 @@ def figures(before, after, hz=None):
     wall = after.t - before.t
     return {"load_start": before.load, "load_end": after.load, "steal_pct": round(steal_pct, 3),
             "others_cpu_s": round(others, 4), "own_cpu_s": round(own, 4), "cpus": s1.cpus,
-            "busy": int(is_disturbed(others, wall, steal_pct)), "wall_s": round(wall, 4)}
+            "busy": int(is_disturbed(others, wall, steal_pct, s1.cpus, hz)), "wall_s": round(wall, 4)}
 
 
 def wait_quiet(limit_s, window_s=QUIET_WINDOW_S, take=snapshot, sleep=time.sleep, clock=time.monotonic):
