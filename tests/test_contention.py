@@ -287,7 +287,7 @@ def _study(tmp_path, name, reps, extra=""):
     from nearmetal.study.executor import Executor
 
     text = (STUDY.replace('name = "s"', f'name = "{name}"').replace("repetitions = 3", f"repetitions = {reps}")
-            .format(extra=extra).replace('name = "b"', 'name = "b"\nargs = ["-m", "8:8", "-i", "2000"]'))
+            .format(extra=extra).replace('name = "b"', 'name = "b"\nargs = ["-m", "8:8", "-i", "200"]'))
     cfg = config_mod.parse(text, source=f"{name}.toml")
     store, sid, _ = runner.prepare(cfg, text, tmp_path / f"{name}.db", resume=False, say=lambda m: None)
     with store:
