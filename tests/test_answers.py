@@ -113,8 +113,9 @@ def test_a_noisy_baseline_is_undecided_and_says_how_noisy():
     assert 15 < noisy["noise_pct"] < 40  # the baseline's coefficient of variation, ~25%
     text = a["headline"][0]
     assert re.fullmatch(r"Bind mode on Charliecloud \(Open MPI\): could not be resolved better than ±\d+(\.\d)?% on "
-                        r"latency with 6 repetitions: the baseline's own run-to-run noise there is ±\d+% \(geometric-mean cost ratio "
-                        r"\d\.\d{3} \[\d\.\d{3}–\d\.\d{3}\] over all 3 points\)\.", text), text
+                        r"latency with 6 repetitions: the baseline's own run-to-run noise there is ±\d+% "
+                        r"\(geometric-mean cost ratio \d\.\d{3} \[\d\.\d{3}–\d\.\d{3}\] over all 3 points\)\.",
+                        text), text
 
 
 @pytest.mark.unit
@@ -128,7 +129,8 @@ def test_a_quiet_benchmark_beside_a_noisy_one():
     a = answers(quiet)
     text = a["headline"][0]
     assert "no measurable cost on bandwidth; could not be resolved better than ±" in text, text
-    assert "on latency with 5 repetitions: the baseline's own run-to-run noise there is ±" in text and "; overall " in text, text
+    assert "on latency with 5 repetitions: the baseline's own run-to-run noise there is ±" in text, text
+    assert "; overall " in text, text
 
 
 @pytest.mark.unit
@@ -193,7 +195,8 @@ def test_named_variants_keep_their_names_and_say_their_baseline():
     assert [v["variant"] for v in a["by_variant"]] == ["second", "tcp"]
     assert a["headline"][0].startswith("second vs first: no measurable cost — equivalent within ±")
     assert re.fullmatch(r"tcp vs first: latency \+(29|30)\.\d% \[\+\d\d\.\d to \+\d\d\.\d%\] \(geometric-mean cost "
-                        r"ratio 1\.(29|30)\d \[1\.\d{3}–1\.\d{3}\] over all 8 points\)\.", a["headline"][1]), a["headline"]
+                        r"ratio 1\.(29|30)\d \[1\.\d{3}–1\.\d{3}\] over all 8 points\)\.", a["headline"][1]), \
+        a["headline"]
 
 
 @pytest.mark.unit
@@ -207,6 +210,22 @@ def test_imported_summary_rows_are_left_out_and_said():
     assert a["by_variant"] == [] and a["by_benchmark"] == []
     assert a["headline"] == ["Bind mode on Charliecloud (Open MPI): none of its 3 compared points could be aggregated "
                              "(3 with imported summary rows without repetitions); see the per-point verdicts."]
+
+
+@pytest.mark.unit
+def test_imported_variants_keep_their_names():
+    """Imported results put the variant's name in `mode` (no MPI): the name as given, not 'Bind mode'."""
+    dims = {"runtime": None, "mpi": None, "image": None}
+    data = build([latency(n=2)], [({"name": "bind", "mode": "bind", **dims}, 1.0)],
+                 base={"name": "bare-metal", "mode": "bare-metal", **dims})
+    for p in data["points"]:  # single runs, variants as the importer stores them (no name)
+        p.update(values=p["values"][:1], blocks=p["blocks"][:1], variant_dims=dict(p["variant_dims"]))
+        p["variant_dims"].pop("name")
+    for v in data["variants"]:
+        v.pop("name")
+    a = answers(data)
+    assert a["headline"] == ["bind vs bare-metal: none of its 2 compared points could be aggregated (2 with fewer "
+                             "than 2 repetitions shared with the baseline); see the per-point verdicts."]
 
 
 @pytest.mark.unit

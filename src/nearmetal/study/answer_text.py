@@ -96,8 +96,8 @@ def _and(items):
 
 
 def left_out_words(why):
-    words = {"summary": "imported summary rows without repetitions", "unpaired": "fewer than 2 shared blocks",
-             "not_positive": "values ≤ 0"}
+    words = {"summary": "imported summary rows without repetitions",
+             "unpaired": "fewer than 2 repetitions shared with the baseline", "not_positive": "values ≤ 0"}
     return ", ".join(f"{n} with {words.get(k, k)}" for k, n in why.items())
 
 
@@ -191,7 +191,7 @@ def variant_words(analysis, vmeta):
     out = {}
     for vid in ids:
         d = dims.get(vid) or {}
-        if d.get("name") or d.get("mode") not in MODE_WORDS:
+        if d.get("name") or d.get("mode") not in MODE_WORDS or not d.get("mpi"):  # named, or imported
             out[vid] = str(d.get("name") or vid)
             continue
         s = MODE_WORDS[d["mode"]]
