@@ -42,16 +42,18 @@ def _noise_words(pct):
 
 
 def _ratio_words(e, alpha):
-    s = f"geometric-mean cost ratio {_ratio(e['cost_ratio'])}"
+    d = _ratio_decimals(max(e["cost_ratio"], e["ci_high"] or 0))
+    s = f"geometric-mean cost ratio {e['cost_ratio']:.{d}f}"
     if e["ci_low"] is not None:
-        s += f" [{_ratio(e['ci_low'])}–{_ratio(e['ci_high'])}"
+        s += f" [{e['ci_low']:.{d}f}–{e['ci_high']:.{d}f}"
         s += "]" if abs(alpha - ALPHA) < 1e-12 else f", {(1 - alpha) * 100:.4g}% CI]"
     n = e["n_points"]
     return s + (" at its only point" if n == 1 else f" over all {n} points")
 
 
-def _ratio(r):
-    return f"{r:.3f}" if r < 10 else f"{r:.1f}"
+def _ratio_decimals(largest):
+    """One format for a ratio and its interval: 1.003 [0.995–1.012], 33.8 [7.2–45.9]."""
+    return 3 if largest < 10 else 1 if largest < 1000 else 0
 
 
 def _duration(seconds):
