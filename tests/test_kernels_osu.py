@@ -9,6 +9,7 @@ Iteration counts are tiny (-i/-x): these tests check behaviour, never timings.
 
 import json
 import re
+import time
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -258,6 +259,37 @@ def test_corrupted_buffer_fails(kernel, site, family, host_mpis):
     assert not [l for l in out.stdout.splitlines() if l.strip() and not l.startswith("#")], out.stdout
 
 
+# ------------------------------------------------------------------ the warm-up time floor
+
+FLOOR_FAMILY = {"latency": "mpich", "bw": "openmpi", "bibw": "mpich", "allgather": "openmpi",
+                "alltoall": "mpich", "allreduce": "openmpi", "bcast": "mpich", "barrier": "openmpi"}
+
+
+@pytest.mark.parametrize("kernel", list(FLOOR_FAMILY))
+def test_warmup_floor_once_per_run(kernel, host_mpis):
+    """Without -x, the run's first size warms up for at least the floor (NM_OSU_WARMUP_MS=3000
+    here), later sizes only for OSU's count: the run lasts at least 3 s, but far less than
+    3 s per size (3 to 8 sizes); the output keeps OSU's layout and the data its checks."""
+    family = FLOOR_FAMILY[kernel]
+    kargs = (size_args(kernel) if kernel != "barrier" else []) + ["-i", "2"]
+    t0 = time.monotonic()
+    out = nearmetal("bench", kernel, "--mpi", family, "--env", "NM_OSU_WARMUP_MS=3000", "--", *kargs, timeout=300)
+    wall = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr
+    rows = check_layout(kernel, out.stdout, full=False)
+    if kernel != "barrier":
+        assert [int(r.split()[0]) for r in rows] == expected_sizes(kernel, *RANGES[kernel])
+    assert 3.0 <= wall < 9.0, wall
+
+
+@pytest.mark.parametrize("kernel, family", [("latency", "openmpi"), ("allreduce", "mpich")])
+def test_warmup_x_is_osus_count_and_no_floor(kernel, family, host_mpis):
+    """-x N: exactly N warm-up iterations per size, as OSU; the floor (an hour here) is off."""
+    out = nearmetal("bench", kernel, "--mpi", family, "--env", "NM_OSU_WARMUP_MS=3600000", "--",
+                    *size_args(kernel), *FAST, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
 # ------------------------------------------------------------------ refusals and usage
 
 
@@ -292,6 +324,7 @@ def test_help(host_mpis):
     out = nearmetal("run", "--mpi", "openmpi", "--", "nm-allreduce", "-h", timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: nm-allreduce") and "-m [MIN:]MAX" in out.stdout and "-f " in out.stdout
+    assert "without -x the first size warms up for at least 200 ms too" in out.stdout
     assert out.stdout.count("usage:") == 1, "only rank 0 prints the help"
 
 

@@ -37,6 +37,8 @@ int main(int argc, char **argv)
                 bad = nm_osu_verify(&o, r + (long)j * size, size, size, nm_osu_seed(j, -1, size), i, 0);
             if (i >= skip)
                 timer += t_stop - t_start;
+            if (i + 1 == skip)  /* the first size's warm-up time floor */
+                skip = nm_osu_warmup(&o, skip);
         }
         nm_osu_corrupt(r, size * n, NM_OSU_SITE_FULL, victim);
         for (int j = 0; j < n && !bad; j++)

@@ -77,6 +77,8 @@ int main(int argc, char **argv)
                 bad = nm_allreduce_check(&o, r, count, size, i, total, 0);
             if (i >= skip)
                 timer += t_stop - t_start;
+            if (i + 1 == skip)  /* the first size's warm-up time floor */
+                skip = nm_osu_warmup(&o, skip);
         }
         nm_osu_corrupt(r, size, NM_OSU_SITE_FULL, victim);
         if (!bad)

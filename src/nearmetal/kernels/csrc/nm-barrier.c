@@ -28,7 +28,8 @@ int main(int argc, char **argv)
     const int victim = 0;  /* rank 0 receives the tokens */
     nm_osu_header(&o, NULL);
 
-    long iters = o.iters, skip = o.skip;
+    long iters, skip;
+    nm_osu_iters(&o, 0, &iters, &skip);
     double timer = 0.0, t_start, t_stop;
     MPI_Barrier(MPI_COMM_WORLD);
     for (long i = 0; i < iters + skip; i++) {
@@ -37,6 +38,8 @@ int main(int argc, char **argv)
         t_stop = MPI_Wtime();
         if (i >= skip)
             timer += t_stop - t_start;
+        if (i + 1 == skip)  /* the warm-up time floor */
+            skip = nm_osu_warmup(&o, skip);
     }
 
     int bad = 0;

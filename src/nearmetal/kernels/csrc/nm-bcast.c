@@ -43,6 +43,8 @@ int main(int argc, char **argv)
             }
             if (i >= skip)
                 timer += t_stop - t_start;
+            if (i + 1 == skip)  /* the first size's warm-up time floor */
+                skip = nm_osu_warmup(&o, skip);
         }
         if (rank != root) {
             nm_osu_corrupt(buf, size, NM_OSU_SITE_FULL, victim);

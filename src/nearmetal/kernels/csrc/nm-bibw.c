@@ -56,6 +56,8 @@ int main(int argc, char **argv)
             nm_osu_corrupt(r, size, NM_OSU_SITE_MESSAGE, victim);
             if (!bad)
                 bad = nm_osu_verify(&o, r, size, size, peer_seed, i, 0);
+            if (i + 1 == skip)  /* the first size's warm-up time floor */
+                skip = nm_osu_warmup(&o, skip);
         }
         nm_osu_corrupt(r, size, NM_OSU_SITE_FULL, victim);
         if (!bad)

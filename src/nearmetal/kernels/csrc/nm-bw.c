@@ -62,6 +62,8 @@ int main(int argc, char **argv)
                 ack = (int)(i & 0x7fffffff);
                 MPI_Send(&ack, 4, MPI_CHAR, 0, 101, MPI_COMM_WORLD);
             }
+            if (i + 1 == skip)  /* the first size's warm-up time floor */
+                skip = nm_osu_warmup(&o, skip);
         }
         if (rank == 1) {
             nm_osu_corrupt(r, size, NM_OSU_SITE_FULL, victim);

@@ -45,6 +45,8 @@ int main(int argc, char **argv)
                 bad = nm_osu_verify(&o, r, size, size, peer_seed, i, 0);
             if (rank == 1)
                 MPI_Send(s, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+            if (i + 1 == skip)  /* the first size's warm-up time floor */
+                skip = nm_osu_warmup(&o, skip);
         }
         /* The last message of this size, every byte (after the timed loop). */
         nm_osu_corrupt(r, size, NM_OSU_SITE_FULL, victim);

@@ -15,6 +15,10 @@ void nm_osu_defaults(struct nm_osu_opts *o, const char *prog, const char *title,
     o->title = title;
     o->kind = kind;
     o->window = NM_OSU_WINDOW;
+    o->warm_min = NM_OSU_WARMUP_MIN_S;
+    const char *ms = getenv("NM_OSU_WARMUP_MS");
+    if (ms && nm_osu_number(ms) >= 0)
+        o->warm_min = (double)nm_osu_number(ms) / 1e3;
     MPI_Comm_rank(MPI_COMM_WORLD, &o->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &o->nranks);
     switch (kind) {
@@ -44,15 +48,17 @@ static void nm_osu_usage(const struct nm_osu_opts *cur, FILE *f)
     fprintf(f, "options:\n");
     if (o->kind == NM_OSU_BARRIER) {
         fprintf(f, "  -i ITER       timed iterations (default %ld)\n", o->iters);
-        fprintf(f, "  -x WARMUP     untimed warm-up iterations (default %ld)\n", o->skip);
+        fprintf(f, "  -x WARMUP     untimed warm-up iterations (default %ld; without -x also at least %.0f ms)\n",
+                o->skip, o->warm_min * 1e3);
     } else {
         fprintf(f, "  -m [MIN:]MAX  message sizes in bytes: MIN (default %ld), then doubling up to MAX (default %ld);\n"
                    "                -m MIN: sets only MIN, -m :MAX or -m MAX only MAX\n",
                 o->min_size, o->max_size);
         fprintf(f, "  -i ITER       timed iterations per size (default %ld, %ld above %ld bytes)\n",
                 o->iters, o->iters_large, NM_OSU_LARGE_MESSAGE_SIZE);
-        fprintf(f, "  -x WARMUP     untimed warm-up iterations per size (default %ld, %ld above %ld bytes)\n",
-                o->skip, o->skip_large, NM_OSU_LARGE_MESSAGE_SIZE);
+        fprintf(f, "  -x WARMUP     untimed warm-up iterations per size (default %ld, %ld above %ld bytes);\n"
+                   "                without -x the first size warms up for at least %.0f ms too\n",
+                o->skip, o->skip_large, NM_OSU_LARGE_MESSAGE_SIZE, o->warm_min * 1e3);
     }
     if (o->kind == NM_OSU_BW)
         fprintf(f, "  -W WINDOW     messages in flight per iteration (default %d)\n", NM_OSU_WINDOW);
@@ -161,6 +167,7 @@ int nm_osu_options(int argc, char **argv, struct nm_osu_opts *o)
             if (v < 0 || v > 1000000000L)
                 return nm_osu_bad_usage(o, "invalid warm-up count", opt, optarg);
             o->skip = o->skip_large = v;    /* as OSU: -x sets both */
+            o->warm_min = 0.0;              /* and the warm-up is exactly OSU's: no time floor */
             break;
         case 'W':
             v = nm_osu_number(optarg);
@@ -237,11 +244,38 @@ long nm_osu_next_size(long size)
     return size ? size * 2 : 1;
 }
 
-void nm_osu_iters(const struct nm_osu_opts *o, long size, long *iters, long *skip)
+void nm_osu_iters(struct nm_osu_opts *o, long size, long *iters, long *skip)
 {
     int large = size > NM_OSU_LARGE_MESSAGE_SIZE;
     *iters = large ? o->iters_large : o->iters;
     *skip = large ? o->skip_large : o->skip;
+    if (o->warm_min > 0 && o->warm_t0 == 0.0)
+        o->warm_t0 = MPI_Wtime();
+}
+
+long nm_osu_warmup(struct nm_osu_opts *o, long skip)
+{
+    if (o->warm_min <= 0)
+        return skip;
+    long extra = 0;
+    if (o->rank == 0) {
+        double elapsed = MPI_Wtime() - o->warm_t0;
+        if (elapsed < o->warm_min) {
+            /* Iterations for half the time left at the pace so far, at most 8 times as many
+             * as so far: the floor is approached without overshooting it when the pace
+             * changes (noise, or cold first iterations), in a few dozen calls at most. */
+            double per = skip > 0 ? elapsed / (double)skip : 0.0;
+            double need = per > 0 ? (o->warm_min - elapsed) / per / 2.0 + 1.0 : 1.0;
+            double cap = 8.0 * (double)skip + 8.0;
+            extra = (long)(need < cap ? need : cap);
+            if (extra < 1)
+                extra = 1;
+        }
+    }
+    MPI_Bcast(&extra, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    if (extra == 0)
+        o->warm_min = 0.0;  /* warm: later sizes get OSU's count only, and no more broadcasts */
+    return skip + extra;
 }
 
 void nm_osu_header(const struct nm_osu_opts *o, const char *datatype)
@@ -433,4 +467,6 @@ void nm_osu_init(int *argc, char ***argv, struct nm_osu_opts *o, const char *pro
     if (rc >= 0)
         nm_osu_exit(rc);
     nm_osu_require_ranks(o, min_ranks, max_ranks);
+    /* Every rank follows rank 0's floor (nm_osu_warmup is collective while it is pending). */
+    MPI_Bcast(&o->warm_min, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 }

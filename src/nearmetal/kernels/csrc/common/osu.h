@@ -17,6 +17,9 @@
 #define NM_OSU_MAX_MSG_COLL (1L << 20)   /* 1 MiB */
 #define NM_OSU_MAX_MSG_LIMIT (1L << 30)  /* what -m accepts at most */
 #define NM_OSU_WINDOW 64
+/* Warm-up time floor (see nm_osu_warmup): the run's first size warms up for at least this
+ * long unless -x was given; NM_OSU_WARMUP_MS in rank 0's environment overrides it (0: none). */
+#define NM_OSU_WARMUP_MIN_S 0.2
 
 enum nm_osu_kind {
     NM_OSU_LAT,     /* pt2pt latency: sizes from 0, 10000/100 and 1000/10 iterations */
@@ -36,6 +39,8 @@ struct nm_osu_opts {
     long iters, iters_large, skip, skip_large;
     int full;           /* -f (collectives): min, max, iterations columns */
     int window;         /* -W (bandwidth) */
+    double warm_min;    /* warm-up time floor of the run's first size, seconds; 0: none (-x given, or done) */
+    double warm_t0;     /* MPI_Wtime when the first size's warm-up began */
     int rank, nranks;
 };
 
@@ -59,8 +64,19 @@ void *nm_osu_alloc(long n);
 
 /* Sizes: min, then doubling (0 -> 1), as OSU's loop. */
 long nm_osu_next_size(long size);
-/* Iterations and warm-up for a size (OSU: the large values above LARGE_MESSAGE_SIZE). */
-void nm_osu_iters(const struct nm_osu_opts *o, long size, long *iters, long *skip);
+/* Iterations and warm-up for a size (OSU: the large values above LARGE_MESSAGE_SIZE); the
+ * first call also starts the clock of the warm-up time floor. */
+void nm_osu_iters(struct nm_osu_opts *o, long size, long *iters, long *skip);
+/* The warm-up time floor. OSU warms up every size with a fixed count of iterations, which a
+ * full sweep can afford (the smaller sizes before a size warm the process up for it) but a
+ * run restricted to one size cannot: it reads lower than the same size in a full sweep. So,
+ * unless -x was given (then the warm-up is exactly OSU's), the run's first size goes on
+ * warming up past its iterations until warm_min seconds have passed since its first warm-up
+ * iteration; later sizes get OSU's count only. Every rank calls it right after the last
+ * warm-up iteration (i + 1 == skip) and continues with the count it returns:
+ *     if (i + 1 == skip) skip = nm_osu_warmup(&o, skip);
+ * Collective (one MPI_Bcast of rank 0's decision) while the floor is pending, then free. */
+long nm_osu_warmup(struct nm_osu_opts *o, long skip);
 
 /* Output, rank 0 only (the functions check). */
 void nm_osu_header(const struct nm_osu_opts *o, const char *datatype);
