@@ -181,3 +181,16 @@ kernel = "latency"
     assert said == ["after 5 blocks: 2 cells still open; blocks 6-8 for them (6 runs)"]
     assert runner.extend(cfg, store, study_id, say=said.append) == 0  # runs still planned: nothing more
     store.close()
+
+
+def test_piped_output_shows_progress_lines(tmp_path, host_mpis):
+    """A study whose output is not a terminal (CI logs) prints plain progress lines now and
+    then — runs done, failures, time — instead of a bar nobody sees."""
+    f = tmp_path / "p.toml"
+    f.write_text('[study]\nname = "piped"\nrepetitions = 3\nwarmup = 0\n[matrix]\nmode = ["native"]\n'
+                 'mpi = ["mpich"]\n[[benchmark]]\nkernel = "mpi-info"\n')
+    out = nearmetal("study", f, "--db", tmp_path / "p.db", "--out", tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [l for l in out.stderr.splitlines() if l.startswith("piped: ")]
+    assert lines[-1].startswith("piped: 3/3 runs, 0 failed, ") and len(lines) == 3, out.stderr
+    assert "about" in lines[0] and "to go" in lines[0]

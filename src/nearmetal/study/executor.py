@@ -208,7 +208,9 @@ class Executor:
         if not pending:
             return 0, 0
         bar = None
-        if self.progress:
+        if self.progress and self.console is not None and not self.console.is_terminal:
+            bar = _PlainProgress(self.config.study.name, len(pending), self.console)
+        elif self.progress:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -222,8 +224,36 @@ class Executor:
                 done += 1
                 failed += status != "ok"
                 if bar:
-                    bar.update(task, advance=1, failed=failed)
+                    bar.update(task if not isinstance(bar, _PlainProgress) else None, advance=1, failed=failed)
         finally:
             if bar:
                 bar.stop()
         return done, failed
+
+
+class _PlainProgress:
+    """Progress for output that is not a terminal (CI logs, batch jobs): a line now and then
+    (every tenth of the runs, at most every 30 s, and at the end) instead of a bar that
+    redraws invisibly and shows nothing for minutes."""
+
+    EVERY_S = 30.0
+
+    def __init__(self, name, total, console):
+        self.name, self.total, self.console = name, total, console
+        self.done = 0
+        self.t0 = self.last = time.monotonic()
+        self.step = max(1, total // 10)
+
+    def update(self, task, advance, failed):
+        self.done += advance
+        now = time.monotonic()
+        if self.done % self.step and now - self.last < self.EVERY_S and self.done != self.total:
+            return
+        self.last = now
+        elapsed = now - self.t0
+        eta = elapsed / self.done * (self.total - self.done)
+        self.console.print(f"{self.name}: {self.done}/{self.total} runs, {failed} failed, {elapsed:.0f} s elapsed"
+                           + (f", about {eta:.0f} s to go" if self.done < self.total else ""), highlight=False)
+
+    def stop(self):
+        pass
