@@ -12,7 +12,9 @@ temporary prefix and started with `nearmetal run --mpi F -n 2 -- PATH ...` (nati
 
 The ratio restricted/full is what the floor is for: 1.00 = a restricted run reads like the
 same size in a full sweep (bandwidth: < 1 means the restricted run reads lower; latency:
-> 1 means it reads slower).
+> 1 means it reads slower). "ratio" is the ratio of the two medians; "paired" the median of
+the per-repetition ratios, which cancels machine states that last a repetition or longer
+(a shared machine's latency can be bimodal, e.g. 0.18 or 0.68 us for minutes at a time).
 
 usage: bench/osu_warmup.py [--repetitions 10] [--mpi openmpi,mpich] [--tests bw,bibw,latency]
        [--before REV] [--floors MS,...] [--seed N] [--out DIR]
@@ -139,8 +141,8 @@ def main():
 
     print(f"\nOSU-compatible kernels, native, 2 ranks, {a.repetitions} interleaved repetitions (seed {seed});"
           f" before = {before}")
-    print(f"{'MPI':8s} {'test':16s} {'build':12s} {'restricted':>22s} {'full sweep':>22s} {'restr/full':>10s}"
-          f" {'wall restr':>10s}")
+    print(f"{'MPI':8s} {'test':16s} {'build':12s} {'restricted':>22s} {'full sweep':>22s} {'ratio':>6s}"
+          f" {'paired':>6s} {'wall restr':>10s}")
     for family in families:
         for test in tests:
             _, size, unit, _ = TESTS[test]
@@ -150,9 +152,13 @@ def main():
                     vals = [r["value"] for r in sel(mpi=family, build=b, test=test, mode=mode)]
                     cells.append((statistics.median(vals), min(vals), max(vals)))
                 wall = statistics.median(r["wall_s"] for r in sel(mpi=family, build=b, test=test, mode="restricted"))
+                by_rep = {}
+                for r in sel(mpi=family, build=b, test=test):
+                    by_rep.setdefault(r["repetition"], {})[r["mode"]] = r["value"]
+                paired = statistics.median(v["restricted"] / v["full"] for v in by_rep.values())
                 fmt = "{:9.2f} ({:.0f}-{:.0f})" if unit == "MB/s" else "{:9.2f} ({:.2f}-{:.2f})"
                 print(f"{family:8s} {test + ' ' + str(size) + ' B':16s} {b:12s} {fmt.format(*cells[0]):>22s} "
-                      f"{fmt.format(*cells[1]):>22s} {cells[0][0] / cells[1][0]:10.3f} {wall:9.2f}s")
+                      f"{fmt.format(*cells[1]):>22s} {cells[0][0] / cells[1][0]:6.3f} {paired:6.3f} {wall:9.2f}s")
     print(f"\n(bandwidth in MB/s, latency in us: median (min-max)); raw runs: {out / 'osu_warmup.json'}")
 
 
