@@ -93,6 +93,16 @@ def local_slurm_env(tmp_path_factory, nodes):
 # everything not marked unit is `integration` (pytest -m integration, or -m "not unit").
 # docs/testing.md describes both.
 
+def pytest_sessionstart(session):
+    # matplotlib builds its font cache on first import, running `fc-list`: on a fresh
+    # machine that would count as a process started by whichever unit test first draws a
+    # figure. Build it here, before any test's guard is in place.
+    try:
+        import matplotlib.font_manager  # noqa: F401
+    except ImportError:
+        pass
+
+
 def pytest_collection_modifyitems(config, items):
     integration = pytest.mark.integration
     for item in items:
