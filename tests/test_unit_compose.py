@@ -45,7 +45,7 @@ MPIS = {
 }
 
 # Binaries the fake PATH has: the runtimes and Slurm's client.
-ON_PATH = {"ch-run", "bwrap", "podman", "srun", "scontrol"}
+ON_PATH = {"ch-run", "bwrap", "podman", "apptainer", "srun", "scontrol"}
 # What `srun --mpi=list` offers on the fake Slurm.
 SLURM_PLUGINS = ["cray_shasta", "none", "pmi2", "pmix", "pmix_v4"]
 
@@ -168,6 +168,13 @@ MPICH = "/opt/nearmetal/mpich/bin/nm-mpi-info"
 # Open MPI's vader BTL without CMA in separate namespaces only.
 UCX_LINK, UCX_TLS = "UCX_POSIX_USE_PROC_LINK=n", "UCX_TLS=posix,sysv,self,rc,ud,dc"
 VADER = "OMPI_MCA_btl_vader_single_copy_mechanism=none"
+# Apptainer: one `apptainer exec` per rank, /tmp and /dev/shm bound; the ranks' variables go in as
+# APPTAINERENV_* set by the launcher per rank (an --env value would be split at commas). As a
+# non-root user (this fixture) each rank is in its own user namespace: the cross-namespace settings.
+APPT = "/usr/bin/apptainer exec --bind /tmp --bind /dev/shm"
+A_VADER = "APPTAINERENV_OMPI_MCA_btl_vader_single_copy_mechanism"
+A_UCX_LINK, A_UCX_TLS, A_LDP = ("APPTAINERENV_UCX_POSIX_USE_PROC_LINK", "APPTAINERENV_UCX_TLS",
+                               "APPTAINERENV_LD_LIBRARY_PATH")
 
 # (scheduler, family, mode, runtime): (launcher argv, environment delta). -n 2, 4 cores,
 # one thread; locally the ranks of a node share one ch-run container (--join: Open MPI's
@@ -266,6 +273,35 @@ MATRIX = {
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {PODMAN} -v /stage/mpich-k:/nm/host-mpi:ro "
          f"-e LD_LIBRARY_PATH=/nm/host-mpi/lib -e OMP_NUM_THREADS=1 -e {UCX_LINK} -e {UCX_TLS} "
          f"localhost/nearmetal-nm-test:latest {MPICH}", PODMAN_ENV),
+    # --- apptainer
+    ("local", "openmpi", "hybrid", "apptainer"):
+        (f"/usr/bin/mpirun.openmpi -np 2 -x APPTAINERENV_OMP_NUM_THREADS=1 -x {A_VADER}=none "
+         f"{APPT} /img/nm-test/rootfs {OMPI}", {}),
+    ("local", "openmpi", "bind", "apptainer"):
+        (f"/usr/bin/mpirun.openmpi -np 2 -x {A_LDP}=/nm/host-mpi/lib -x APPTAINERENV_OMP_NUM_THREADS=1 "
+         f"-x {A_VADER}=none {APPT} --bind /stage/openmpi-k:/nm/host-mpi:ro /img/nm-test/rootfs {OMPI}", {}),
+    ("local", "mpich", "hybrid", "apptainer"):
+        (f"/usr/bin/mpiexec.hydra -n 2 -genv APPTAINERENV_OMP_NUM_THREADS 1 -genv {A_UCX_LINK} n "
+         f"-genv {A_UCX_TLS} posix,sysv,self,rc,ud,dc {APPT} /img/nm-test/rootfs {MPICH}", {}),
+    ("local", "mpich", "bind", "apptainer"):
+        (f"/usr/bin/mpiexec.hydra -n 2 -genv {A_LDP} /nm/host-mpi/lib -genv APPTAINERENV_OMP_NUM_THREADS 1 "
+         f"-genv {A_UCX_LINK} n -genv {A_UCX_TLS} posix,sysv,self,rc,ud,dc "
+         f"{APPT} --bind /stage/mpich-k:/nm/host-mpi:ro /img/nm-test/rootfs {MPICH}", {}),
+    ("slurm", "openmpi", "hybrid", "apptainer"):
+        (f"/usr/bin/srun --mpi=pmix --kill-on-bad-exit=1 -n 2 {APPT} /img/nm-test/rootfs {OMPI}",
+         {"APPTAINERENV_OMP_NUM_THREADS": "1", A_VADER: "none"}),
+    ("slurm", "openmpi", "bind", "apptainer"):
+        (f"/usr/bin/srun --mpi=pmix --kill-on-bad-exit=1 -n 2 {APPT} --bind /stage/openmpi-k:/nm/host-mpi:ro "
+         f"/img/nm-test/rootfs {OMPI}",
+         {A_LDP: "/nm/host-mpi/lib", "APPTAINERENV_OMP_NUM_THREADS": "1", A_VADER: "none"}),
+    ("slurm", "mpich", "hybrid", "apptainer"):
+        (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {APPT} /img/nm-test/rootfs {MPICH}",
+         {"APPTAINERENV_OMP_NUM_THREADS": "1", A_UCX_LINK: "n", A_UCX_TLS: "posix,sysv,self,rc,ud,dc"}),
+    ("slurm", "mpich", "bind", "apptainer"):
+        (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {APPT} --bind /stage/mpich-k:/nm/host-mpi:ro "
+         f"/img/nm-test/rootfs {MPICH}",
+         {A_LDP: "/nm/host-mpi/lib", "APPTAINERENV_OMP_NUM_THREADS": "1", A_UCX_LINK: "n",
+          A_UCX_TLS: "posix,sysv,self,rc,ud,dc"}),
 }
 
 

@@ -116,7 +116,7 @@ def test_first_names_missing_from_the_package_are_left_out(fake_package):
 # -- the real registries ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("package, kind, first, expected", [
-    ("nearmetal.runtimes", "runtime", ("charliecloud", "bwrap", "podman"), ("charliecloud", "bwrap", "podman")),
+    ("nearmetal.runtimes", "runtime", ("charliecloud", "bwrap", "podman"), ("charliecloud", "bwrap", "podman", "apptainer")),
     ("nearmetal.launchers", "launcher", ("mpirun", "hydra", "srun"), ("mpirun", "hydra", "srun")),
     ("nearmetal.schedulers", "scheduler", ("local", "slurm"), ("local", "slurm")),
     ("nearmetal.families", "MPI", ("openmpi", "mpich"), ("openmpi", "mpich")),
@@ -142,12 +142,12 @@ def test_real_registries_defaults_and_lookups():
 
 
 @pytest.mark.parametrize("get, name, message", [
-    (runtimes.get, "singularity", "unknown runtime 'singularity' (choose from: charliecloud, bwrap, podman)"),
+    (runtimes.get, "sarus", "unknown runtime 'sarus' (choose from: charliecloud, bwrap, podman, apptainer)"),
     (schedulers.get, "pbs", "unknown scheduler 'pbs' (choose from: local, slurm)"),
     (families.get, "lam", "unknown MPI 'lam' (choose from: openmpi, mpich)"),
     (lambda n: launchers.get(n, {}), "aprun", "unknown launcher 'aprun' (choose from: mpirun, hydra, srun)"),
-    (runtimes.get, "base", "unknown runtime 'base' (choose from: charliecloud, bwrap, podman)"),
-    (runtimes.get, "_podman_storage", "unknown runtime '_podman_storage' (choose from: charliecloud, bwrap, podman)"),
+    (runtimes.get, "base", "unknown runtime 'base' (choose from: charliecloud, bwrap, podman, apptainer)"),
+    (runtimes.get, "_podman_storage", "unknown runtime '_podman_storage' (choose from: charliecloud, bwrap, podman, apptainer)"),
 ])
 def test_unknown_backend(get, name, message):
     with pytest.raises(NearmetalError) as e:
@@ -185,7 +185,7 @@ def test_dummy_not_known_without_registration():
 
 
 def test_dummy_runtime_is_listed(dummy_runtime):
-    assert runtimes.names() == ("charliecloud", "bwrap", "podman", "dummy")
+    assert runtimes.names() == ("charliecloud", "bwrap", "podman", "apptainer", "dummy")
     assert runtimes.get("dummy").name == "dummy"
 
 
@@ -236,7 +236,7 @@ def test_unregistered_runtime_in_a_study_file_names_the_choices():
     with pytest.raises(NearmetalError) as e:
         parse(STUDY.format(runtime="dummy"), source="s.toml")
     assert str(e.value).startswith("s.toml: matrix.runtime[0]: ")
-    assert "'charliecloud', 'bwrap' or 'podman'" in str(e.value) and "'dummy'" in str(e.value)
+    assert "'charliecloud', 'bwrap', 'podman' or 'apptainer'" in str(e.value) and "'dummy'" in str(e.value)
 
 
 IO_STUDY = """\

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.unit
 
 @pytest.mark.parametrize("kw, message", [
     (dict(mpi="lam"), "unknown MPI 'lam' (choose from: openmpi, mpich)"),
-    (dict(mode="hybrid", runtime="singularity"), "unknown runtime 'singularity' (choose from: charliecloud, bwrap, podman)"),
+    (dict(mode="hybrid", runtime="sarus"), "unknown runtime 'sarus' (choose from: charliecloud, bwrap, podman, apptainer)"),
     (dict(scheduler="pbs"), "unknown scheduler 'pbs' (choose from: local, slurm)"),
-    (dict(mode="bind", runtime="Podman"), "unknown runtime 'Podman' (choose from: charliecloud, bwrap, podman)"),
+    (dict(mode="bind", runtime="Podman"), "unknown runtime 'Podman' (choose from: charliecloud, bwrap, podman, apptainer)"),
     (dict(mpi="OpenMPI"), "unknown MPI 'OpenMPI' (choose from: openmpi, mpich)"),
 ])
 def test_unknown_names_are_one_line_errors_naming_the_choices(kw, message):

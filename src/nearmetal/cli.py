@@ -24,7 +24,7 @@ def cmd_run(args):
     req = RunRequest(first[0], first[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
-                     slurm=_slurm_options(args), workdir=args.workdir)
+                     slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args)
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     p = plan(req, more)
     scheduler = schedulers.get(req.scheduler)
@@ -79,7 +79,7 @@ def _component_request(segment, first, index):
                       image=a.image or first.image,
                       mpi=None, ranks=a.ranks, ranks_per_node=None, threads=a.threads or first.threads,
                       env={**first.env, **dict(a.env)}, scheduler=first.scheduler, slurm=first.slurm,
-                      workdir=first.workdir)
+                      workdir=first.workdir, runtime_args=a.runtime_args or first.runtime_args)
 
 
 def cmd_bench(args):
@@ -96,7 +96,8 @@ def cmd_bench(args):
         raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
     req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
-                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir)
+                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     runtime_args=args.runtime_args)
     p = plan(req)
     scheduler = schedulers.get(req.scheduler)
     if args.dry_run:
@@ -318,7 +319,7 @@ class _Args:
 
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
-                   "--workdir": "workdir"}
+                   "--workdir": "workdir", "--runtime-arg": "runtime_args"}
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose"}
 
 
@@ -333,7 +334,7 @@ def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", runtime=_run_choices("runtime")[0], image=None, mpi=None, ranks=2, ranks_per_node=None,
-             threads=1, env=[], workdir=None, dry_run=False, verbose=False, program_argv=[], command="run",
+             threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, program_argv=[], command="run",
              dashes_taken=False)
     i = 0
     while i < len(argv):
@@ -373,6 +374,8 @@ def fast_parse_run(argv):
             if not sep or not k or not k.replace("_", "a").isalnum() or k[0].isdigit():
                 return None
             a["env"].append((k, v))
+        elif key == "runtime_args":
+            a["runtime_args"].append(value)
         else:
             a[key] = value
     return _Args(**a)

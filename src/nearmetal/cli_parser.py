@@ -117,6 +117,9 @@ def _launch_options(r):
     r.add_argument("--env", action="append", type=_env_pair, default=[], metavar="K=V", help="environment for the ranks (repeatable)")
     r.add_argument("--workdir", metavar="DIR", help="the ranks' working directory; containers get it read-write at /nm/work "
                                                     "(default: unchanged)")
+    r.add_argument("--runtime-arg", dest="runtime_args", action="append", default=[], metavar="ARG",
+                   help="an argument for the container runtime, before the image (repeatable; "
+                        "--runtime-arg=--userns for one that starts with '-')")
     r.add_argument("--scheduler", choices=_schedulers(), default=_schedulers()[0],
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")
@@ -203,6 +206,7 @@ def component_parser():
     c.add_argument("--image")
     c.add_argument("--threads", type=_THREADS)
     c.add_argument("--env", action="append", type=_env_pair, default=[])
+    c.add_argument("--runtime-arg", dest="runtime_args", action="append", default=[])
     c.add_argument("program_argv", nargs=argparse.REMAINDER)
     return c
 

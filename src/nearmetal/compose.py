@@ -20,8 +20,10 @@ def compose(components, models, cores, environ, tag):
     total = sum(c.ranks for c in components)
     # What the family's ranks need when they run in containers, and in separate namespaces
     # (MPMD components, or a container per rank where the scheduler places ranks).
+    separate = (len(components) > 1 or scheduler.one_container_per_rank
+                or any(c.runtime.separates_ranks(c.runtime_args) for c in components if c.runtime))
     shared = profile.cross_namespace_env(containers=any(c.in_container for c in components),
-                                         separate_namespaces=len(components) > 1 or scheduler.one_container_per_rank)
+                                         separate_namespaces=separate)
     parts = [_component(c, m, tag if i == 0 else f"{tag}c{i}", total, shared, cores)
              for i, (c, m) in enumerate(zip(components, models))]
     launch_env, notes = {}, []
@@ -73,11 +75,20 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
         if c.workdir:
             mounts.append(Mount(c.workdir, CONTAINER_WORKDIR, readonly=False))
             inner_cwd = CONTAINER_WORKDIR
-        spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, ranks_per_node=peers, tag=tag, use_sqfs=c.use_sqfs, workdir=inner_cwd,
-                        runtime_args=c.runtime_args)
+        share_dev = False
+        if runtime.private_dev_shm(c.runtime_args):
+            # A private /dev/shm per rank: the family's segments go to the shared /tmp,
+            # or, where it cannot move them, the host's /dev comes in.
+            moved = c.profile.shm_in("/tmp")
+            share_dev = moved is None
+            container_env = {**(moved or {}), **container_env}
+        spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, ranks_per_node=peers, tag=tag,
+                        use_sqfs=c.use_sqfs, workdir=inner_cwd, runtime_args=c.runtime_args, use_sif=c.use_sif)
+        spec.share_dev = share_dev
         rank_argv = runtime.wrap(spec)
+        rank_env = runtime.rank_env(spec)
         launch_env.update(runtime.launch_env())
     lreq = LaunchRequest(c.ranks, rank_argv, ranks_per_node=c.ranks_per_node, threads=c.threads, env=rank_env,
                          pmi_port=bool(runtime and runtime.needs_pmi_port), cores=cores)
     lreq.total_ranks = total_ranks
-    return lreq, launch_env, list(model.notes)
+    return lreq, launch_env, list(model.notes) + (runtime.notes(c.runtime_args) if runtime else [])

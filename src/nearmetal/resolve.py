@@ -69,11 +69,11 @@ class Host:
 class Resolved:
     """One component of a launch, resolved: the request's fields plus `mpi` (the host
     installation record), `profile` (its family), `image` (an Image, None natively),
-    `use_sqfs`, `runtime` and `scheduler` (backend instances; runtime None natively).
+    `use_sqfs`/`use_sif` (the user named that file), `runtime` and `scheduler` (backend instances; runtime None natively).
     The attribute names are the ones the MPI models read."""
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
-                 "runtime_args", "mpi", "profile", "image", "use_sqfs", "runtime", "scheduler")
+                 "runtime_args", "mpi", "profile", "image", "use_sqfs", "use_sif", "runtime", "scheduler")
 
     def __init__(self, req, mpi, profile, image, runtime, scheduler):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
@@ -81,7 +81,8 @@ class Resolved:
         self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
         self.runtime_args = tuple(getattr(req, "runtime_args", ()))
         self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
-        self.use_sqfs = bool(image is not None and isinstance(req.image, str) and req.image.endswith(".sqfs"))
+        named = req.image if image is not None and isinstance(req.image, str) else ""
+        self.use_sqfs, self.use_sif = named.endswith(".sqfs"), named.endswith(".sif")
 
     @property
     def in_container(self):

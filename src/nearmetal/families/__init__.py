@@ -92,6 +92,11 @@ class MpiFamily:
         separate_namespaces, in different namespaces (MPMD components, srun ranks)."""
         return {}
 
+    def shm_in(self, directory):
+        """Environment that makes ranks put their shared-memory files in `directory` (for
+        containers with a private /dev/shm per rank); None: the family cannot move them."""
+        return None
+
     def hybrid_warning(self, host_version, image_version):
         """A note when the host launcher and the image's MPI are unlikely to wire up."""
         return None

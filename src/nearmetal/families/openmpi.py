@@ -74,6 +74,10 @@ class OpenMpi(MpiFamily):
             return {"OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
         return {}
 
+    def shm_in(self, directory):
+        # vader's segments; its other shared files live in the session directory (in /tmp).
+        return {"OMPI_MCA_btl_vader_backing_directory": directory}
+
     def hybrid_warning(self, host_version, image_version):
         if host_version and image_version and host_version.split(".")[0] != image_version.split(".")[0]:
             # ORTE/PMIx wire-up is only tested within one Open MPI major version.

@@ -24,6 +24,7 @@ class Image:
     rootfs: Path  # the directory image, always present (for a lone .sqfs: the .sqfs path)
     # One field per format kept outside the rootfs directory (its module's image_attr):
     sqfs: Path | None = None  # NAME.sqfs when built with --format squashfs
+    sif: Path | None = None  # NAME.sif when built with --format sif, or the SIF a user named
     podman_ref: str | None = None  # "localhost/nearmetal-NAME:latest" when imported into podman
     distro: str = ""
     mpis: list[str] = field(default_factory=list)  # MPI families installed in the image
@@ -42,7 +43,8 @@ def images_dir() -> Path:
 
 
 def resolve(spec: str) -> Image:
-    """An image from a NAME under home()/images, a rootfs directory, an image directory or a .sqfs."""
+    """An image from a NAME under home()/images, a rootfs directory, an image directory, a
+    .sqfs, or a .sif (nearmetal's, or any SIF: image/sif.py reads those)."""
     spec = str(spec)
     try:
         return _resolve(spec)
@@ -71,6 +73,10 @@ def _resolve(spec):
         return _image(meta, rootfs=path)
     if spec and path.is_file() and path.suffix == ".sqfs":
         return _image_from_sqfs(path.resolve())
+    if spec and path.suffix == ".sif":
+        if not path.is_file():
+            raise NearmetalError(f"no SIF image {spec}: no such file")
+        return _image_from_sif(path.resolve())
     raise NearmetalError(f"no image '{spec}': build it with `nearmetal image build ...` or give a path")
 
 
@@ -154,3 +160,38 @@ def _image_from_sqfs(path: Path) -> Image:
     else:
         rootfs = path  # a lone .sqfs: only SquashFS-capable runtimes can use it
     return _image(meta, rootfs=rootfs, copies={**copies, "sqfs": path})
+
+
+def _image_from_sif(path: Path) -> Image:
+    """A SIF: nearmetal's own (its image directory beside or by name, the same digest), else
+    any SIF, inspected through a read-only extraction of its root file system (image/sif.py)."""
+    from . import sif
+
+    sif.primary_partition(path)  # a one-line error for a file that is not a usable SIF
+    meta = read_json(path.with_suffix(".json")) or read_json(path.parent / "image.json")
+    if not meta or meta.get("name") != path.stem:
+        meta = read_json(images_dir() / path.stem / "image.json")
+    image_dir = images_dir() / meta["name"] if meta else None
+    if meta and (image_dir / "rootfs").is_dir() and meta.get("sif_digest") == sif.file_digest(path):
+        image = image_from_dir(image_dir, meta)
+        image.sif = path
+        return image
+    rootfs, digest = sif.extracted(path)
+    meta = read_json(rootfs / IN_IMAGE_JSON)
+    if meta:  # one of nearmetal's images whose directory is gone: its own record says what it is
+        meta = dict(meta, sif_digest=digest)
+    else:
+        from .foreign import describe
+
+        meta = describe(rootfs, name=foreign_name(path, digest), digest=digest, source=str(path))
+        meta["sif_digest"] = digest
+    return _image(meta, rootfs=rootfs, copies={"sif": path})
+
+
+def foreign_name(path: Path, digest: str) -> str:
+    """A short, stable name for an image given by path: its file name and 8 digest digits,
+    so two different files of one name never share a name in variant ids and reports."""
+    import re
+
+    stem = re.sub(r"[^a-z0-9._-]+", "-", path.stem.lower()).strip("-._")[:40] or "image"
+    return f"{stem}-{digest.split(':', 1)[-1][:8]}"

@@ -34,14 +34,18 @@ class RankSpec:
     placed just before the image.
     """
 
-    __slots__ = ("image", "argv", "env", "mounts", "ranks_per_node", "tag", "use_sqfs", "workdir",
-                 "runtime_args")
+    __slots__ = ("image", "argv", "env", "mounts", "ranks_per_node", "tag", "use_sqfs", "use_sif", "workdir",
+                 "runtime_args", "share_dev")
 
     def __init__(self, image, argv, env=None, mounts=(), ranks_per_node=1, tag="nm",
-                 use_sqfs=False, workdir=None, runtime_args=()):
+                 use_sqfs=False, workdir=None, runtime_args=(), use_sif=False):
         self.image, self.argv, self.env = image, list(argv), dict(env or {})
         self.mounts = list(mounts)
         self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
+        self.use_sif = use_sif  # start from the image's SIF file (the user named a .sif)
+        # The host's /dev in the container: ranks whose MPI keeps shared memory only in /dev/shm,
+        # under a runtime that would give each rank a private one (private_dev_shm).
+        self.share_dev = False
         self.workdir = workdir
         self.runtime_args = list(runtime_args)  # the user's extra runtime arguments, before the image
 
@@ -79,6 +83,28 @@ class Runtime(ABC):
         """Variables the launcher's environment must carry for this runtime to work."""
         return {}
 
+    def rank_env(self, spec):
+        """Variables the launcher sets for each rank (outside the container) so that
+        spec.env reaches the program; {}: wrap() passes spec.env itself."""
+        return {}
+
+    def separates_ranks(self, runtime_args):
+        """Whether ranks of one node end up in separate namespaces (no CMA, no /proc/PID
+        links between them), with these runtime arguments."""
+        return False
+
+    def private_dev_shm(self, runtime_args):
+        """Whether each rank gets a /dev/shm of its own that a bind cannot replace."""
+        return False
+
+    def notes(self, runtime_args):
+        """What this runtime decided for the launch, for --dry-run and -v."""
+        return []
+
+    def context(self, runtime_args):
+        """Settings worth storing with each run of this runtime (the study's run context)."""
+        return {}
+
     @abstractmethod
     def wrap(self, spec):
         """argv that runs spec.argv inside a container of spec.image."""
@@ -95,7 +121,7 @@ class _RootfsOnly:
     """Stand-in image for smoke runs: just a directory with a filesystem."""
 
     def __init__(self, rootfs):
-        self.rootfs, self.sqfs, self.podman_ref, self.name = rootfs, None, None, "smoke"
+        self.rootfs, self.sqfs, self.podman_ref, self.name, self.sif = rootfs, None, None, "smoke", None
 
 
 def _user():

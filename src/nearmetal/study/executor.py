@@ -97,10 +97,13 @@ class Executor:
             ctx["mode"] = resolved.mode
             if resolved.in_container:
                 name = resolved.runtime.name
-                ctx["runtime"] = {"name": name, "version": self._runtime_version(name)}
+                ctx["runtime"] = {"name": name, "version": self._runtime_version(name),
+                                  **resolved.runtime.context(resolved.runtime_args)}
                 image = resolved.image
                 ctx["image"] = {"name": image.name, "digest": image.meta.get("digest"), "distro": image.distro,
                                 "sqfs": resolved.use_sqfs}
+                if resolved.use_sif:
+                    ctx["image"].update(sif=str(image.sif), sif_digest=image.meta.get("sif_digest"))
             self._contexts[key] = self.store.context_id(ctx)
         return self._contexts[key]
 

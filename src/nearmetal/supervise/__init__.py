@@ -20,31 +20,36 @@ GRACE_S = 1.0  # nm-supervise's default --grace-ms, in seconds
 
 def binary():
     """The path of a built nm-supervise no older than its source (built when needed)."""
-    path = os.path.join(home_str(), "tools", "nm-supervise")
+    return build_tool(os.path.join(home_str(), "tools", "nm-supervise"), SOURCE)
+
+
+def build_tool(path, source):
+    """A small C helper of nearmetal's at `path`, (re)built from `source` when older."""
     try:
-        if os.stat(path).st_mtime >= os.stat(SOURCE).st_mtime:
+        if os.stat(path).st_mtime >= os.stat(source).st_mtime:
             return path
     except OSError:
         pass
-    return build(path)
+    return build(path, source)
 
 
-def build(path):
+def build(path, source=SOURCE):
     import subprocess
     import tempfile
 
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".nm-supervise.")
+    name = os.path.basename(path)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{name}.")
     os.close(fd)
     try:
-        out = subprocess.run(["cc", "-O2", "-Wall", "-o", tmp, SOURCE], capture_output=True, text=True)
+        out = subprocess.run(["cc", "-O2", "-Wall", "-o", tmp, source], capture_output=True, text=True)
     except OSError as e:
         os.unlink(tmp)
-        raise NearmetalError(f"cannot build nm-supervise (a C compiler is needed: Debian's gcc): {e.strerror}")
+        raise NearmetalError(f"cannot build {name} (a C compiler is needed: Debian's gcc): {e.strerror}")
     if out.returncode != 0:
         os.unlink(tmp)
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NearmetalError(f"building nm-supervise failed: {last}")
+        raise NearmetalError(f"building {name} failed: {last}")
     os.replace(tmp, path)  # atomic: concurrent first uses each install a complete binary
     return path
 

@@ -1,0 +1,58 @@
+"""NAME.sif beside the rootfs: the Singularity Image Format, one file that Apptainer runs
+(`apptainer build NAME.sif rootfs/`); its SHA-256 is recorded in image.json (sif_digest)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...errors import NearmetalError
+from . import FORMATS
+from .base import ImageFormat
+
+
+def sif_path(image_dir: Path, name: str) -> Path:
+    return image_dir / f"{name}.sif"
+
+
+def _apptainer():
+    from ...runtimes import get
+
+    return get("apptainer")
+
+
+@FORMATS.register
+class Sif(ImageFormat):
+    image_attr = "sif"
+    suffix = ".sif"
+
+    def available(self):
+        return bool(_apptainer().path())
+
+    def recorded(self, image_dir, meta):
+        return super().recorded(image_dir, meta) and sif_path(image_dir, meta["name"]).is_file()
+
+    def locate(self, image_dir, meta):
+        return sif_path(image_dir, meta["name"]) if self.recorded(image_dir, meta) else None
+
+    def make(self, image_dir, name, log, report, meta):
+        from ..chroot import run
+        from ..sif import file_digest
+
+        runtime = _apptainer()
+        exe = runtime.path()
+        if not exe:
+            raise NearmetalError("Apptainer is not installed: cannot build --format sif "
+                                 "(set NEARMETAL_APPTAINER_SRC and re-run scripts/setup.sh)")
+        out = sif_path(image_dir, name)
+        tmp = image_dir / f".{name}.sif.tmp-{os.getpid()}"
+        try:
+            with report.step("apptainer build (SIF)", meta.setdefault("timings", {}), "sif"):
+                # --force: the temporary name is ours; the image.json inside says what it is.
+                run([exe, "build", "--force", str(tmp), str(image_dir / "rootfs")], log, "apptainer build",
+                    env={**os.environ, **runtime.launch_env()})
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+        meta["sif_bytes"] = out.stat().st_size
+        meta["sif_digest"] = file_digest(out)
