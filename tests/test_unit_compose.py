@@ -171,7 +171,7 @@ VADER = "OMPI_MCA_btl_vader_single_copy_mechanism=none"
 # Apptainer: one `apptainer exec` per rank, /tmp and /dev/shm bound; the ranks' variables go in as
 # APPTAINERENV_* set by the launcher per rank (an --env value would be split at commas). As a
 # non-root user (this fixture) each rank is in its own user namespace: the cross-namespace settings.
-APPT = "/usr/bin/apptainer exec --bind /tmp --bind /dev/shm"
+APPT = "/usr/bin/apptainer --quiet exec --bind /tmp --bind /dev/shm"
 A_VADER = "APPTAINERENV_OMPI_MCA_btl_vader_single_copy_mechanism"
 A_UCX_LINK, A_UCX_TLS, A_LDP = ("APPTAINERENV_UCX_POSIX_USE_PROC_LINK", "APPTAINERENV_UCX_TLS",
                                "APPTAINERENV_LD_LIBRARY_PATH")

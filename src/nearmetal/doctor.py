@@ -70,16 +70,14 @@ def runtimes_report():
         rt = runtimes.get(name)
         entry = {"name": name, "path": rt.path(), "version": rt.version(), "works": False, "detail": ""}
         if not entry["path"]:
-            entry["detail"] = f"{rt.binary} not installed"
+            entry["detail"] = f"{rt.binary} not installed" + (f" ({rt.install_hint})" if rt.install_hint else "")
         else:
             rootfs = rootfs or smoke_rootfs()
             entry["works"], entry["detail"] = _smoke(rt, rootfs)
+            if entry["works"] and rt.notes(()):
+                # what the runtime needed here to start at all (e.g. a capability dropped)
+                entry["detail"] += "; " + "; ".join(n.split(": ", 1)[-1] for n in rt.notes(()))
         report.append(entry)
-    for name in ("apptainer", "singularity"):
-        exe = shutil.which(name)
-        if exe:
-            report.append({"name": name, "path": exe, "version": None, "works": False,
-                           "detail": "found, but nearmetal has no tested backend for it yet"})
     return report
 
 

@@ -61,6 +61,8 @@ def home_install():
 @RUNTIMES.register
 class Apptainer(Runtime):
     binary = "apptainer"
+    install_hint = ("Debian 12 has no package: set NEARMETAL_APPTAINER_SRC to an Apptainer source release "
+                    "and run scripts/setup.sh, or install it")
 
     def path(self):
         for exe in ("apptainer", "singularity"):
@@ -135,7 +137,7 @@ class Apptainer(Runtime):
             from ._envfwd import binary as envfwd
 
             argv += [envfwd(), "--prefix", "APPTAINERENV_", *[f"--keep={p}" for p in WIREUP_PREFIXES], "--"]
-        argv += [exe, "exec"]
+        argv += [exe, "--quiet", "exec"]  # --quiet: its INFO lines would mix with the program's output
         # /tmp: Open MPI's session directory; /dev/shm: shared-memory segments. Under
         # --contain Apptainer mounts a private /dev/shm and skips a bind of it: then the MPI
         # keeps its segments in /tmp (compose: the family's shm_in), or the host's /dev comes in.

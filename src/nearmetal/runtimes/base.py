@@ -53,6 +53,7 @@ class RankSpec:
 class Runtime(ABC):
     name = ""
     binary = ""
+    install_hint = ""  # how to get it, when it is not installed (doctor)
     # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
     needs_pmi_port = False
     # The image format (image/formats/<name>.py) its containers start from; None: the

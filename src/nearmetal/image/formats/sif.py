@@ -49,7 +49,9 @@ class Sif(ImageFormat):
         try:
             with report.step("apptainer build (SIF)", meta.setdefault("timings", {}), "sif"):
                 # --force: the temporary name is ours; the image.json inside says what it is.
-                run([exe, "build", "--force", str(tmp), str(image_dir / "rootfs")], log, "apptainer build",
+                # lz4, as the .sqfs: 5.6 s against 49 s for the default gzip on 2 cores, 380 MB against 266 MB.
+                run([exe, "build", "--force", "--mksquashfs-args", "-comp lz4", str(tmp), str(image_dir / "rootfs")],
+                    log, "apptainer build",
                     env={**os.environ, **runtime.launch_env()})
             os.replace(tmp, out)
         finally:
