@@ -53,8 +53,15 @@ fi
 .venv/bin/python -m compileall -q src >/dev/null
 
 export USER=${USER:-$(id -un)}
+# Apptainer: the one on PATH, else built once from NEARMETAL_APPTAINER_SRC, else a one-line
+# note that it is unavailable (an error with NEARMETAL_REQUIRE_APPTAINER=1).
+bash scripts/apptainer.sh
 .venv/bin/nearmetal kernels build
 # The default image: host distro, both MPIs, as a directory, a SquashFS file and a podman image.
 .venv/bin/nearmetal image build --format dir
 .venv/bin/nearmetal image build --format squashfs
 .venv/bin/nearmetal image build --format podman
+# ... and a SIF, where Apptainer is there to build and run it.
+if .venv/bin/python -c "import sys; from nearmetal.runtimes import get; sys.exit(0 if get('apptainer').path() else 1)"; then
+  .venv/bin/nearmetal image build --format sif
+fi

@@ -130,6 +130,9 @@ class StudySection(_Strict):
     quiet: StrictBool = False
     quiet_wait: StrictFloat = Field(60, ge=0, le=3600, allow_inf_nan=False)
     exclude_disturbed: StrictBool = False
+    # a cell whose container runtime is not installed here: a refused study ("fail"), or left
+    # out of the plan with a note ("skip": studies meant to run on any machine, the quickstart)
+    missing_runtimes: Literal["fail", "skip"] = "fail"
 
     @field_validator("workdir")
     @classmethod

@@ -116,9 +116,25 @@ def cells(config):
                 row = {**{d: fields[d] for d in VARIANT_DIMS}, **row}
                 if not any(all(row.get(k) == v for k, v in ex.items()) for ex in config.matrix.exclude):
                     add(fields, row)
+    if config.study.missing_runtimes == "skip":
+        missing = set(missing_runtimes(config, out))
+        out = [c for c in out if c.variant.get("runtime") not in missing]
     if not out:
         raise NearmetalError("the study's matrix is empty after exclusions")
     return out
+
+
+def missing_runtimes(config, all_cells):
+    """{runtime name: number of cells} of the container runtimes the cells use that are not
+    installed on this machine."""
+    from .. import runtimes
+
+    counts = {}
+    for c in all_cells:
+        name = c.variant.get("runtime")
+        if name and name in runtimes.names() and not runtimes.get(name).path():
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def baseline_of(config, variant):

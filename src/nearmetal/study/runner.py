@@ -66,11 +66,30 @@ def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
                                  f"resume needs the same file (or use a new --db)")
         return store, row["id"], False
     seed = cfg.study.seed if cfg.study.seed is not None else random.SystemRandom().randrange(2**31)
+    _say_left_out(cfg, say)
     runs = make_plan(cfg, seed)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
                                   __version__, created, planned=[_row(r) for r in runs])
     return store, study_id, True
+
+
+def _say_left_out(cfg, say):
+    """[study] missing_runtimes = "skip": which runtimes' cells the plan leaves out, and why."""
+    if cfg.study.missing_runtimes != "skip":
+        return
+    from .. import runtimes
+    from .plan import cells, missing_runtimes
+
+    cfg.study.missing_runtimes = "fail"  # count on the whole matrix, then put the setting back
+    try:
+        counts = missing_runtimes(cfg, cells(cfg))
+    finally:
+        cfg.study.missing_runtimes = "skip"
+    for name, n in counts.items():
+        hint = runtimes.get(name).install_hint
+        say(f"{name} is not installed here: its {n} cells are left out of study '{cfg.study.name}'"
+            + (f" ({hint})" if hint else ""))
 
 
 def run(cfg, store, study_id, executor, say=print):
@@ -149,6 +168,7 @@ def dry_run(cfg, out):
             f"{', '.join(map(str, looks[1:]))} blocks (looks at {', '.join(map(str, looks))}, each at level "
             f"{alpha:.4f}); budget: at most {cfg.study.max_repetitions} blocks (up to {most} more runs) or "
             f"{cfg.study.max_time:g} s of runs")
+    _say_left_out(cfg, lambda line: out(f"# {line}"))
     for bench in cfg.benchmark:  # shown resolved: a relative path was taken from the current directory
         workdir = cfg.workdir_of(bench)
         if workdir:

@@ -1,0 +1,27 @@
+"""`nearmetal image build|list`: what the command prints."""
+
+
+def command(args):
+    from .. import image
+
+    if args.image_command == "build":
+        img = image.build(distro=args.distro, mpis=tuple(args.mpi), fmt=args.format, name=args.name)
+        copies = [f"{f}: {v}" for f, v in _format_copies(img)]
+        print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
+    else:
+        for img in image.list_images():
+            formats = ",".join(["dir"] + [f for f, _ in _format_copies(img)])
+            print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{img.rootfs}")
+    return 0
+
+
+def _format_copies(img):
+    """(format name, its copy) for each format an image has beside its directory."""
+    from . import formats
+
+    out = []
+    for name in formats.names():
+        attr = formats.get(name).image_attr
+        if attr and getattr(img, attr, None):
+            out.append((name, getattr(img, attr)))
+    return out
