@@ -667,3 +667,69 @@ def test_no_slurm_reachable(monkeypatch):
 
 def expand_env(env, home):
     return {k: expand(v, home) for k, v in env.items()}
+
+
+# -- apptainer: containment options, the capability fix, SIF files -----------------------------
+
+def test_apptainer_contain_moves_open_mpi_segments_to_tmp_and_gives_mpich_the_hosts_dev():
+    argv, _, notes = launch(req("hybrid", runtime="apptainer", mpi="openmpi", runtime_args=["--contain"]))
+    assert argv == ("/usr/bin/mpirun.openmpi -np 2 -x APPTAINERENV_OMPI_MCA_btl_vader_backing_directory=/tmp "
+                    f"-x APPTAINERENV_OMP_NUM_THREADS=1 -x {A_VADER}=none /usr/bin/apptainer --quiet exec "
+                    f"--bind /tmp --contain /img/nm-test/rootfs {OMPI}")
+    assert any("private /dev/shm" in n for n in notes)
+    argv, _, _ = launch(req("hybrid", runtime="apptainer", mpi="mpich", runtime_args=["-c"]))
+    assert " --bind /tmp --bind /dev -c /img/nm-test/rootfs " in argv and "/dev/shm" not in argv
+
+
+def test_apptainer_cleanenv_forwards_the_launchers_variables(monkeypatch):
+    import nearmetal.runtimes._envfwd as envfwd
+
+    monkeypatch.setattr(envfwd, "binary", lambda: "/h/tools/nm-envfwd")
+    argv, _, notes = launch(req("bind", runtime="apptainer", mpi="mpich", runtime_args=["--cleanenv"]))
+    keep = " ".join(f"--keep={p}" for p in ("OMPI_", "OPAL_", "ORTE_", "PMIX_", "PMI_", "HYDRA_", "MPIR_", "MPICH_",
+                                           "SLURM_", "UCX_", "NM_"))
+    assert f" /h/tools/nm-envfwd --prefix APPTAINERENV_ {keep} -- /usr/bin/apptainer --quiet exec " in argv
+    assert argv.endswith(f"--cleanenv /img/nm-test/rootfs {MPICH}")
+    assert any("nm-envfwd" in n for n in notes)
+
+
+def test_apptainer_as_root_in_a_container_drops_cap_sys_resource(monkeypatch):
+    import nearmetal.runtimes.apptainer as appt
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(appt, "needs_drop_caps", lambda: True)
+    monkeypatch.delenv("APPTAINER_DROP_CAPS", raising=False)
+    argv, env, notes = launch(req("hybrid", runtime="apptainer", mpi="openmpi"))
+    assert env == {"APPTAINER_DROP_CAPS": "CAP_SYS_RESOURCE"}
+    assert notes[-1].startswith("apptainer: root without CAP_SYS_RESOURCE")
+    # as root without --userns the ranks share namespaces: no cross-namespace settings
+    assert A_VADER not in argv
+    monkeypatch.setenv("APPTAINER_DROP_CAPS", "CAP_SYS_RESOURCE,CAP_NET_RAW")  # the user's own wins
+    assert launch(req("hybrid", runtime="apptainer", mpi="openmpi"))[1] == {}
+    assert launch(req("hybrid", runtime="apptainer", mpi="openmpi", runtime_args=["--userns"]))[0].count(A_VADER) == 1
+
+
+def test_needs_drop_caps_reads_the_permitted_set(tmp_path):
+    from nearmetal.runtimes.apptainer import needs_drop_caps
+
+    status = tmp_path / "status"
+    status.write_text("Name:\tx\nCapPrm:\t000001fffeffffff\n")
+    assert needs_drop_caps(str(status), euid=0) is True
+    status.write_text("Name:\tx\nCapPrm:\t000001ffffffffff\n")
+    assert needs_drop_caps(str(status), euid=0) is False
+    assert needs_drop_caps(str(status), euid=1000) is False
+
+
+def test_apptainer_runs_the_sif_or_sqfs_the_user_named():
+    img = make_image()
+    img.sif = Path("/img/nm-test/nm-test.sif")
+    host = FakeHost(images={"nm-test": img})
+    host.image = lambda spec: img
+    argv, _, _ = launch(req("hybrid", runtime="apptainer", mpi="mpich", image="/img/nm-test/nm-test.sif"), host=host)
+    assert argv.endswith(f"/img/nm-test/nm-test.sif {MPICH}")
+    argv, _, _ = launch(req("hybrid", runtime="apptainer", mpi="mpich", image="/img/nm-test/nm-test.sqfs"), host=host)
+    assert argv.endswith(f"/img/nm-test/nm-test.sqfs {MPICH}")
+    img.sif = None
+    with pytest.raises(NearmetalError, match=r"^image 'nm-test' has no SIF file: build one with "
+                                             r"`nearmetal image build --format sif --name nm-test`$"):
+        launch(req("hybrid", runtime="apptainer", mpi="mpich", image="/x/nm-test.sif"), host=host)

@@ -57,6 +57,32 @@ kernel = "allgather"
     assert len(variants) == 1 + 3 * 2
 
 
+@pytest.mark.parametrize("setting", ["skip", "fail"])
+def test_missing_runtimes_skip_leaves_out_the_cells_of_a_runtime_not_installed(monkeypatch, setting):
+    import shutil
+
+    from nearmetal import runtimes
+    from nearmetal.study.plan import missing_runtimes
+
+    installed = {"ch-run", "bwrap"}
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}" if name in installed else None)
+    monkeypatch.setattr(type(runtimes.get("apptainer")), "path", lambda self: None)
+    cfg = parse(BASE.replace('seed = 7', f'seed = 7\nmissing_runtimes = "{setting}"') + """
+[matrix]
+mode = ["native", "hybrid"]
+runtime = ["charliecloud", "podman", "apptainer"]
+mpi = ["mpich"]
+[[benchmark]]
+kernel = "allgather"
+""")
+    variants = [variant_id(c.variant) for c in cells(cfg)]
+    if setting == "skip":
+        assert variants == ["native/mpich", "hybrid/charliecloud/mpich/default"]
+    else:
+        assert len(variants) == 4
+        assert missing_runtimes(cfg, cells(cfg)) == {"podman": 1, "apptainer": 1}
+
+
 def test_zips_vary_together_and_excludes_remove():
     cfg = parse(BASE + """
 [matrix]
