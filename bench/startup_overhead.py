@@ -19,8 +19,12 @@ of the native idle (seed 001's overhead %), for total and launch; and the in-pro
 (from /proc/self/stat: what ran inside the rank's own process before main, e.g. ch-run
 setting up the container and exec'ing in place).
 
+A runtime written NAME-sif (apptainer-sif) runs the image's SIF file instead of its directory
+(seed 002 compared image formats): `--runtime NAME --image <the image's .sif>`.
+
 usage: bench/startup_overhead.py [--repetitions 10] [--mpi mpich,openmpi]
-                                 [--runtimes charliecloud,bwrap,podman] [--modes hybrid,bind]
+                                 [--runtimes charliecloud,bwrap,podman,apptainer,apptainer-sif]
+                                 [--modes hybrid,bind]
                                  [--ranks 2] [--image IMG] [--out results/bench]
 Writes the raw records to OUT/startup_overhead.json.
 """
@@ -40,10 +44,21 @@ if not os.path.exists(NEARMETAL):
     NEARMETAL = None
 
 
+def sif_of(image):
+    from nearmetal import image as image_mod
+
+    img = image_mod.resolve(image or image_mod.default_name(image_mod.host_distro(), ("mpich", "openmpi")))
+    if not img.sif:
+        raise SystemExit(f"image {img.name} has no SIF: nearmetal image build --format sif --name {img.name}")
+    return str(img.sif)
+
+
 def bench_argv(mpi, mode, runtime, ranks, image):
     argv = [NEARMETAL] if NEARMETAL else [sys.executable, "-m", "nearmetal.cli"]
     argv += ["bench", "startup", "--json", "--mpi", mpi, "-n", str(ranks), "--mode", mode]
     if mode != "native":
+        if runtime.endswith("-sif"):
+            runtime, image = runtime[:-len("-sif")], sif_of(image)
         argv += ["--runtime", runtime] + (["--image", image] if image else [])
     return argv
 
@@ -89,7 +104,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repetitions", type=int, default=10)
     ap.add_argument("--mpi", default="mpich,openmpi")
-    ap.add_argument("--runtimes", default="charliecloud,bwrap,podman")
+    ap.add_argument("--runtimes", default="charliecloud,bwrap,podman,apptainer,apptainer-sif")
     ap.add_argument("--modes", default="hybrid,bind")
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--image", default=None)
