@@ -41,8 +41,9 @@ def study_text(**parts):
     ({"matrix": 'ranks = [2, 4]\nthreads = [1, 2]\nzips = [["ranks", "threads"]]', "bench": "ranks = [2]"},
      "matrix.zips[0]: zipped dimensions must have equal lengths, found {'ranks': 1, 'threads': 2} for benchmark[0]"),
     ({"bench": 'zips = [["ranks", "bogus"]]'}, "benchmark[0]: zips[0]: unknown dimension 'bogus'"),
-    ({"baseline": '[baseline]\nruntime = "nope"\nmpi = "lam"'}, "baseline.runtime: Input should be 'charliecloud', 'bwrap' or "
-                                                             "'podman'; found 'nope'; also baseline.mpi: Input should be"),
+    ({"baseline": '[baseline]\nruntime = "nope"\nmpi = "lam"'}, "baseline.runtime: Input should be 'charliecloud', 'bwrap', "
+                                                             "'podman' or 'apptainer'; found 'nope'; also baseline.mpi: "
+                                                             "Input should be"),
     ({"baseline": '[baseline]\nmpi = "mpich"'}, "baseline: 'native/mpich', the baseline of variant 'native/openmpi', is not"),
     ({"matrix": 'image = ["/proc/1/root"]'},
      "matrix.image[0]: /proc/1/root: cannot be looked at (Permission denied)"),

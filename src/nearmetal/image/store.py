@@ -177,14 +177,20 @@ def _image_from_sif(path: Path) -> Image:
         image.sif = path
         return image
     rootfs, digest = sif.extracted(path)
-    meta = read_json(rootfs / IN_IMAGE_JSON)
-    if meta:  # one of nearmetal's images whose directory is gone: its own record says what it is
-        meta = dict(meta, sif_digest=digest)
-    else:
-        from .foreign import describe
+    described = rootfs.parent / "image.json"  # what the extracted copy holds, worked out once
+    meta = read_json(described)
+    if meta is None:
+        meta = read_json(rootfs / IN_IMAGE_JSON)
+        if meta:  # one of nearmetal's images whose directory is gone: its own record says what it is
+            meta = dict(meta, sif_digest=digest)
+        else:
+            from .foreign import describe
 
-        meta = describe(rootfs, name=foreign_name(path, digest), digest=digest, source=str(path))
-        meta["sif_digest"] = digest
+            meta = describe(rootfs, name=foreign_name(path, digest), digest=digest, source=str(path))
+            meta["sif_digest"] = digest
+        tmp = described.with_name(f".image.json.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, described)
     return _image(meta, rootfs=rootfs, copies={"sif": path})
 
 
