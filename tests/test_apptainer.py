@@ -286,3 +286,25 @@ def test_doctor_shows_apptainer_working():
     assert out.returncode == 0, out.stderr
     entry = {r["name"]: r for r in json.loads(out.stdout)["runtimes"]}["apptainer"]
     assert entry["works"] and entry["version"], entry
+
+
+# -- --workdir: the ranks start in DIR, mounted read-write at /nm/work ---------------------------
+
+@pytest.mark.parametrize("kind", ["dir", "sif"])
+@pytest.mark.parametrize("mode", ["hybrid", "bind"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_ranks_start_in_the_mounted_workdir(family, mode, kind, sif_image):
+    import tempfile
+    from pathlib import Path
+
+    from test_workdir import IOBENCH, _check_iobench_files
+
+    # outside /tmp, which Apptainer ranks see anyway: only the /nm/work mount can reach it
+    workdir = Path(tempfile.mkdtemp(prefix="nm-appt-workdir-", dir="/var/tmp"))
+    try:
+        out = nearmetal("run", "-n", "2", "--runtime", "apptainer", "--mode", mode, "--mpi", family,
+                        "--image", _image_arg(sif_image, kind), "--workdir", workdir, "--", *IOBENCH, timeout=300)
+        assert out.returncode == 0, out.stderr
+        _check_iobench_files(out, workdir, "/nm/work")
+    finally:
+        subprocess.run(["rm", "-rf", str(workdir)], check=False)
