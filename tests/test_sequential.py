@@ -32,7 +32,7 @@ def test_fixed_repetitions_are_one_look_at_the_usual_level():
     text = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
     assert plan_of(parse(text.format("repetitions = 7")).study) == ([7], 0.05)
     looks, alpha = plan_of(parse(text.format("")).study)
-    assert looks == [5, 8, 12, 18, 27, 30] and alpha == pytest.approx(0.05 / 6)
+    assert looks == [5, 8, 12, 18, 27, 41, 62, 93, 120] and alpha == pytest.approx(0.05 / 9)
 
 
 @pytest.mark.unit

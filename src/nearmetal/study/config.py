@@ -115,7 +115,7 @@ class StudySection(_Strict):
     # up to max_repetitions blocks or max_time seconds of measured runs (study/sequential.py).
     repetitions: StrictInt | None = Field(None, ge=1, le=10000)
     min_repetitions: StrictInt = Field(5, ge=2, le=10000)
-    max_repetitions: StrictInt = Field(30, ge=2, le=10000)
+    max_repetitions: StrictInt = Field(120, ge=2, le=10000)
     max_time: StrictFloat = Field(3600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     warmup: StrictInt = Field(1, ge=0, le=100)
     timeout: StrictFloat = Field(600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
