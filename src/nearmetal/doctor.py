@@ -104,6 +104,8 @@ def image_report(spec, programs=()):
     glibc = glibc_release(img.rootfs)
     report = {"name": img.name, "path": str(img.rootfs), "distro": img.distro,
               "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": []}
+    if str(spec).endswith(".sif") and img.sif:  # the file the user named; its contents were read from rootfs
+        report.update(path=str(img.sif), inspected=str(img.rootfs))
     for fam in img.mpis:
         meta = (img.meta.get("mpi") or {}).get(fam, {})
         report["mpi"].append({"family": fam, "version": meta.get("version"), "library": meta.get("library"),
