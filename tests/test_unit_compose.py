@@ -687,7 +687,7 @@ def test_apptainer_cleanenv_forwards_the_launchers_variables(monkeypatch):
     monkeypatch.setattr(envfwd, "binary", lambda: "/h/tools/nm-envfwd")
     argv, _, notes = launch(req("bind", runtime="apptainer", mpi="mpich", runtime_args=["--cleanenv"]))
     keep = " ".join(f"--keep={p}" for p in ("OMPI_", "OPAL_", "ORTE_", "PMIX_", "PMI_", "HYDRA_", "MPIR_", "MPICH_",
-                                           "SLURM_", "UCX_", "NM_"))
+                                           "UCX_", "SLURM_", "NM_"))
     assert f" /h/tools/nm-envfwd --prefix APPTAINERENV_ {keep} -- /usr/bin/apptainer --quiet exec " in argv
     assert argv.endswith(f"--cleanenv /img/nm-test/rootfs {MPICH}")
     assert any("nm-envfwd" in n for n in notes)

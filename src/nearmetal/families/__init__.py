@@ -21,6 +21,14 @@ def get(name):
     return FAMILIES.get(name)()
 
 
+def wireup_prefixes():
+    """Every family's launcher variable prefixes: what a clean container environment must keep."""
+    out = []
+    for name in FAMILIES.names():
+        out += [p for p in FAMILIES.get(name).wireup_prefixes if p not in out]
+    return tuple(out)
+
+
 def abi_of(soname):
     """The ABI family whose libraries carry `soname`, or None."""
     for name in FAMILIES.names():
@@ -60,6 +68,7 @@ class MpiFamily:
     slurm_pmi = ()             # `srun --mpi=` plugins that wire its ranks, preferred first
     slurm_pmi_failure = ""     # what happens with the wrong plugin (measured), for doctor
     plugin_env = {}            # run-time plugin kind -> the variable pointing its loader at a directory
+    wireup_prefixes = ()       # prefixes of the variables its launcher hands each rank (PMI, PMIx, ...)
     mpiio_components = ()      # MPI-IO implementations a run can choose between (MCA io), if any
     # Images: Debian packages of the MPI and of its parallel I/O stack, its pkg-config
     # module, its library file pattern and its launcher names inside the image.

@@ -17,6 +17,7 @@ class Mpich(MpiFamily):
     slurm_pmi = ("pmi2",)
     slurm_pmi_failure = "each rank starts alone, in an MPI_COMM_WORLD of size 1"
     plugin_env = {"ucx": "UCX_MODULE_DIR"}
+    wireup_prefixes = ("PMI_", "HYDRA_", "MPIR_", "MPICH_", "UCX_")
     image_packages = ("mpich", "libmpich-dev")
     image_io_packages = ("libhdf5-mpich-dev",)
     pkgconfig = "mpich"

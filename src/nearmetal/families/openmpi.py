@@ -18,6 +18,7 @@ class OpenMpi(MpiFamily):
     slurm_pmi_failure = "MPI_Init aborts (\"OMPI was not built with SLURM's PMI support\")"
     plugin_env = {"openmpi": "OMPI_MCA_mca_base_component_path", "pmix": "PMIX_MCA_mca_base_component_path",
                   "ucx": "UCX_MODULE_DIR"}
+    wireup_prefixes = ("OMPI_", "OPAL_", "ORTE_", "PMIX_")
     mpiio_components = ("romio", "ompio")  # OMPI_MCA_io=romio321 / ompio
     image_packages = ("openmpi-bin", "libopenmpi-dev")
     # Debian builds PnetCDF and parallel netCDF-4 for Open MPI, parallel HDF5 for both.
