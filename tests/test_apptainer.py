@@ -126,6 +126,9 @@ def test_a_foreign_sif_is_inspected_like_an_image(foreign, host_mpis):
     img = json.loads(out.stdout)["image"]
     assert img["name"].startswith("user-app-") and img["distro"] == "bookworm" and img["glibc"] == "2.36"
     assert img["path"] == str(sif) and os.path.isdir(img["inspected"])
+    # the user's own MPI programs, found in the image's program directories
+    assert {p["path"]: p["mpi_abi"] for p in img["programs"]} == {
+        "/usr/local/bin/user-mpi-info-mpich": "mpich", "/usr/local/bin/user-mpi-info-openmpi": "openmpi"}
     assert {m["family"]: m["soname"] for m in img["mpi"]} == {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
     assert {m["family"]: m["version"] for m in img["mpi"]} == {f: host_mpis[f]["version"] for f in FAMILIES}
     # the user's SIF itself is never written to

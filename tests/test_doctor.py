@@ -61,3 +61,37 @@ def test_doctor_image_bind_verdicts(schema, default_image, bullseye_image):
     info = [p for p in old["programs"] if p["path"].endswith("/nm-mpi-info")][0]
     mpich = [b for b in info["bind"] if b["host_mpi"] == "mpich"][0]
     assert not mpich["possible"] and "GLIBC" in mpich["reason"]
+
+
+def test_doctor_lists_every_mpi_linked_program_of_an_image(schema, default_image):
+    """Not only nearmetal's kernels: the image's own MPI programs (Debian's ompi_info links
+    libmpi.so.40, mpichversion libmpich.so.12), each once although /bin is /usr/bin."""
+    out = nearmetal("doctor", "--json", "--image", default_image.name)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    jsonschema.validate(report, schema)
+    progs = {p["path"]: p for p in report["image"]["programs"]}
+    assert progs["/usr/bin/ompi_info"]["mpi_abi"] == "openmpi"
+    assert progs["/usr/bin/mpichversion"]["mpi_soname"] == "libmpich.so.12"
+    assert "/bin/ompi_info" not in progs and "/usr/bin/ls" not in progs
+    assert all(p["mpi_soname"] for p in progs.values())
+
+
+def test_doctor_program_without_an_image_describes_host_programs(schema, host_mpis):
+    from nearmetal.kernels.build import host_bin
+
+    kernel = f"{host_bin('mpich')}/nm-mpi-info"
+    out = nearmetal("doctor", "--json", "--program", kernel, "--program", "ls")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    jsonschema.validate(report, schema)
+    assert "image" not in report
+    first, second = report["programs"]
+    assert first["path"] == kernel and first["mpi_soname"] == "libmpich.so.12" and first["mpi_abi"] == "mpich"
+    assert second["path"].endswith("/ls") and second["mpi_soname"] is None and second["linkage"] == "none"
+    text = nearmetal("doctor", "--program", kernel).stdout
+    assert "Programs (host)" in text and "libmpich.so.12" in text
+    from conftest import assert_one_line_error
+
+    assert "is not an ELF file" in assert_one_line_error(nearmetal("doctor", "--program", "/etc/passwd"))
+    assert "program not found" in assert_one_line_error(nearmetal("doctor", "--program", "/nonexistent/x"))

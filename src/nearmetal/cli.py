@@ -237,8 +237,6 @@ def _kernel_reason(stderr, program):
 def cmd_doctor(args):
     from . import doctor
 
-    if args.program and not args.image:
-        raise NearmetalError("--program needs --image")
     report = doctor.collect(image=args.image, programs=args.program)
     if args.json:
         import json

@@ -94,10 +94,10 @@ def mpi_report():
 def image_report(spec, programs=()):
     from . import image as image_mod
     from .discovery.mpi import discover
-    from .families import abi_of
-    from .elf import LinkerView, glibc_release, read_elf
+    from .elf import LinkerView, glibc_release
     from .families import names as family_names
     from .models.program import container_program
+    from .programs import describe as describe_program
 
     img = image_mod.resolve(spec)
     view = LinkerView(img.rootfs)
@@ -114,24 +114,18 @@ def image_report(spec, programs=()):
     if programs:
         for p in programs:
             paths.append(container_program(img, p, img.mpis[0] if img.mpis else family_names()[0])[0])
-    else:
+    else:  # nearmetal's kernels (if the image has them), then every MPI-linked program in it
+        from .programs import mpi_programs
+
         for fam in img.mpis:
             bindir = view.host_path(img.kernel_bin(fam))
             if bindir.is_dir():
                 paths += [f"{img.kernel_bin(fam)}/{f}" for f in sorted(os.listdir(bindir))]
+        paths += [p for p in mpi_programs(img.rootfs) if p not in paths]
     host_mpis = discover()
     for path in paths:
-        info = read_elf(view.host_path(path))
-        abi, soname = None, None
-        for s in info.needed:
-            if abi_of(s):
-                abi, soname = abi_of(s), s
-        entry = {"path": path,
-                 "linkage": "runpath" if info.runpath else ("rpath" if info.rpath else "none"),
-                 "rpath": list(info.rpath), "runpath": list(info.runpath),
-                 "mpi_soname": soname, "mpi_abi": abi, "simd": simd_of(view.host_path(path)), "bind": []}
-        for fam, m in host_mpis.items():
-            entry["bind"].append(_bind_check(img, path, fam, m))
+        entry = describe_program(view.host_path(path), shown_path=path)
+        entry["bind"] = [_bind_check(img, path, fam, m) for fam, m in host_mpis.items()]
         report["programs"].append(entry)
     return report
 
@@ -173,6 +167,8 @@ def simd_of(path):
 
 
 def collect(image=None, programs=()):
+    """The whole report. programs: with an image, programs inside it; without one, host
+    programs (report["programs"])."""
     from .discovery import cpu, hazards
 
     report = {
@@ -187,6 +183,10 @@ def collect(image=None, programs=()):
         report["slurm"] = slurm
     if image:
         report["image"] = image_report(image, programs)
+    elif programs:
+        from .programs import host_program
+
+        report["programs"] = [host_program(p) for p in programs]
     return report
 
 
@@ -249,10 +249,18 @@ def render(report, console):
         for m in img["mpi"]:
             console.print(f"  MPI {m['family']} {m['version'] or '?'}  {m['library'] or ''}", highlight=False)
         for p in img["programs"]:
-            console.print(f"  [bold]{p['path']}[/]  MPI {p['mpi_soname'] or 'none'}, linkage {p['linkage']}"
-                          f"{' ' + ':'.join(p['rpath'] or p['runpath']) if p['linkage'] != 'none' else ''}, SIMD {p['simd']}",
-                          highlight=False)
+            _render_program(p, console)
             for b in p["bind"]:
                 mark = "[green]bind ok[/]" if b["possible"] else "[red]no bind[/]"
                 reason = b["reason"].replace("bind mode refused: ", "")
                 console.print(f"    {mark} with host {b['host_mpi']}: {reason}", highlight=False)
+    for p in report.get("programs", []):  # host programs (--program without --image)
+        if p is report["programs"][0]:
+            console.print("\n[bold]Programs[/] (host)", highlight=False)
+        _render_program(p, console)
+
+
+def _render_program(p, console):
+    console.print(f"  [bold]{p['path']}[/]  MPI {p['mpi_soname'] or 'none'}, linkage {p['linkage']}"
+                  f"{' ' + ':'.join(p['rpath'] or p['runpath']) if p['linkage'] != 'none' else ''}, SIMD {p['simd']}",
+                  highlight=False)

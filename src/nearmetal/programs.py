@@ -1,0 +1,74 @@
+"""What a program is, for doctor: its MPI (SONAME, ABI), RPATH/RUNPATH, the SIMD level it
+declares; and which programs of an image link an MPI library at all.
+
+Read from the ELF files alone (elf.py), on the host or inside an image's root, so it works
+for images nearmetal did not build and for host programs with no image in sight."""
+
+import os
+
+from .elf import LinkerView, read_elf
+from .errors import NearmetalError
+
+# Where an image keeps programs a user runs (models/program.py looks a bare name up there).
+from .models.program import CONTAINER_PATH
+
+
+def describe(host_path, shown_path=None):
+    """{path, linkage, rpath, runpath, mpi_soname, mpi_abi, simd} of one ELF program."""
+    from .doctor import simd_of
+    from .families import abi_of
+
+    info = read_elf(host_path)
+    abi, soname = None, None
+    for s in info.needed:
+        if abi_of(s):
+            abi, soname = abi_of(s), s
+    return {"path": str(shown_path or host_path),
+            "linkage": "runpath" if info.runpath else ("rpath" if info.rpath else "none"),
+            "rpath": list(info.rpath), "runpath": list(info.runpath),
+            "mpi_soname": soname, "mpi_abi": abi, "simd": simd_of(host_path)}
+
+
+def host_program(path):
+    """describe() of a program on the host; a one-line error for one that is not an ELF program."""
+    full = os.path.abspath(os.path.expanduser(str(path)))
+    if not os.path.isfile(full):
+        from .families import names
+        from .models.program import host_program as find
+
+        full = find(str(path), names()[0])  # a bare name: PATH (or a kernel), as `run` looks it up
+    try:
+        return describe(full)
+    except NearmetalError as e:
+        raise NearmetalError(f"--program {path}: {e}")
+
+
+def mpi_programs(rootfs):
+    """In-image paths of the executables in the image's program directories that link an MPI
+    library directly (DT_NEEDED), each file once (merged /usr: /bin is /usr/bin)."""
+    from .families import abi_of
+
+    view = LinkerView(rootfs)
+    seen, out = set(), []
+    for directory in CONTAINER_PATH:
+        host_dir = view.host_path(directory)
+        try:
+            names = sorted(os.listdir(host_dir))
+        except OSError:
+            continue
+        for name in names:
+            host = host_dir / name
+            try:
+                real = os.path.realpath(host)
+                if real in seen or not os.path.isfile(real) or not os.access(real, os.X_OK):
+                    continue
+                seen.add(real)
+                with open(real, "rb") as f:
+                    if f.read(4) != b"\x7fELF":
+                        continue
+                needed = read_elf(real).needed
+            except (OSError, NearmetalError):
+                continue
+            if any(abi_of(s) for s in needed):
+                out.append(f"{directory}/{name}")
+    return out
