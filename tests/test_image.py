@@ -240,3 +240,35 @@ def test_interrupted_build_unmounts_and_cleans(bookworm_image, tmp_path, monkeyp
     assert not (tmp_path / "images/nm-bookworm-mpich").exists()
     assert not list((tmp_path / "images").glob(".nm-bookworm-mpich.*-*"))
     assert os.path.exists("/dev/null") and os.path.exists("/dev/zero")
+
+
+# -- --packages: the user's application from Debian, in an image of its own ------------------
+
+def test_extra_packages_are_installed_recorded_and_kept(tmp_path):
+    from conftest import nearmetal
+
+    out = nearmetal("image", "build", "--mpi", "mpich", "--name", "nm-test-pkgs", "--packages", "hello", timeout=900)
+    assert out.returncode == 0, out.stderr
+    built = image.resolve("nm-test-pkgs")
+    assert list(built.meta["extra_packages"]) == ["hello"] and built.meta["extra_packages"]["hello"]
+    assert "hello" in built.meta["packages"]
+    run = nearmetal("run", "--mode", "hybrid", "--mpi", "mpich", "--image", "nm-test-pkgs", "-n", "1", "--", "hello")
+    assert run.returncode == 0 and run.stdout.strip() == "Hello, world!", run.stderr
+    # built again without --packages (e.g. to add a format): the same image, not a rebuild
+    again = nearmetal("image", "build", "--mpi", "mpich", "--name", "nm-test-pkgs", "--format", "squashfs",
+                      timeout=900)
+    assert again.returncode == 0, again.stderr
+    after = image.resolve("nm-test-pkgs")
+    assert after.meta["digest"] == built.meta["digest"] and after.meta["built"] == built.meta["built"]
+    assert after.sqfs is not None
+    listing = [line.split("\t") for line in nearmetal("image", "list", check=True).stdout.splitlines()]
+    assert ["nm-test-pkgs", "bookworm", "mpich", "dir,squashfs", "hello"] == [r for r in listing
+                                                                              if r[0] == "nm-test-pkgs"][0][:5]
+    # a package Debian does not have: apt's own word as the one error line (after the build's
+    # progress lines), no traceback, and no image left behind
+    bad = nearmetal("image", "build", "--mpi", "mpich", "--name", "nm-test-nopkg", "--packages", "no-such-package-nm",
+                    timeout=900)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("nearmetal image: error: apt-get install failed") and "no-such-package-nm" in last
+    assert not (image.images_dir() / "nm-test-nopkg").exists()

@@ -91,3 +91,25 @@ def test_foreign_name_is_short_stable_and_tells_files_apart(tmp_path):
     a = foreign_name(Path("/x/My App!.sif"), "sha256:0123456789abcdef")
     assert a == "my-app-01234567"
     assert foreign_name(Path("/y/My App!.sif"), "sha256:fedcba9876543210") != a
+
+
+@pytest.mark.parametrize("packages, name_given, message", [
+    (["hello", "Bad;x"], True, "'Bad;x' is not a Debian package name"),
+    (["-x"], True, "'-x' is not a Debian package name"),
+    (["a\nb"], True, "is not a Debian package name"),
+    (["hello"], False, "--packages makes an image of its own: give it a --name"),
+    (["p"] * 201, True, "at most 200 packages"),
+])
+def test_extra_package_names_are_checked(packages, name_given, message):
+    from nearmetal.image.recipe import check_packages
+
+    with pytest.raises(NearmetalError, match=message.replace("(", r"\(")):
+        check_packages(packages, name_given)
+
+
+def test_extra_packages_come_after_the_recipes_once():
+    from nearmetal.image.recipe import check_packages, packages
+
+    assert check_packages([" gromacs", "hpcc", ""], True) == ["gromacs", "hpcc"]
+    got = packages(["mpich"], ["hpcc", "gcc", "hpcc"])
+    assert got[-1] == "hpcc" and got.count("gcc") == 1 and got.count("hpcc") == 1

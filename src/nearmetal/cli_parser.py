@@ -101,6 +101,9 @@ def _add_image(sub):
     b.add_argument("--format", choices=_formats(), default=_formats()[0],
                    help=f"{_formats()[0]} is always built; also build one of: {', '.join(_formats()[1:])}")
     b.add_argument("--name", help="image name (default: nm-DISTRO-MPIS)")
+    b.add_argument("--packages", type=lambda v: [p for p in v.split(",") if p.strip()], default=None,
+                   metavar="P1,P2", help="also install these Debian packages (an application: gromacs, hpcc, ...); "
+                                         "needs --name; kept when the image is built again without --packages")
     isub.add_parser("list", help="list built images")
 
 

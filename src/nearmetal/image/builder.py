@@ -23,12 +23,13 @@ from . import chroot, formats
 from .chroot import CHROOT_ENV, BuildLog, remove_tree
 from .inspect import dpkg_versions, metadata, timestamp
 from .progress import Reporter
-from .recipe import (MOUNT_POINTS, check_inputs, digest, io_packages, kernel_bin, kernel_files, kernel_prefix,
-                     kernel_programs, mirror, packages)
+from .recipe import (MOUNT_POINTS, check_inputs, check_packages, digest, io_packages, kernel_bin, kernel_files,
+                     kernel_prefix, kernel_programs, mirror)
+from .recipe import packages as recipe_packages
 from .store import Image, image_from_dir, images_dir, read_json, recorded_formats, write_meta
 
 
-def build(distro=None, mpis=None, fmt="dir", name=None, progress=True) -> Image:
+def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None) -> Image:
     """Build (or reuse) an image. `fmt` is a format's name (formats.names()) or a list of
     them; "dir" is always built. mpis: MPI family names (None: every family).
 
@@ -36,8 +37,11 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True) -> Image:
     kernel sources) and every requested format; missing formats are added without a rebuild.
     A rebuild (changed inputs) also rebuilds every format the old image had.
     """
+    extra = check_packages(packages, name_given=name is not None)
     distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names())
-    package_list = packages(mpis)
+    if packages is None:  # not given: an existing image keeps its extra packages (adding a format)
+        extra = list((read_json(images_dir() / name / "image.json") or {}).get("extra_packages", {}))
+    package_list = recipe_packages(mpis, extra)
     image_digest = digest(distro, mpis, package_list)
     report = Reporter(name, progress)
     final = images_dir() / name
@@ -62,10 +66,11 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True) -> Image:
             kept = [f for f in recorded_formats(final, meta) if formats.get(f).available()]
             wanted = [f for f in formats.names() if f in wanted or f in kept]
         with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)})"):
-            return _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta=meta)
+            return _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta=meta,
+                               extra=extra)
 
 
-def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta):
+def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta, extra=()):
     base = images_dir()
     log = BuildLog(base / f"{name}.build.log", truncate=True)
     log.write(f"# nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} "
@@ -95,6 +100,7 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
             meta = metadata(name, distro, mpis, package_list, image_digest, rootfs, log)
             meta["io_packages"] = dpkg_versions(rootfs, io_list, log) if io_list else {}
             meta["io_packages_unavailable"] = [p for p in io_packages(mpis) if p not in io_list]
+            meta["extra_packages"] = dpkg_versions(rootfs, extra, log) if extra else {}
             meta["timings"] = timings
             write_meta(tmp, meta, ["dir"])
         for f in formats.names():

@@ -5,13 +5,15 @@ def command(args):
     from .. import image
 
     if args.image_command == "build":
-        img = image.build(distro=args.distro, mpis=tuple(args.mpi), fmt=args.format, name=args.name)
+        img = image.build(distro=args.distro, mpis=tuple(args.mpi), fmt=args.format, name=args.name,
+                          packages=args.packages)
         copies = [f"{f}: {v}" for f, v in _format_copies(img)]
         print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
     else:
         for img in image.list_images():
             formats = ",".join(["dir"] + [f for f, _ in _format_copies(img)])
-            print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{img.rootfs}")
+            extra = ",".join(img.meta.get("extra_packages") or {}) or "-"
+            print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{extra}\t{img.rootfs}")
     return 0
 
 

@@ -23,6 +23,10 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Bind-mount targets every image has: a SquashFS image cannot get them at run time.
 MOUNT_POINTS = ("nm/host-mpi", "nm/work")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+# Debian policy 5.6.1: lowercase letters, digits, + - . ; at least two characters, a letter or
+# digit first. An optional :ARCH is not taken: images are of the host's architecture.
+PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,99}$")
+MAX_EXTRA_PACKAGES = 200
 
 
 def default_name(distro: str, mpis) -> str:
@@ -76,12 +80,29 @@ def check_inputs(distro, mpis, fmt, name, format_names):
     return distro, mpis, formats, name
 
 
-def packages(mpis) -> list[str]:
-    """The packages every build installs: the toolchain and each MPI family's."""
+def packages(mpis, extra=()) -> list[str]:
+    """The packages a build installs: the toolchain, each MPI family's, then the user's extra
+    ones (`image build --packages`: an application from Debian), each once."""
     out = list(BASE_PACKAGES)
     for mpi in mpis:
         out += families.get(mpi).image_packages
-    return out
+    return out + [p for p in dict.fromkeys(extra) if p not in out]
+
+
+def check_packages(extra, name_given) -> list[str]:
+    """The user's extra packages, checked (names only: apt says whether they exist); a
+    one-line error otherwise. They make a different image, which needs a name of its own."""
+    extra = [p.strip() for p in (extra or ()) if p.strip()]
+    if len(extra) > MAX_EXTRA_PACKAGES:
+        raise NearmetalError(f"--packages: at most {MAX_EXTRA_PACKAGES} packages")
+    for p in extra:
+        if not PACKAGE_RE.match(p):
+            raise NearmetalError(f"--packages: '{p}' is not a Debian package name (lowercase letters, digits, "
+                                 f"'+', '-', '.')")
+    if extra and not name_given:
+        raise NearmetalError("--packages makes an image of its own: give it a --name (the default image stays "
+                             "as it is)")
+    return extra
 
 
 def io_packages(mpis) -> list[str]:
