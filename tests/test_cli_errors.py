@@ -24,7 +24,7 @@ from nearmetal.cli import fast_parse_run
     (["image", "build", "--distro", "jessie"], "jessie"),
     (["image", "build", "--mpi", "openmpi,lam"], "lam"),
     (["image", "build", "--format", "qcow2"], "qcow2"),
-    (["doctor", "--program", "x"], "--image"),
+    (["doctor", "--program", "x"], "program not found on PATH: x"),  # host programs need no --image
     (["doctor", "--image", "no-such-image"], "no-such-image"),
     (["frobnicate"], "frobnicate"),
     (["bench", "mpi-info", "-n", "2000000"], "-n: must be at most 1000000"),

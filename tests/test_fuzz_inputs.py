@@ -444,7 +444,7 @@ def _semantic_cases():
         (["import", "{S}/none.csv", "--study", "s", "--baseline", "native", "--margin", "nan"], "--margin"),
         (["bench", "no-such-kernel", "--dry-run"], "no-such-kernel"),
         (["bench", "latency", "-n", "3", "--dry-run"], "-n 3"),
-        (["doctor", "--program", "x"], "--image"),
+        (["doctor", "--program", "x"], "program not found on PATH: x"),
         (["run", "--dry-run"], "no program"),
         (["run", "--dry-run", "--", "nm-mpi-info", ":"], "empty MPMD component"),
         (["run", "--workdir", "/proc/1/root/x", "--dry-run", "--", "nm-mpi-info"], "--workdir"),
