@@ -14,13 +14,13 @@ NEARMETAL = REPO / ".venv" / "bin" / "nearmetal"
 os.environ.setdefault("USER", "root" if os.geteuid() == 0 else str(os.getuid()))
 
 
-def nearmetal(*args, env=None, timeout=600, check=False):
-    """Run the installed `nearmetal` command as a user would; returns CompletedProcess."""
+def nearmetal(*args, env=None, timeout=600, check=False, cwd=None):
+    """Run the installed `nearmetal` command as a user would (from `cwd`, else here); returns CompletedProcess."""
     full_env = dict(os.environ, **(env or {}))
     exe = str(NEARMETAL) if NEARMETAL.exists() else None
     argv = [exe] if exe else [sys.executable, "-m", "nearmetal.cli"]
     out = subprocess.run(argv + [str(a) for a in args], capture_output=True, text=True, timeout=timeout,
-                         env=full_env, stdin=subprocess.DEVNULL)
+                         env=full_env, stdin=subprocess.DEVNULL, cwd=cwd)
     if check and out.returncode != 0:
         raise AssertionError(f"nearmetal {' '.join(map(str, args))} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     return out

@@ -215,3 +215,18 @@ def test_slurm_batch_job_ranks_start_in_workdir(mode, slurm_env, workdir, defaul
                "--workdir", workdir, "-v", "--", *RECORD_CWD, env=slurm_env, timeout=180)
     assert f"--chdir={workdir}" in out.stderr
     assert _cwds(workdir) == [str(workdir.resolve()) if mode == "native" else "/nm/work"] * 2
+
+
+def test_run_warns_about_a_host_input_the_container_will_not_see(workdir, default_image):
+    """The new user's "cannot open input" in hybrid mode: the input sits in the launch
+    directory, which the container does not show; nearmetal says so before launching, and
+    not once --workdir brings it in."""
+    (workdir / "input.nml").write_text("&nml x = 1 /\n")
+    out = nearmetal("run", "-n", "1", "--mode", "hybrid", "--mpi", "mpich", "--image", default_image.name,
+                    "--", "cat", "input.nml", cwd=workdir)
+    assert out.returncode != 0
+    assert out.stderr.startswith("nearmetal run: warning: 'input.nml' is a file on the host that the hybrid ranks "
+                                 "in the container will not see at that path: give --workdir DIR"), out.stderr
+    ok = nearmetal("run", "-n", "1", "--mode", "hybrid", "--mpi", "mpich", "--image", default_image.name,
+                   "--workdir", workdir, "--", "cat", "input.nml", cwd=workdir)
+    assert ok.returncode == 0 and ok.stdout == "&nml x = 1 /\n" and "warning" not in ok.stderr, ok.stderr

@@ -27,6 +27,11 @@ def cmd_run(args):
                      slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args)
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     p = plan(req, more)
+    if req.mode != "native" or any(r.mode != "native" for r in more):
+        from .run import unseen_host_files
+
+        for warning in unseen_host_files(p.components):
+            print(f"nearmetal run: {warning}", file=sys.stderr)
     scheduler = schedulers.get(req.scheduler)
     if args.dry_run:
         print(scheduler.describe(p, req, [req] + more))

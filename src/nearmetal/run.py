@@ -41,6 +41,40 @@ class RunRequest:
 from .compose import CONTAINER_WORKDIR  # noqa: F401  (where containers see --workdir)
 
 
+def unseen_host_files(components, cwd=None, always_seen=("/tmp", "/dev/shm")):
+    """Warnings for container ranks' arguments that name an existing host file the
+    container will not see at that path (the user ran from a directory the ranks do not
+    start in, without --workdir): said before launching, since the program's own "cannot
+    open input" would not say why. always_seen: what every runtime binds at the same path."""
+    cwd = cwd or os.getcwd()
+    out = []
+    for c in components:
+        if not c.in_container:
+            continue
+        seen, starts_in_cwd = c.runtime.host_dirs_seen(c.runtime_args, cwd)
+        seen = [d.rstrip("/") + "/" for d in [*always_seen, *seen]]
+        for arg in c.args:
+            if not arg or arg.startswith("-") or "\n" in arg:
+                continue
+            if os.path.isabs(arg):
+                if not os.path.exists(arg) or (arg + "/").startswith(tuple(seen)):
+                    continue
+                from .elf import LinkerView
+
+                if LinkerView(c.image.rootfs).host_path(arg).exists():
+                    continue  # the image has its own file there
+                hint = "give --workdir DIR (mounted read-write at /nm/work, where the ranks start) with it inside"
+                if c.workdir and (arg + "/").startswith(c.workdir.rstrip("/") + "/"):
+                    hint = f"the ranks see it as {arg.replace(c.workdir.rstrip('/'), '/nm/work', 1)}"
+            elif c.workdir or starts_in_cwd or not os.path.exists(os.path.join(cwd, arg)):
+                continue  # resolved in the working directory the ranks start in (or nowhere)
+            else:
+                hint = "give --workdir DIR (mounted read-write at /nm/work, where the ranks start) with it inside"
+            out.append(f"warning: '{arg}' is a file on the host that the {c.mode} ranks in the container will not "
+                       f"see at that path: {hint}")
+    return out
+
+
 class Plan:
     """The exact launch: argv, the environment delta, notes on what was decided, the working
     directory, and the resolved components (resolve.Resolved) it was composed from."""

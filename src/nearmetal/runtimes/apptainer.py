@@ -100,6 +100,14 @@ class Apptainer(Runtime):
     def private_dev_shm(self, runtime_args):
         return any(a in CONTAIN_FLAGS for a in runtime_args)
 
+    def host_dirs_seen(self, runtime_args, cwd):
+        # By default Apptainer binds $HOME and the current directory and starts there;
+        # --contain (and --containall) does neither, --no-home drops $HOME.
+        if self.private_dev_shm(runtime_args):
+            return [], False
+        dirs = [cwd] + ([] if "--no-home" in runtime_args else [os.path.expanduser("~")])
+        return dirs, True
+
     def notes(self, runtime_args):
         out = []
         if self.drop_caps():

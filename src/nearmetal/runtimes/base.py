@@ -94,6 +94,11 @@ class Runtime(ABC):
         links between them), with these runtime arguments."""
         return False
 
+    def host_dirs_seen(self, runtime_args, cwd):
+        """Host directories the container shows at the same path besides /tmp, and whether
+        the ranks start in the host's current directory (then relative paths resolve)."""
+        return [], False
+
     def private_dev_shm(self, runtime_args):
         """Whether each rank gets a /dev/shm of its own that a bind cannot replace."""
         return False
