@@ -127,6 +127,16 @@ def extracted(path, log=None) -> tuple[Path, str]:
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    import sys
+    import time
+
+    # Once per SIF content, and seconds for a large one: say what is happening (on a terminal:
+    # a refused run's stderr stays its one error line).
+    say = sys.stderr.isatty()
+    if say:
+        print(f"nearmetal: reading {path.name} ({part.size / 1e6:.0f} MB): its root file system is extracted "
+              f"read-only, once, into {root}", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
     try:
         # -no-xattrs: security labels of the image's files mean nothing here; -n: no progress.
         done_run = subprocess.run(["unsquashfs", "-n", "-no-xattrs", "-o", str(part.offset), "-d",
@@ -145,6 +155,8 @@ def extracted(path, log=None) -> tuple[Path, str]:
             os.rename(tmp, root)
         except OSError:  # another process extracted it first
             pass
+        if say:
+            print(f"nearmetal: {path.name} read in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root / "rootfs", digest
