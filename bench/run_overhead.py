@@ -6,11 +6,13 @@ interleaved (nearmetal, direct, nearmetal, ...) for N rounds with 2 ranks of /bi
 Discovery is cached by the first call. Prints medians, the difference and the ratio.
 --against SRC also times another checkout's package (its src/ directory, run by this
 interpreter) in the same rounds: before/after figures measured side by side.
-usage: bench/run_overhead.py [--rounds 20] [--against OTHER_CHECKOUT/src]
+The order of the runs is shuffled in each round (--seed).
+usage: bench/run_overhead.py [--rounds 20] [--against OTHER_CHECKOUT/src] [--seed 1]
 """
 
 import argparse
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -32,6 +34,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--mpi", default="openmpi,mpich")
     ap.add_argument("--against", help="another checkout's src/ directory, timed in the same rounds")
+    ap.add_argument("--seed", type=int, default=1, help="the order of the runs within each round")
     a = ap.parse_args()
     true = shutil.which("true")
     other = f"{'other ms':>9s} {'this-other':>10s}" if a.against else ""
@@ -53,11 +56,15 @@ def main():
         if a.against:
             timed(other_argv, other_env)
         d, n, o = [], [], []
+        # A shuffled order each round: a fixed one gives each kind the same predecessor every
+        # time (an Open MPI job right after another leaves the next one slower or faster).
+        rng = random.Random(a.seed)
+        kinds = [("nm", nm, env, n), ("direct", direct, env, d)]
+        if a.against:
+            kinds.append(("other", other_argv, other_env, o))
         for _ in range(a.rounds):
-            n.append(timed(nm, env))
-            d.append(timed(direct, env))
-            if a.against:
-                o.append(timed(other_argv, other_env))
+            for _, argv, e, out in rng.sample(kinds, len(kinds)):
+                out.append(timed(argv, e))
         md, mn = statistics.median(d) * 1e3, statistics.median(n) * 1e3
         line = f"{mpi:8s} {md:10.1f} {mn:13.1f} {mn - md:9.1f} {mn / md:6.2f}"
         if a.against:
