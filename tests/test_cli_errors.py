@@ -88,3 +88,30 @@ def test_fast_run_parser_agrees_with_argparse(argv):
                                   ["--env", "1A=2", "p"], ["--image"]])
 def test_fast_run_parser_defers_to_argparse(argv):
     assert fast_parse_run(argv) is None
+
+
+def test_native_run_path_imports_only_what_it_uses(tmp_path):
+    """`nearmetal run` sits in front of every launch and each module costs ~60 µs to load:
+    a native local run (up to the exec of its launcher, discovery cached) loads no argparse, re, importlib,
+    other subcommands, container runtime or choices module."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import os, sys\n"  # the probe itself imports nothing more (json would load re)
+             "def stop(*a):\n"
+             "    print(' '.join(sorted(sys.modules))); sys.stdout.flush(); os._exit(0)\n"
+             "os.execve = os.execv = stop\n"
+             "sys.argv = ['nearmetal', 'run', '-n', '2', '--', '/bin/true']\n"
+             "from nearmetal.cli import main\n"
+             "main()\n")
+    # Its own home and a plain PATH: the first run fills the discovery cache (reading ELF
+    # files), the second is the hot path.
+    env = dict(os.environ, NEARMETAL_HOME=str(tmp_path / "home"), PATH="/usr/local/bin:/usr/bin:/bin")
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
+    loaded = set(out.stdout.split())
+    assert "nearmetal.launchers.base" in loaded and "nearmetal.supervise" in loaded  # it did get to the exec
+    unwanted = {"argparse", "re", "importlib", "warnings", "nearmetal.commands", "nearmetal.choices",
+                "nearmetal.cli_parser", "nearmetal.runtimes", "nearmetal.elf", "rich", "pydantic"}
+    assert loaded & unwanted == set()

@@ -1,6 +1,7 @@
 """Every list of choices a user can name, asked of its registry when needed (never copied):
-the command line (argparse and the fast `run` parser) and study and I/O study validation
-read them from here, so a backend registered by one module is a choice everywhere."""
+argparse and study and I/O study validation read them from here (the fast `run` parser
+asks the registries themselves: one module less on its hot path), so a backend registered
+by one module is a choice everywhere."""
 
 
 def modes():

@@ -34,17 +34,11 @@ class Host:
         return image_mod.resolve(spec or image_mod.default_name(image_mod.host_distro(), names()))
 
     def program_abi(self, path):
-        """The MPI family a host program links against, or None."""
-        from .elf import read_elf
-        from .families import abi_of
+        """The MPI family a host program links against, or None (remembered per file: the
+        ELF reader is the slowest import `nearmetal run` could make)."""
+        from .discovery.cache import per_file
 
-        try:
-            for soname in read_elf(path).needed:
-                if abi_of(soname):
-                    return abi_of(soname)
-        except NearmetalError:
-            pass
-        return None
+        return per_file("program-abi", path, lambda: _linked_abi(path))
 
     def image_program_abi(self, image, program):
         """The MPI family a program inside an image is built against (None for nearmetal's
@@ -91,7 +85,7 @@ class Resolved:
 
 def resolve(req, more=(), host=None):
     """[Resolved] for a request and its further MPMD components (which share its MPI)."""
-    from . import runtimes, schedulers
+    from . import schedulers
     from .families import get as get_family
     from .families import names as family_names
 
@@ -105,23 +99,38 @@ def resolve(req, more=(), host=None):
         family = host.image_program_abi(image, req.program)
     mpi = host.mpi(family or _default_family(req, host))
     profile = get_family(mpi["family"])
-    out = [Resolved(req, mpi, profile, image, _runtime(req, runtimes), scheduler)]
+    out = [Resolved(req, mpi, profile, image, _runtime(req), scheduler)]
     for i, r in enumerate(more, start=2):
         if r.mpi and r.mpi != mpi["family"]:
             raise NearmetalError(f"MPMD component {i} asks for {r.mpi}, but components share one "
                                  f"MPI_COMM_WORLD: every component must use {mpi['family']}")
         r_image = host.image(r.image) if r.mode != "native" else None
-        out.append(Resolved(r, mpi, profile, r_image, _runtime(r, runtimes), scheduler))
+        out.append(Resolved(r, mpi, profile, r_image, _runtime(r), scheduler))
     return out
 
 
-def _runtime(req, runtimes):
+def _runtime(req):
     if req.mode == "native":
         return None
+    from . import runtimes
+
     runtime = runtimes.get(req.runtime)
     if not runtime.path():
         raise NearmetalError(f"runtime '{req.runtime}' is not installed ({runtime.binary} not on PATH)")
     return runtime
+
+
+def _linked_abi(path):
+    from .elf import read_elf
+    from .families import abi_of
+
+    try:
+        for soname in read_elf(path).needed:
+            if abi_of(soname):
+                return abi_of(soname)
+    except NearmetalError:
+        pass
+    return None
 
 
 def _default_family(req, host):

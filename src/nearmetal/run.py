@@ -22,10 +22,11 @@ class RunRequest:
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
                  ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
                  runtime_args=()):
-        from . import runtimes, schedulers
+        from . import schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
-        self.runtime = runtime or runtimes.DEFAULT
+        # A native run has no runtime (and does not import runtimes/ to name the default one)
+        self.runtime = runtime or (None if mode == "native" else _default_runtime())
         self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
         self.threads, self.env = threads, dict(env or {})
         # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
@@ -36,6 +37,12 @@ class RunRequest:
         self.workdir = workdir
         # Extra arguments for the container runtime, before the image (a named variant's).
         self.runtime_args = list(runtime_args)
+
+
+def _default_runtime():
+    from .runtimes import DEFAULT
+
+    return DEFAULT
 
 
 from .compose import CONTAINER_WORKDIR  # noqa: F401  (where containers see --workdir)

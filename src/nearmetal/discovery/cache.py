@@ -79,3 +79,39 @@ def cached_plan(name, key, value=None, files=()):
         marshal.dump({"key": repr(key), "files": files, "stamps": _stamp(files), "value": value}, f)
     os.replace(tmp, path)
     return value
+
+
+def per_file(name, path, compute, keep=256):
+    """compute() for one file, remembered while its size and mtime are unchanged: e.g. the
+    MPI a program links against, which `nearmetal run` would otherwise read with the ELF
+    reader (pyelftools: ~40 ms to import) on every launch. One small table per name, the
+    `keep` most recent files."""
+    from ..home import home_str
+
+    table_path = os.path.join(home_str(), "cache", f"{name}.marshal")
+    path = os.path.realpath(path)
+    stamp = _stamp([path])[0][1:]
+    try:
+        with open(table_path, "rb") as f:
+            table = marshal.load(f)
+        if not isinstance(table, dict):
+            table = {}
+    except (OSError, ValueError, TypeError, EOFError):
+        table = {}
+    hit = table.get(path)
+    if isinstance(hit, list) and len(hit) == 2 and hit[0] == stamp and stamp[0] is not None:
+        return hit[1]
+    value = compute()
+    table.pop(path, None)
+    table[path] = [stamp, value]  # dicts keep insertion order: the oldest entries go first
+    for old in list(table)[:max(0, len(table) - keep)]:
+        del table[old]
+    try:
+        os.makedirs(os.path.dirname(table_path), exist_ok=True)
+        tmp = f"{table_path}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            marshal.dump(table, f)
+        os.replace(tmp, table_path)
+    except OSError:
+        pass  # a cache that cannot be written only costs time
+    return value

@@ -1,0 +1,204 @@
+"""The subcommands other than `run` (cli.py dispatches to them): bench, study, report,
+import, doctor, image, kernels, cluster, io. Kept apart so `nearmetal run` imports none of
+this."""
+
+import sys
+
+from .cli import _interrupt_status, _interrupted, _slurm_options
+from .errors import NearmetalError
+
+
+def cmd_bench(args):
+    import json
+
+    from . import kernels, schedulers
+    from .run import RunRequest, plan
+
+    spec = kernels.get(args.kernel)
+    kargs = args.kernel_args or list(spec.default_args)
+    ranks = args.ranks if args.ranks is not None else max(spec.min_ranks, 2 if spec.min_ranks > 1 else 1)
+    if ranks < spec.min_ranks or (spec.max_ranks and ranks > spec.max_ranks):
+        limit = f"{spec.min_ranks}..{spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}"
+        raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
+    req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
+                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
+                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     runtime_args=args.runtime_args)
+    p = plan(req)
+    scheduler = schedulers.get(req.scheduler)
+    if args.dry_run:
+        print(scheduler.describe(p, req, [req]))
+        return 0
+    if args.verbose:
+        print(p.describe(), file=sys.stderr)
+    outcome = scheduler.run(p, req, [req], timeout=args.timeout)
+    if outcome.status in ("not started", "timeout"):
+        raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
+    rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
+    resolved = p.components[0]
+    params = {"mode": args.mode, "mpi": resolved.mpi["family"], "ranks": ranks, "threads": args.threads}
+    if req.scheduler != schedulers.DEFAULT:
+        params["scheduler"] = req.scheduler
+    if args.mode != "native":
+        params |= {"runtime": args.runtime, "image": resolved.image.name}
+    records = kernels.parse(spec, out, params)
+    if args.json:
+        for r in records:
+            print(json.dumps(r))
+    else:
+        sys.stdout.write(out)
+    if err.strip():
+        sys.stderr.write(err)
+    if rc != 0:
+        reason = _kernel_reason(err, spec.program)
+        raise NearmetalError(f"kernel '{spec.name}' failed with exit status {rc}" + (f": {reason}" if reason else ""))
+    if not records:
+        raise NearmetalError(f"kernel '{spec.name}' printed no results")
+    return 0
+
+
+def cmd_study(args):
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from .study import runner
+    from .study.executor import Executor
+
+    cfg, text = runner.load(args.file)
+    if args.dry_run:
+        runner.dry_run(cfg, print)
+        return 0
+    db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
+    out_dir = _out_dir(args.out, db)  # checked now: not after the last run is stored
+    err = Console(stderr=True)
+    say = lambda m: err.print(m, highlight=False)  # noqa: E731
+    store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None, say=say)
+    counts = store.counts(study_id)
+    total = sum(counts.values())
+    err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {counts.get('planned', 0)} to run; results in {db}",
+              highlight=False)
+    ex = Executor(cfg, store, study_id, console=err, progress=not args.no_progress)
+    try:
+        failed = runner.run(cfg, store, study_id, ex, say)
+    except KeyboardInterrupt as e:
+        total = sum(store.counts(study_id).values())
+        finished = total - store.counts(study_id).get("planned", 0)
+        resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
+        err.print(f"{_interrupted(e)}: {finished} of {total} runs finished and stored; resume with: "
+                  f"{' '.join(resume)}", highlight=False)
+        return _interrupt_status(e)
+    return _report(store, cfg.study.name, out_dir, "html", failed)
+
+
+def cmd_report(args):
+    from pathlib import Path
+
+    from .study.store import Store
+
+    db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
+    out_dir = _out_dir(args.out, db)
+    store = Store(db, readonly=True)  # a report never writes the database (docs/store.md)
+    try:
+        return _report(store, args.study, out_dir, args.format, None)
+    finally:
+        store.close()
+
+
+def cmd_import(args):
+    from pathlib import Path
+
+    from .study.importer import import_csv
+    from .study.runner import default_db
+
+    if not 0 < args.margin < 1:
+        raise NearmetalError(f"--margin must be between 0 and 1, got {args.margin}")
+    db = Path(args.db) if args.db else default_db(args.study)
+    out_dir = _out_dir(args.out, db)
+    store, _, n = import_csv(args.csv, db, args.study, args.baseline, metric=args.metric, unit=args.unit,
+                             margin=args.margin)
+    try:
+        print(f"imported {n} rows into study '{args.study}' in {db}")
+        return _report(store, args.study, out_dir, "html", 0)
+    finally:
+        store.close()
+
+
+def _out_dir(out, db):
+    """Where the report goes (--out, else beside the database), refused in one line when it
+    cannot be created or written."""
+    from pathlib import Path
+
+    from .study.inputs import check_workdir
+
+    path = Path(out) if out else Path(db).parent
+    why = check_workdir(str(path))
+    if why:
+        raise NearmetalError(f"--out {path}: {why}" if out else f"cannot write the report beside {db}: {path}: {why}")
+    return path
+
+
+def _report(store, study_name, out_dir, fmt, failed):
+    from rich.console import Console
+
+    from .report import render_terminal, write_report
+    from .study.analysis import analyze
+
+    analysis = analyze(store, study_name)
+    console = Console()
+    if fmt == "html" or failed is not None:
+        render_terminal(analysis, console)
+    path = write_report(analysis, out_dir, fmt)
+    console.print(f"report: {path}", highlight=False)
+    return 0
+
+
+def _kernel_reason(stderr, program):
+    """The kernel's own last word from stderr, skipping launcher banners (Open MPI's '-----')."""
+    lines = [l.strip() for l in stderr.splitlines() if l.strip() and set(l.strip()) != {"-"}]
+    own = [l for l in lines if program in l.split(":")[0]]
+    return (own or lines or [""])[-1]
+
+
+def cmd_doctor(args):
+    from . import doctor
+
+    report = doctor.collect(image=args.image, programs=args.program)
+    if args.json:
+        import json
+
+        print(json.dumps(report, indent=2))
+    else:
+        from rich.console import Console
+
+        doctor.render(report, Console())
+    return 0
+
+
+def cmd_image(args):
+    from .image.cli import command
+
+    return command(args)
+
+
+def cmd_kernels(args):
+    from . import kernels, supervise
+    from .discovery.mpi import discover
+
+    print(f"nm-supervise: {supervise.binary()}")  # every launch runs under it: built with the kernels
+    for fam in args.mpi or list(discover()):
+        print(f"{fam}: {kernels.build(fam)}")
+    return 0
+
+
+def cmd_cluster(args):
+    from .slurm.cluster import command
+
+    return command(args.cluster_command, dir=args.dir, nodes=getattr(args, "nodes", None),
+                   as_json=getattr(args, "json", False))
+
+
+def cmd_io(args):
+    from .io.cli import command
+
+    return command(args)
