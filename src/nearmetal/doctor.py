@@ -144,28 +144,6 @@ def _bind_check(img, path, family, mpi):
     return {"host_mpi": family, "possible": True, "reason": f"ABI and glibc compatible; host library preferred via {how}"}
 
 
-def simd_of(path):
-    """The x86-64 ISA level an ELF file declares it needs (GNU property note), if any."""
-    try:
-        from elftools.elf.elffile import ELFFile
-
-        with open(path, "rb") as f:
-            elf = ELFFile(f)
-            for sec in elf.iter_sections():
-                if sec.name != ".note.gnu.property":
-                    continue
-                for note in sec.iter_notes():
-                    for prop in note.get("n_desc", []) or []:
-                        if prop.get("pr_type") == "GNU_PROPERTY_X86_ISA_1_NEEDED":
-                            bits = prop.get("pr_data", 0)
-                            for level, bit in (("x86-64-v4", 8), ("x86-64-v3", 4), ("x86-64-v2", 2), ("x86-64-baseline", 1)):
-                                if isinstance(bits, int) and bits & bit:
-                                    return level
-    except Exception:  # a note we cannot parse must not break the report
-        return "unknown"
-    return "unknown"
-
-
 def collect(image=None, programs=()):
     """The whole report. programs: with an image, programs inside it; without one, host
     programs (report["programs"])."""

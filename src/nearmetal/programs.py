@@ -15,7 +15,6 @@ from .models.program import CONTAINER_PATH
 
 def describe(host_path, shown_path=None):
     """{path, linkage, rpath, runpath, mpi_soname, mpi_abi, simd} of one ELF program."""
-    from .doctor import simd_of
     from .families import abi_of
 
     info = read_elf(host_path)
@@ -27,6 +26,28 @@ def describe(host_path, shown_path=None):
             "linkage": "runpath" if info.runpath else ("rpath" if info.rpath else "none"),
             "rpath": list(info.rpath), "runpath": list(info.runpath),
             "mpi_soname": soname, "mpi_abi": abi, "simd": simd_of(host_path)}
+
+
+def simd_of(path):
+    """The x86-64 ISA level an ELF file declares it needs (GNU property note), if any."""
+    try:
+        from elftools.elf.elffile import ELFFile
+
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            for sec in elf.iter_sections():
+                if sec.name != ".note.gnu.property":
+                    continue
+                for note in sec.iter_notes():
+                    for prop in note.get("n_desc", []) or []:
+                        if prop.get("pr_type") == "GNU_PROPERTY_X86_ISA_1_NEEDED":
+                            bits = prop.get("pr_data", 0)
+                            for level, bit in (("x86-64-v4", 8), ("x86-64-v3", 4), ("x86-64-v2", 2), ("x86-64-baseline", 1)):
+                                if isinstance(bits, int) and bits & bit:
+                                    return level
+    except Exception:  # a note we cannot parse must not break the report
+        return "unknown"
+    return "unknown"
 
 
 def host_program(path):

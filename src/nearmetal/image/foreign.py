@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 from .. import families
-from ..elf import LinkerView, glibc_release
+from ..elf import DEFAULT_DIRS, LinkerView, glibc_release
 
-# Where an MPI library is looked for when the image's ld.so.cache does not name it.
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib", "/lib",
-            "/usr/local/lib")
+# Where an MPI library is looked for when the image's ld.so.cache does not name it: the
+# linker's default directories, and /usr/local/lib where images built from source put one.
+LIB_DIRS = DEFAULT_DIRS + ("/usr/local/lib",)
 
 
 def os_release(rootfs: Path) -> dict:

@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import struct
+import sys
+import time
 import subprocess
 from pathlib import Path
 
@@ -127,9 +129,6 @@ def extracted(path, log=None) -> tuple[Path, str]:
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    import sys
-    import time
-
     # Once per SIF content, and seconds for a large one: say what is happening (on a terminal:
     # a refused run's stderr stays its one error line).
     say = sys.stderr.isatty()

@@ -92,6 +92,19 @@ def _matrix_variants(config, bench):
 
 
 def cells(config):
+    """The study's cells: the whole matrix, less the cells of runtimes not installed here
+    when [study] missing_runtimes = "skip"."""
+    out = matrix_cells(config)
+    if config.study.missing_runtimes == "skip":
+        missing = set(missing_runtimes(config, out))
+        out = [c for c in out if c.variant.get("runtime") not in missing]
+    if not out:
+        raise NearmetalError("the study's matrix is empty after exclusions")
+    return out
+
+
+def matrix_cells(config):
+    """Every cell the matrix and the named variants make, whatever is installed."""
     out = []
     for bench in config.benchmark:
         dims, zips = _dimensions(config, bench)
@@ -116,11 +129,6 @@ def cells(config):
                 row = {**{d: fields[d] for d in VARIANT_DIMS}, **row}
                 if not any(all(row.get(k) == v for k, v in ex.items()) for ex in config.matrix.exclude):
                     add(fields, row)
-    if config.study.missing_runtimes == "skip":
-        missing = set(missing_runtimes(config, out))
-        out = [c for c in out if c.variant.get("runtime") not in missing]
-    if not out:
-        raise NearmetalError("the study's matrix is empty after exclusions")
     return out
 
 

@@ -79,14 +79,9 @@ def _say_left_out(cfg, say):
     if cfg.study.missing_runtimes != "skip":
         return
     from .. import runtimes
-    from .plan import cells, missing_runtimes
+    from .plan import matrix_cells, missing_runtimes
 
-    cfg.study.missing_runtimes = "fail"  # count on the whole matrix, then put the setting back
-    try:
-        counts = missing_runtimes(cfg, cells(cfg))
-    finally:
-        cfg.study.missing_runtimes = "skip"
-    for name, n in counts.items():
+    for name, n in missing_runtimes(cfg, matrix_cells(cfg)).items():
         hint = runtimes.get(name).install_hint
         say(f"{name} is not installed here: its {n} cells are left out of study '{cfg.study.name}'"
             + (f" ({hint})" if hint else ""))
