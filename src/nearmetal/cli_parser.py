@@ -146,10 +146,17 @@ def _add_bench(sub):
     from .kernels import REGISTRY
 
     kernels = ", ".join(sorted(REGISTRY))
-    b = sub.add_parser("bench", help="run one of nearmetal's benchmark kernels",
+    b = sub.add_parser("bench", help="run one of nearmetal's benchmark kernels, or any program with its figures of merit",
                        description=f"Kernels: {kernels}. Launch options are those of `run`; "
-                                   f"KERNEL_ARGS go to the kernel (OSU-style -m, -i, -x, -f for the MPI benchmarks).")
-    b.add_argument("kernel", metavar="KERNEL", help=f"one of: {kernels}")
+                                   f"KERNEL_ARGS go to the kernel (OSU-style -m, -i, -x, -f for the MPI benchmarks). "
+                                   f"With --command, what follows '--' is any program and its arguments, and "
+                                   f"--preset/--fom say which figures of merit to read (docs/applications.md).")
+    b.add_argument("kernel", metavar="KERNEL", nargs="?", help=f"one of: {kernels}")
+    b.add_argument("--command", dest="run_program", action="store_true", help="run the program after '--' instead of a kernel")
+    b.add_argument("--preset", help="figures of merit of a known application (with --command)")
+    b.add_argument("--fom", action="append", default=[], metavar="NAME:UNIT:REGEX",
+                   help="a figure of merit: the first group of REGEX in the output (repeatable; with --command)")
+    b.add_argument("--success", metavar="REGEX", help="a pattern a completed run prints (with --command)")
     _launch_options(b)
     b.set_defaults(ranks=None)
     b.add_argument("--json", action="store_true", help="one JSON record per measured point")

@@ -14,6 +14,13 @@ def cmd_bench(args):
     from . import kernels, schedulers
     from .run import RunRequest, plan
 
+    if args.run_program or args.preset or args.fom or args.success:
+        if not args.run_program:
+            raise NearmetalError("--preset, --fom and --success read a program's output: add --command")
+        return _bench_command(args)
+    if not args.kernel:
+        raise NearmetalError("no kernel given: nearmetal bench KERNEL [OPTIONS] [-- KERNEL_ARGS], "
+                             "or nearmetal bench --command [OPTIONS] -- PROGRAM ARGS")
     spec = kernels.get(args.kernel)
     kargs = args.kernel_args or list(spec.default_args)
     ranks = args.ranks if args.ranks is not None else max(spec.min_ranks, 2 if spec.min_ranks > 1 else 1)
@@ -202,3 +209,77 @@ def cmd_io(args):
     from .io.cli import command
 
     return command(args)
+
+
+def _bench_command(args):
+    """`bench --command`: any program, launched as `run` launches it, with its figures of
+    merit read as a study's program benchmark reads them."""
+    import json
+    import time
+
+    from pydantic import ValidationError
+
+    from . import schedulers
+    from .apps import presets
+    from .apps.fom import Fom, FomError
+    from .run import RunRequest, plan
+    from .study.program import files_read, read_outputs, records
+
+    if args.kernel:
+        raise NearmetalError(f"--command runs the program after '--', not kernel '{args.kernel}': drop one of them")
+    if not args.kernel_args:
+        raise NearmetalError("--command needs the program after '--': nearmetal bench --command [OPTIONS] -- PROGRAM ARGS")
+    if args.preset is not None and args.preset not in presets.names():
+        raise NearmetalError(f"unknown preset '{args.preset}' (choose from: {', '.join(presets.names())})")
+    foms = []
+    for i, text in enumerate(args.fom):
+        name, sep1, rest = text.partition(":")
+        unit, sep2, regex = rest.partition(":")
+        if not (sep1 and sep2):
+            raise NearmetalError(f"--fom {text!r:.60}: write NAME:UNIT:REGEX, e.g. 'step:s:Time per step: ([0-9.]+)'")
+        try:
+            foms.append(Fom(name=name, unit=unit, regex=regex))
+        except ValidationError as e:
+            raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg']}") from None
+    bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
+    req = RunRequest(args.kernel_args[0], args.kernel_args[1:], mode=args.mode, runtime=args.runtime, image=args.image,
+                     mpi=args.mpi, ranks=args.ranks or 2, ranks_per_node=args.ranks_per_node, threads=args.threads,
+                     env=dict(args.env), scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     runtime_args=args.runtime_args)
+    p = plan(req)
+    scheduler = schedulers.get(req.scheduler)
+    if args.dry_run:
+        print(scheduler.describe(p, req, [req]))
+        return 0
+    if req.mode != "native":
+        from .run import unseen_host_files
+
+        for warning in unseen_host_files(p.components):
+            print(f"nearmetal bench: {warning}", file=sys.stderr)
+    t0 = time.perf_counter()
+    outcome = scheduler.run(p, req, [req], timeout=args.timeout)
+    wall = time.perf_counter() - t0
+    if outcome.status in ("not started", "timeout"):
+        raise NearmetalError(f"{req.program}: {outcome.reason}")
+    sys.stdout.write(outcome.stdout)
+    sys.stderr.write(outcome.stderr)
+    if outcome.exit_status != 0:
+        raise NearmetalError(f"{req.program} failed with exit status {outcome.exit_status}")
+    try:
+        found = records(bench, read_outputs(args.workdir, files_read(bench), outcome.stdout, outcome.stderr), wall)
+    except FomError as e:
+        raise NearmetalError(str(e)) from None
+    for r in found:
+        if args.json:
+            print(json.dumps(dict(r, mode=args.mode, mpi=p.components[0].mpi["family"], ranks=req.ranks)))
+        else:
+            point = "".join(f" {k}={v}" for k, v in r["point"].items())
+            print(f"nearmetal: {r['metric']}{point} = {r['value']:g} {r['unit']}".rstrip())
+    return 0
+
+
+class _ProgramBench:
+    """What study/program.records needs of a benchmark, for a one-off run."""
+
+    def __init__(self, command, preset, foms, success):
+        self.command, self.preset, self.fom, self.success = command, preset, foms, success

@@ -12,6 +12,7 @@ for exec(2). Parsing creates nothing: working directories are made absolute here
 dry run can show them), checked by check_paths(), created when the first run is planned.
 """
 
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -24,6 +25,7 @@ from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
 from ..choices import schedulers as _schedulers
 from ..errors import NearmetalError
+from .program import ProgramFields, check_inputs
 from .inputs import (check_image_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
                      probe_path, read_text, validation_error)
 
@@ -225,10 +227,11 @@ class Matrix(_Strict):
         return self
 
 
-class Benchmark(_Strict):
-    """One kernel with its arguments; any matrix dimension may be overridden per benchmark."""
+class Benchmark(_Strict, ProgramFields):
+    """One kernel with its arguments, or any program (command = [...], study/program.py);
+    any matrix dimension may be overridden per benchmark."""
 
-    kernel: StrictStr
+    kernel: StrictStr | None = None
     name: Annotated[StrictStr, Field(max_length=256), AfterValidator(_nonblank)] | None = None
     args: list[ExecString] = []
     metrics: list[StrictStr] = []
@@ -254,7 +257,7 @@ class Benchmark(_Strict):
     def _known_kernel(cls, v):
         from ..kernels import REGISTRY
 
-        if v not in REGISTRY:
+        if v is not None and v not in REGISTRY:
             raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))})")
         return v
 
@@ -268,7 +271,7 @@ class Benchmark(_Strict):
     @model_validator(mode="after")
     def _zips_and_exec_size(self):
         _check_zip_names(self.zips or [])
-        total = sum(len(a.encode()) + 1 for a in self.args)
+        total = sum(len(a.encode()) + 1 for a in self.args + (self.command or []))
         total += sum(len(k.encode()) + len(v.encode()) + 2 for k, v in self.env.items())
         if total > MAX_EXEC_TOTAL:
             raise ValueError(f"args and env are {total} bytes together; at most {MAX_EXEC_TOTAL} (exec(2) limits them)")
@@ -276,7 +279,7 @@ class Benchmark(_Strict):
 
     @property
     def label(self):
-        return self.name or self.kernel
+        return self.name or self.kernel or os.path.basename(self.command[0])
 
 
 class Variant(_Strict):
@@ -402,6 +405,10 @@ def check_runnable(cfg, source="<study>"):
     places += [(f"variant[{i}].image", [v.image]) for i, v in enumerate(cfg.variant) if v.image]
     check_images(places, source)
     check_paths(cfg, source)
+    try:
+        check_inputs(cfg)
+    except NearmetalError as e:
+        raise NearmetalError(one_line(f"{source}: {e}")) from None
 
 
 def check_images(places, source):

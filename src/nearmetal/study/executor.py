@@ -41,7 +41,16 @@ class Executor:
 
             variant = json.loads(row["variant_json"])
             bench = next(b for b in self.config.benchmark if b.label == row["benchmark"])
-            spec = kernels.get(bench.kernel)
+            if bench.is_program():  # any program: its own argv, a fresh working directory per run
+                from .program import run_dir
+
+                spec, program, args = None, bench.command[0], bench.command[1:]
+                base = self.config.workdir_of(bench) or (str(self.store.path.parent) if self.store else "results")
+                workdir = run_dir(base, key)
+            else:
+                spec = kernels.get(bench.kernel)
+                program, args = spec.program, list(bench.args or spec.default_args)
+                workdir = bench.workdir or self.config.study.workdir
             image = variant["image"]
             if image == "default":
                 image = None
@@ -50,10 +59,9 @@ class Executor:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
             env.update(bench.env)
             env.update(variant.get("env", {}))  # a named variant's own environment: what it compares
-            workdir = bench.workdir or self.config.study.workdir
             scheduler = schedulers.get(self.config.study.scheduler)
             options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
-            req = RunRequest(spec.program, list(bench.args or spec.default_args), mode=variant["mode"],
+            req = RunRequest(program, args, mode=variant["mode"],
                              runtime=variant["runtime"], image=image, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
@@ -126,7 +134,11 @@ class Executor:
         records = []
         if status == "ok" and returncode != 0:
             status = "failed"
-        if status == "ok":
+        if status == "ok" and spec is None:
+            records, err = self._program_records(bench, req.workdir, out, err, wall)
+            if not records:
+                status = "failed"
+        elif status == "ok":
             records, err = self._records(spec, bench, out, err)
             if not records:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
@@ -146,6 +158,10 @@ class Executor:
         from . import contention
 
         p, req, spec, bench = planned
+        if spec is None:  # a program benchmark: a fresh working directory with its inputs
+            from .program import stage
+
+            stage(req.workdir, bench.inputs)
         jobs = []
         scheduler, study = schedulers.get(req.scheduler), self.config.study
         quiet = waited = before = None
@@ -178,6 +194,19 @@ class Executor:
         status = {"timeout": "timeout", "cancelled": "failed"}.get(outcome.status, "ok")
         exit_status = outcome.exit_status if outcome.exit_status is not None or status == "timeout" else -1
         return status, exit_status, outcome.stdout, err, wall, load
+
+    @staticmethod
+    def _program_records(bench, workdir, out, err, wall):
+        """A program's records (its FOMs and wall time), or [] and the reason appended to err."""
+        from ..apps.fom import FomError
+        from .program import read_outputs, records
+
+        try:
+            found = records(bench, read_outputs(workdir, bench.files_read(), out, err), wall)
+        except FomError as e:
+            return [], f"{err}\nnearmetal: {e}"
+        wanted = set(bench.metrics)
+        return [r for r in found if not wanted or r["metric"] in wanted], err
 
     @staticmethod
     def _records(spec, bench, out, err):

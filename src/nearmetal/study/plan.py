@@ -235,6 +235,8 @@ def check_kernel_ranks(config):
 
     all_cells = cells(config)
     for i, bench in enumerate(config.benchmark):
+        if bench.kernel is None:  # a program: its ranks are its own business
+            continue
         spec = REGISTRY[bench.kernel]
         for ranks in sorted({c.ranks for c in all_cells if c.benchmark is bench}):
             if ranks >= spec.min_ranks and not (spec.max_ranks and ranks > spec.max_ranks):

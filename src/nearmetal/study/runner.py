@@ -138,7 +138,7 @@ def extend(cfg, store, study_id, say=print):
 def _row(r):
     c = r.cell
     return {"run_key": r.key, "position": r.position, "block": r.block, "repetition": r.repetition,
-            "warmup": r.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel,
+            "warmup": r.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel or "command",
             "variant": variant_id(c.variant), "variant_json": c.variant, "ranks": c.ranks, "threads": c.threads}
 
 

@@ -98,14 +98,22 @@ def summarize(values) -> dict:
 
 _TIME_UNITS = {"ns", "us", "µs", "μs", "usec", "ms", "msec", "s", "sec", "secs", "second", "seconds",
                "min", "mins", "minute", "minutes", "h", "hr", "hour", "hours", "cycles", "ticks"}
-_RATE_SUFFIXES = ("/s", "/sec", "/second", "per second", "per sec", "flops", "lups", "iops", "bps")
+_RATE_SUFFIXES = ("/s", "/sec", "/second", "per second", "per sec", "flops", "lups", "iops", "bps",
+                  "/min", "/h", "/hour", "/day")  # per-time rates, e.g. GROMACS's ns/day
 
 
 def direction_for_unit(unit: str) -> bool:
     """higher_is_better for a unit: True for rates (anything ending in "/s", e.g. "MB/s",
-    "GB/s", "GFLOP/s", "ops/s"; also "GFLOPS", "MLUPS", "IOPS", "Gbps"), False for times
+    "GB/s", "GFLOP/s", "ops/s"; also "GFLOPS", "MLUPS", "IOPS", "Gbps", and per minute,
+    hour or day: "ns/day"), or what a unit ending "(higher is better)" or "(lower is
+    better)" says (a figure of merit's override); False for times
     ("ns", "us", "ms", "s", ...) and for any other unit (lower is better by default)."""
     u = str(unit or "").strip().casefold()
+    # A figure of merit whose direction its unit does not tell (apps/fom.py): said in the unit.
+    if u.endswith("(higher is better)"):
+        return True
+    if u.endswith("(lower is better)"):
+        return False
     if u in _TIME_UNITS:
         return False
     return u.endswith(_RATE_SUFFIXES)

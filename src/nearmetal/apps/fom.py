@@ -1,0 +1,122 @@
+"""Figures of merit: a named number found by a regular expression in a program's output or
+in a file it writes, with a unit (which says whether higher is better).
+
+Rules (docs/applications.md): the pattern's first group is the value; when the pattern
+matches several times the last match counts (programs print progress, then a summary);
+the text searched is stdout then stderr, or `file` (relative to the run's working
+directory). A FOM not found, a value that is not a number, or a `success` pattern that does
+not match is a FomError whose message says which and shows the end of what was searched.
+"""
+
+import math
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+
+from ..errors import NearmetalError
+
+MAX_FILE_BYTES = 64 << 20  # a FOM file is read whole: a program's log, not its data
+_TAIL = 400
+
+
+class FomError(NearmetalError):
+    """A run's output lacks what a FOM or `success` needs: the run is failed, with this reason."""
+
+
+class Fom(BaseModel):
+    """One figure of merit (a [[benchmark.fom]] table)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+    regex: StrictStr = Field(min_length=1, max_length=2000)
+    unit: StrictStr = Field(default="", max_length=32, pattern=r"^[^\x00-\x1f\x7f]*$")
+    lower_is_better: StrictBool | None = None   # default: from the unit (rates: higher is better)
+    file: StrictStr | None = None               # searched instead of stdout+stderr
+    # A pattern the run's output must hold. Accepted here too, as TOML puts a `success` key
+    # written after a [[benchmark.fom]] header into that table.
+    success: StrictStr | None = Field(default=None, min_length=1, max_length=2000)
+
+    @field_validator("regex", "success")
+    @classmethod
+    def _compiles(cls, v):
+        if v is None:
+            return v
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a regular expression: {e}") from None
+        return v
+
+    @field_validator("regex")
+    @classmethod
+    def _has_group(cls, v):
+        if re.compile(v).groups < 1:
+            raise ValueError("needs a group around the number, e.g. 'Time: ([0-9.eE+-]+) s'")
+        return v
+
+    @field_validator("file")
+    @classmethod
+    def _relative(cls, v):
+        return relative_path(v, "file")
+
+    def stored_unit(self):
+        """The unit as stored with each value: the unit itself, plus "(higher is better)" or
+        "(lower is better)" when lower_is_better overrides what the unit says."""
+        from ..study.stats import direction_for_unit
+
+        if self.lower_is_better is None or direction_for_unit(self.unit) == (not self.lower_is_better):
+            return self.unit
+        return f"{self.unit} ({'lower' if self.lower_is_better else 'higher'} is better)".strip()
+
+
+def relative_path(v, what):
+    """A path inside the run's working directory: relative, no '..', no NUL."""
+    if v is None:
+        return v
+    if not v or "\x00" in v or v.startswith("/") or ".." in v.split("/"):
+        raise ValueError(f"{what} must be a relative path inside the run's working directory, got {v!r:.80}")
+    return v
+
+
+def tail(text, n=_TAIL):
+    text = (text or "").strip()
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+def number(text, what):
+    try:
+        value = float(text.replace("D", "e").replace("d", "e"))  # Fortran's 1.0D+03
+    except (TypeError, ValueError):
+        raise FomError(f"{what}: {text!r:.40} is not a number") from None
+    if not math.isfinite(value):
+        raise FomError(f"{what}: {text!r:.40} is not a finite number")
+    return value
+
+
+def search(fom, texts):
+    """The value of one FOM: texts maps a source name ("output" or a file) to its text."""
+    source = fom.file or "output"
+    text = texts.get(source)
+    if text is None:
+        raise FomError(f"FOM '{fom.name}': the program wrote no file {fom.file!r}")
+    matches = list(re.finditer(fom.regex, text, re.M))
+    if not matches:
+        raise FomError(f"FOM '{fom.name}' not found in the {'output' if source == 'output' else source} "
+                       f"(pattern {fom.regex!r:.80}); its end: {tail(text)!r}")
+    return number(matches[-1].group(1), f"FOM '{fom.name}'")
+
+
+def check_success(pattern, texts, source="output"):
+    if pattern and not re.search(pattern, texts.get(source) or "", re.M):
+        raise FomError(f"the run did not print what `success` asks for ({pattern!r:.80}); "
+                       f"its end: {tail(texts.get(source))!r}")
+
+
+def records(foms, texts):
+    """[{metric, unit, value, point}] for regex FOMs; FomError for the first missing one."""
+    out = []
+    for fom in foms:
+        check_success(fom.success, texts)
+        out.append({"metric": fom.name, "unit": fom.stored_unit(), "value": search(fom, texts), "point": {}})
+    return out

@@ -1,0 +1,172 @@
+"""A [[benchmark]] that runs any program: `command = [...]` instead of `kernel = ...`, with
+the figures of merit of a `preset` and/or its own `[[benchmark.fom]]` tables, an optional
+`success` pattern, and `inputs` staged into the run's working directory (apps/,
+docs/applications.md).
+
+The working directory of a program benchmark's cell is fixed (so its launch is planned
+once) and made fresh before every run: emptied, then the inputs copied in. It is
+WORKDIR/nm-runs/<cell> under the benchmark's (or the study's) workdir, else beside the
+study's database; in containers it is mounted read-write and is the ranks' cwd.
+"""
+
+import os
+import shutil
+
+from pydantic import BaseModel, StrictStr, field_validator, model_validator
+
+from ..apps.fom import Fom, relative_path
+from ..errors import NearmetalError
+
+
+def _exec_sized(v):
+    from .config import _fits_exec
+
+    return _fits_exec(v)
+
+
+class ProgramFields(BaseModel):
+    """The keys of a program benchmark (mixed into config.Benchmark)."""
+
+    command: list[StrictStr] | None = None
+    preset: StrictStr | None = None
+    fom: list[Fom] = []
+    success: StrictStr | None = None
+    inputs: list[StrictStr] = []
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v):
+        if v is not None:
+            if not v or not v[0].strip():
+                raise ValueError("expected the program and its arguments, e.g. [\"gmx_mpi\", \"mdrun\"]")
+            for a in v:
+                _exec_sized(a)
+        return v
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v):
+        from ..apps import presets
+
+        if v is not None and v not in presets.names():
+            raise ValueError(f"unknown preset {v!r:.60} (presets: {', '.join(presets.names())})")
+        return v
+
+    @field_validator("success")
+    @classmethod
+    def _pattern(cls, v):
+        import re
+
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"not a regular expression: {e}") from None
+        return v
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, v):
+        for p in v:
+            if not p or "\x00" in p or len(p) > 4096:
+                raise ValueError(f"not a usable path: {p!r:.80}")
+        names = [os.path.basename(p.rstrip("/")) for p in v]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"two inputs would be staged under the same name: {sorted(dup)[0]!r:.60}")
+        return [os.path.abspath(os.path.expanduser(p)) for p in v]
+
+    @model_validator(mode="after")
+    def _kernel_or_command(self):
+        kernel = getattr(self, "kernel", None)
+        if (kernel is None) == (self.command is None):
+            raise ValueError("give either kernel = \"NAME\" (a nearmetal kernel) or command = [\"PROGRAM\", ...] "
+                             "(any program), not both or neither")
+        if kernel is not None:
+            extra = [k for k in ("preset", "success") if getattr(self, k) is not None]
+            extra += [k for k in ("fom", "inputs") if getattr(self, k)]
+            if extra:
+                raise ValueError(f"{extra[0]} applies to command = [...] benchmarks, not to a kernel")
+        return self
+
+    def is_program(self):
+        return self.command is not None
+
+    def files_read(self):
+        return files_read(self)
+
+
+def foms_of(bench):
+    """(preset or None, own FOMs) of anything with .preset and .fom (a benchmark, a one-off)."""
+    from ..apps import presets
+
+    return (presets.get(bench.preset) if bench.preset else None), list(bench.fom)
+
+
+def files_read(bench):
+    """The files (in the run's working directory) the benchmark's FOMs read."""
+    preset, own = foms_of(bench)
+    names = list(preset.files()) if preset else []
+    return tuple(dict.fromkeys(names + [f.file for f in own if f.file]))
+
+
+def check_inputs(cfg):
+    """Every staged input exists (checked before anything runs): a one-line error otherwise."""
+    for i, bench in enumerate(cfg.benchmark):
+        for path in getattr(bench, "inputs", []):
+            if not os.path.exists(path):
+                raise NearmetalError(f"benchmark[{i}] ({bench.label}): input {path} does not exist")
+            if not (os.path.isfile(path) or os.path.isdir(path)):
+                raise NearmetalError(f"benchmark[{i}] ({bench.label}): input {path} is neither a file nor a directory")
+
+
+def run_dir(base, cell_key):
+    """The fixed working directory of one cell's runs under base."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in cell_key)[:150]
+    return os.path.join(base, "nm-runs", safe)
+
+
+def stage(path, inputs):
+    """Make path a fresh working directory holding copies of inputs (files and directories,
+    symlinks copied as links). Called before every run of a program benchmark."""
+    if os.path.islink(path):
+        raise NearmetalError(f"working directory {path} is a symbolic link: refusing to empty it")
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    os.makedirs(path)
+    for src in inputs:
+        dst = os.path.join(path, os.path.basename(src.rstrip("/")))
+        try:
+            if os.path.isdir(src):
+                shutil.copytree(src, dst, symlinks=True)
+            else:
+                shutil.copy2(src, dst)
+        except OSError as e:
+            raise NearmetalError(f"cannot stage input {src}: {e.strerror or e}") from None
+
+
+def read_outputs(workdir, names, stdout, stderr):
+    """{"output": stdout + stderr, name: text of each file the FOMs read that exists}."""
+    from ..apps.fom import MAX_FILE_BYTES
+
+    texts = {"output": (stdout or "") + ("\n" if stdout and not stdout.endswith("\n") else "") + (stderr or "")}
+    for name in names:
+        path = os.path.join(workdir or ".", relative_path(name, "file"))
+        try:
+            with open(path, "rb") as f:
+                texts[name] = f.read(MAX_FILE_BYTES).decode("utf-8", "replace")
+        except OSError:
+            pass
+    return texts
+
+
+def records(bench, texts, wall):
+    """The run's records: its preset's and its own FOMs, and its wall time (seconds)."""
+    from ..apps.fom import check_success, records as fom_records
+
+    preset, own = foms_of(bench)
+    check_success(bench.success, texts)
+    out = preset.records(texts) if preset else []
+    out += fom_records(own, texts)
+    out.append({"metric": "wall_time", "unit": "s", "value": float(wall), "point": {}})
+    return out

@@ -1,0 +1,143 @@
+"""Program benchmarks for real: any MPI program in a study (command = [...]) and in
+`bench --command`, its figures of merit read from what it prints and writes, inputs staged
+into a fresh working directory per run. nearmetal's own OSU-format kernels serve as the
+plain programs here (the OSU preset is tested that way, as the issue asks); the real
+applications (GROMACS, HPCC, Quantum ESPRESSO) are in test_applications.py."""
+
+import json
+import sqlite3
+
+import pytest
+
+from conftest import assert_one_line_error, nearmetal
+
+pytestmark = pytest.mark.integration
+
+
+def write(tmp_path, body, name="app"):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f"""
+[study]
+name = "{name}"
+repetitions = 3
+seed = 3
+timeout = 120
+[baseline]
+mode = "native"
+[matrix]
+mode = ["native", "bind"]
+runtime = ["charliecloud"]
+mpi = ["openmpi", "mpich"]
+[[benchmark]]
+""" + body)
+    return path
+
+
+def rows(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_an_osu_format_program_as_a_study_benchmark(tmp_path, default_image):
+    study = write(tmp_path, 'command = ["nm-latency", "-m", "8:64"]\npreset = "osu"\n')
+    db = tmp_path / "app.db"
+    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path / "report"), "--no-progress")
+    assert out.returncode == 0, out.stderr
+    assert rows(db, "select status, count(*) from runs where warmup=0 group by status") == [("ok", 12)]
+    got = rows(db, "select distinct r.variant, x.metric, x.point_json, x.unit from runs r join records x "
+                   "on x.run_id = r.id where r.variant = 'native/mpich' order by x.metric, x.point_json")
+    assert [(m, json.loads(p), u) for _, m, p, u in got] == [
+        ("latency", {"size": 16}, "us"), ("latency", {"size": 32}, "us"), ("latency", {"size": 64}, "us"),
+        ("latency", {"size": 8}, "us"), ("wall_time", {}, "s")]
+    assert rows(db, "select distinct kernel from runs") == [("command",)]
+    assert (tmp_path / "report" / "report.html").is_file()
+
+
+def test_regex_foms_inputs_and_a_file_fom(tmp_path):
+    # A program that reads its input from the working directory and writes a log there:
+    # nm-latency's arguments come from a staged file through a shell (as many job scripts do).
+    (tmp_path / "args.txt").write_text("-m 8:8\n")
+    study = write(tmp_path, '''
+name = "wrapped"
+command = ["/bin/sh", "-c", "nm-latency $(cat args.txt) > solver.log; echo 'Run completed'"]
+inputs = ["%s"]
+mode = ["native"]
+mpi = ["openmpi"]
+[[benchmark.fom]]
+name = "lat8"
+regex = '^8\\s+([0-9.]+)'
+unit = "us"
+file = "solver.log"
+success = 'Run completed'
+''' % (tmp_path / "args.txt"))
+    db = tmp_path / "app.db"
+    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress",
+                    env={"PATH": f"{_kernel_dir('openmpi')}:/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    values = rows(db, "select x.value from runs r join records x on x.run_id = r.id "
+                      "where x.metric = 'lat8' and r.variant = 'native/openmpi' and r.warmup = 0")
+    assert len(values) == 3 and all(0 < v < 1000 for (v,) in values)
+    # the working directory of the cell's runs, fresh for each: the input and the program's log
+    workdirs = list(tmp_path.glob("nm-runs/*native*openmpi*"))
+    assert len(workdirs) == 1 and sorted(p.name for p in workdirs[0].iterdir()) == ["args.txt", "solver.log"]
+
+
+def test_a_fom_never_found_fails_the_run_with_the_reason(tmp_path):
+    study = write(tmp_path, '''
+command = ["nm-latency", "-m", "8:8"]
+mode = ["native"]
+[[benchmark.fom]]
+name = "gflops"
+regex = 'GFLOP/s: ([0-9.]+)'
+unit = "GFLOP/s"
+''')
+    db = tmp_path / "app.db"
+    nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    tails = rows(db, "select status, stderr_tail from runs where warmup = 0")
+    assert tails and all(s == "failed" and "FOM 'gflops' not found in the output" in t for s, t in tails)
+
+
+def test_bench_command_prints_the_figures_of_merit():
+    out = nearmetal("bench", "--command", "--preset", "osu", "--mpi", "mpich", "--json", "--",
+                    "nm-latency", "-m", "4:8")
+    assert out.returncode == 0, out.stderr
+    recs = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    assert [(r["metric"], r["point"]) for r in recs] == [("latency", {"size": 4}), ("latency", {"size": 8}),
+                                                         ("wall_time", {})]
+    assert all(r["mpi"] == "mpich" for r in recs)
+
+
+def test_bench_command_with_a_regex_fom_in_a_container(default_image):
+    out = nearmetal("bench", "--command", "--mode", "bind", "--mpi", "openmpi",
+                    "--fom", "lat:us:^8\\s+([0-9.]+)", "--", "nm-latency", "-m", "8:8")
+    assert out.returncode == 0, out.stderr
+    line = [l for l in out.stdout.splitlines() if l.startswith("nearmetal: lat ")]
+    assert len(line) == 1 and line[0].endswith(" us")
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["--command", "--fom", "t:s:Time: [0-9.]+", "--", "true"], "needs a group"),
+    (["--command", "--fom", "no-colons", "--", "true"], "write NAME:UNIT:REGEX"),
+    (["--command", "--preset", "nosuch", "--", "true"], "unknown preset 'nosuch'"),
+    (["--preset", "osu", "--", "true"], "add --command"),
+    (["--command"], "needs the program after '--'"),
+    (["latency", "--command", "--", "true"], "drop one of them"),
+])
+def test_bench_command_bad_input(argv, expect):
+    err = assert_one_line_error(nearmetal("bench", *argv))
+    assert expect in err
+
+
+def test_bench_command_fom_missing_is_an_error():
+    err = assert_one_line_error(nearmetal("bench", "--command", "--mpi", "mpich", "--fom", "x:s:NEVER ([0-9]+)",
+                                          "--", "nm-latency", "-m", "8:8"))
+    assert "FOM 'x' not found in the output" in err
+
+
+def _kernel_dir(family):
+    from nearmetal import kernels
+
+    return kernels.host_bin(family)
