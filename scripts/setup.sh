@@ -20,6 +20,10 @@ PACKAGES=(
   libhdf5-openmpi-dev libhdf5-mpich-dev netcdf-bin hdf5-tools
   slurm-wlm slurmctld slurmd slurm-client munge            # a real local Slurm cluster
 )
+if [ "$WITH_TEST" -eq 1 ]; then
+  # Real MPI applications (Debian's builds, Open MPI) that the tests run as benchmarks
+  PACKAGES+=(gromacs hpcc quantum-espresso)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -108,9 +108,15 @@ def search(fom, texts):
 
 
 def check_success(pattern, texts, source="output"):
-    if pattern and not re.search(pattern, texts.get(source) or "", re.M):
-        raise FomError(f"the run did not print what `success` asks for ({pattern!r:.80}); "
-                       f"its end: {tail(texts.get(source))!r}")
+    """FomError unless `pattern` is found in texts[source] (the output, or a file)."""
+    if not pattern:
+        return
+    if source not in texts:
+        raise FomError(f"the program wrote no file {source!r} (where a completed run says {pattern!r:.60})")
+    if not re.search(pattern, texts[source], re.M):
+        where = "print" if source == "output" else f"write in {source}"
+        raise FomError(f"the run did not {where} what `success` asks for ({pattern!r:.80}); "
+                       f"its end: {tail(texts[source])!r}")
 
 
 def records(foms, texts):
