@@ -92,10 +92,12 @@ image = ["{APP_IMAGE}"]
         statuses = dict(con.execute("select status, count(*) from runs where warmup = 0 group by status"))
         metrics = {(v, m) for v, m in con.execute(
             "select distinct r.variant, x.metric from runs r join records x on x.run_id = r.id")}
+        contexts = {v: json.loads(c) for v, c in con.execute(
+            "select distinct r.variant, c.context_json from runs r join contexts c on c.id = r.context_id")}
     finally:
         con.close()
     html = (tmp_path / "report" / "report.html").read_text()
-    return statuses, metrics, html, out
+    return statuses, metrics, html, out, contexts
 
 
 def _variants():
@@ -107,7 +109,7 @@ def _variants():
 
 def test_gromacs_study_native_hybrid_bind(tmp_path, app_image):
     tpr = gromacs_tpr(tmp_path / "inputs", nsteps=4000)
-    statuses, metrics, html, out = _study(tmp_path, "gromacs", f"""
+    statuses, metrics, html, out, contexts = _study(tmp_path, "gromacs", f"""
 name = "water"
 command = ["gmx_mpi", "mdrun", "-s", "topol.tpr", "-ntomp", "1"]
 inputs = ["{tpr}"]
@@ -118,6 +120,16 @@ preset = "gromacs"
     for v in variants:
         assert {(v, "ns_per_day"), (v, "mdrun_wall"), (v, "wall_time")} <= metrics, v
     assert "ns_per_day" in html and "water" in html
+    # provenance: the file each variant ran, its digest, GROMACS's own version, the input's digest
+    import hashlib
+
+    tpr_digest = "sha256:" + hashlib.sha256(open(tpr, "rb").read()).hexdigest()
+    native = contexts["native/openmpi"]["program"]
+    assert native["path"] == "/usr/bin/gmx_mpi" and native["sha256"].startswith("sha256:")
+    assert native["version"].startswith("2022") and native["inputs"] == {"topol.tpr": tpr_digest}
+    bind = contexts[f"bind/charliecloud/openmpi/{APP_IMAGE}"]["program"]
+    assert bind["path"] == "/usr/bin/gmx_mpi" and bind["version"] == native["version"]
+    assert "sha256" in html
     # a verdict for every container variant on ns/day, in the terminal summary
     for v in variants[1:]:
         assert v.replace(f"/{APP_IMAGE}", "") in out.stdout or v in out.stdout
@@ -125,7 +137,7 @@ preset = "gromacs"
 
 def test_hpcc_study_native_hybrid_bind(tmp_path, app_image):
     hpccinf = hpcc_input(tmp_path / "inputs")
-    statuses, metrics, html, _ = _study(tmp_path, "hpcc", f"""
+    statuses, metrics, html, _, contexts = _study(tmp_path, "hpcc", f"""
 command = ["hpcc"]
 inputs = ["{hpccinf}"]
 preset = "hpcc"

@@ -5,7 +5,6 @@ A run that fails, times out or cannot even be planned is recorded with its statu
 exit code and the tail of its stderr, and the study goes on.
 """
 
-import os
 import platform
 import time
 from datetime import datetime, timezone
@@ -98,10 +97,16 @@ class Executor:
             self._runtime_versions[name] = runtimes.get(name).version()
         return self._runtime_versions[name]
 
-    def context_for(self, key, resolved):
-        """The stored context of a cell's runs, from its resolved launch (resolve.Resolved)."""
+    def context_for(self, key, resolved, program=None):
+        """The stored context of a cell's runs, from its resolved launch (resolve.Resolved);
+        program: (benchmark, its first run's outputs) of a program benchmark, whose file,
+        version and inputs the context records (study/provenance.py)."""
         if key not in self._contexts:
             ctx = dict(self._static_context())
+            if program is not None:
+                from .provenance import of_program
+
+                ctx["program"] = of_program(resolved, *program)
             ctx["mode"] = resolved.mode
             if resolved.in_container:
                 name = resolved.runtime.name
@@ -134,15 +139,20 @@ class Executor:
         records = []
         if status == "ok" and returncode != 0:
             status = "failed"
-        if status == "ok" and spec is None:
-            records, err = self._program_records(bench, req.workdir, out, err, wall)
-            if not records:
-                status = "failed"
+        texts = None
+        if spec is None:  # a program: its FOMs and wall time; its outputs also tell its version
+            from .program import read_outputs
+
+            texts = read_outputs(req.workdir, bench.files_read(), out, err)
+            if status == "ok":
+                records, err = self._program_records(bench, texts, err, wall)
+                if not records:
+                    status = "failed"
         elif status == "ok":
             records, err = self._records(spec, bench, out, err)
             if not records:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
-        ctx = self.context_for(key, p.components[0])
+        ctx = self.context_for(key, p.components[0], program=(bench, texts) if spec is None else None)
         tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
         self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records,
                               load=load)
@@ -196,13 +206,13 @@ class Executor:
         return status, exit_status, outcome.stdout, err, wall, load
 
     @staticmethod
-    def _program_records(bench, workdir, out, err, wall):
+    def _program_records(bench, texts, err, wall):
         """A program's records (its FOMs and wall time), or [] and the reason appended to err."""
         from ..apps.fom import FomError
-        from .program import read_outputs, records
+        from .program import records
 
         try:
-            found = records(bench, read_outputs(workdir, bench.files_read(), out, err), wall)
+            found = records(bench, texts, wall)
         except FomError as e:
             return [], f"{err}\nnearmetal: {e}"
         wanted = set(bench.metrics)

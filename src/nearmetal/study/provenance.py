@@ -1,0 +1,67 @@
+"""Provenance of a program benchmark's runs, stored in the run's context and shown in the
+report's environment: which file ran (as the ranks saw it), its SHA-256, the program's
+version as it reports it (from the preset), and the SHA-256 of each staged input (a
+directory: of its files' names and contents, in order). The image's digest is already part
+of every container run's context."""
+
+import hashlib
+import os
+
+
+def file_digest(path):
+    """SHA-256 of a file, remembered while its size and mtime are unchanged (a large
+    application is hashed once, not once per cell)."""
+    from ..discovery.cache import per_file
+
+    def compute():
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return "sha256:" + h.hexdigest()
+
+    try:
+        return per_file("sha256", path, compute)
+    except OSError:
+        return None
+
+
+def input_digest(path):
+    if os.path.isfile(path):
+        return file_digest(path)
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, path).encode() + b"\0")
+            h.update((file_digest(full) or "unreadable").encode() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def program_file(resolved, program):
+    """(path the ranks run, its file on the host) of a program benchmark's command[0]."""
+    from ..errors import NearmetalError
+    from ..models.program import container_program, host_program
+
+    family = resolved.mpi["family"]
+    try:
+        if resolved.in_container:
+            return container_program(resolved.image, program, family)
+        path = host_program(program, family)
+        return path, path
+    except NearmetalError:
+        return program, None
+
+
+def of_program(resolved, bench, texts):
+    """The "program" entry of a cell's context."""
+    from .program import foms_of
+
+    path, host_file = program_file(resolved, bench.command[0])
+    preset, _ = foms_of(bench)
+    out = {"path": path, "sha256": file_digest(str(host_file)) if host_file else None,
+           "version": preset.program_version(texts) if preset else None}
+    if bench.inputs:
+        out["inputs"] = {os.path.basename(p.rstrip("/")): input_digest(p) for p in bench.inputs}
+    return out
