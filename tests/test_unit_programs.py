@@ -192,3 +192,13 @@ def test_outputs_read_only_the_files_named(tmp_path):
     (tmp_path / "md.log").write_text("Performance: 1\n")
     texts = program.read_outputs(str(tmp_path), ("md.log", "absent.log"), "out", "err")
     assert texts == {"output": "out\nerr", "md.log": "Performance: 1\n"}
+
+
+def test_witness_lines_are_parsed_in_rank_order():
+    from nearmetal.witness import parse
+
+    err = ("noise\nnm-witness: rank=1 pid=7 program=/a library=/l.so inode=3 version=MPICH Version:\t4.0.2\n"
+           "nm-witness: rank=0 pid=6 program=/a library=/l.so inode=3 version=Open MPI v4.1.4, package: x\n")
+    got = parse(err)
+    assert [w["rank"] for w in got] == ["0", "1"]
+    assert got[0]["version"] == "Open MPI v4.1.4, package: x" and got[1]["version"] == "MPICH Version:\t4.0.2"

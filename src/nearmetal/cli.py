@@ -26,6 +26,11 @@ def cmd_run(args):
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
                      slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args)
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
+    if args.witness:  # every component's ranks preload the witness (witness/)
+        from .witness import rank_env
+
+        for r in [req] + more:
+            r.env = rank_env(r.env)
     p = plan(req, more)
     if req.mode != "native" or any(r.mode != "native" for r in more):
         from .run import unseen_host_files
@@ -134,7 +139,7 @@ class _Args:
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
                    "--workdir": "workdir", "--runtime-arg": "runtime_args"}
-_RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose"}
+_RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose", "--witness": "witness"}
 
 
 def _run_choices(key):
@@ -155,7 +160,8 @@ def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", image=None, mpi=None, ranks=2, ranks_per_node=None,
-             threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, program_argv=[], command="run",
+             threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False, program_argv=[],
+             command="run",
              dashes_taken=False)
     i = 0
     while i < len(argv):

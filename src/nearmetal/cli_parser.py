@@ -132,6 +132,8 @@ def _launch_options(r):
     r.add_argument("--export", dest="slurm_export", help="Slurm --export for the job (default: ALL)")
     r.add_argument("--dry-run", action="store_true", help="print the argv and environment, run nothing")
     r.add_argument("-v", "--verbose", action="store_true", help="print the argv and environment before running")
+    r.add_argument("--witness", action="store_true",
+                   help="each MPI rank says at exit which MPI library it really ran (path, inode, version)")
 
 
 def _add_run(sub):

@@ -58,6 +58,10 @@ class Executor:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
             env.update(bench.env)
             env.update(variant.get("env", {}))  # a named variant's own environment: what it compares
+            if self.config.study.witness:
+                from ..witness import rank_env
+
+                env = rank_env(env)
             scheduler = schedulers.get(self.config.study.scheduler)
             options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
             req = RunRequest(program, args, mode=variant["mode"],
@@ -97,16 +101,19 @@ class Executor:
             self._runtime_versions[name] = runtimes.get(name).version()
         return self._runtime_versions[name]
 
-    def context_for(self, key, resolved, program=None):
+    def context_for(self, key, resolved, program=None, witnessed=None):
         """The stored context of a cell's runs, from its resolved launch (resolve.Resolved);
         program: (benchmark, its first run's outputs) of a program benchmark, whose file,
-        version and inputs the context records (study/provenance.py)."""
+        version and inputs the context records (study/provenance.py); witnessed: what its
+        first run's ranks said of the MPI library they ran (witness/)."""
         if key not in self._contexts:
             ctx = dict(self._static_context())
             if program is not None:
                 from .provenance import of_program
 
                 ctx["program"] = of_program(resolved, *program)
+            if witnessed is not None:
+                ctx["witness"] = witnessed
             ctx["mode"] = resolved.mode
             if resolved.in_container:
                 name = resolved.runtime.name
@@ -152,7 +159,13 @@ class Executor:
             records, err = self._records(spec, bench, out, err)
             if not records:
                 status, err = "failed", f"{err}\nno results in the kernel's output"
-        ctx = self.context_for(key, p.components[0], program=(bench, texts) if spec is None else None)
+        witnessed = None
+        if self.config.study.witness:
+            from ..witness import parse
+
+            witnessed = [{k: w.get(k) for k in ("rank", "program", "library", "inode", "version")} for w in parse(err)]
+        ctx = self.context_for(key, p.components[0], program=(bench, texts) if spec is None else None,
+                               witnessed=witnessed)
         tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
         self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records,
                               load=load)

@@ -23,17 +23,17 @@ def binary():
     return build_tool(os.path.join(home_str(), "tools", "nm-supervise"), SOURCE)
 
 
-def build_tool(path, source):
+def build_tool(path, source, flags=("-O2", "-Wall")):
     """A small C helper of nearmetal's at `path`, (re)built from `source` when older."""
     try:
         if os.stat(path).st_mtime >= os.stat(source).st_mtime:
             return path
     except OSError:
         pass
-    return build(path, source)
+    return build(path, source, flags)
 
 
-def build(path, source=SOURCE):
+def build(path, source=SOURCE, flags=("-O2", "-Wall")):
     import subprocess
     import tempfile
 
@@ -42,7 +42,7 @@ def build(path, source=SOURCE):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{name}.")
     os.close(fd)
     try:
-        out = subprocess.run(["cc", "-O2", "-Wall", "-o", tmp, source], capture_output=True, text=True)
+        out = subprocess.run(["cc", *flags, "-o", tmp, source], capture_output=True, text=True)
     except OSError as e:
         os.unlink(tmp)
         raise NearmetalError(f"cannot build {name} (a C compiler is needed: Debian's gcc): {e.strerror}")
