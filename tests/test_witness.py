@@ -90,3 +90,8 @@ args = ["-m", "8:8"]
     con.close()
     assert [w["library"] for w in ctx["bind/charliecloud/mpich/default"]] == ["/nm/host-mpi/lib/libmpich.so.12"] * 2
     assert all(w["inode"] == host_inode("libmpich.so.12") for w in ctx["native/mpich"])
+
+
+def test_bench_witnesses_too():
+    out = nearmetal("bench", "latency", "--witness", "--mpi", "mpich", "--", "-m", "8:8")
+    assert out.returncode == 0 and [w["library"] for w in parse(out.stderr)] == ["/lib/x86_64-linux-gnu/libmpich.so.12"] * 2

@@ -8,6 +8,15 @@ from .cli import _interrupt_status, _interrupted, _slurm_options
 from .errors import NearmetalError
 
 
+def _rank_env(args):
+    """--env, with the witness preloaded under --witness."""
+    if not args.witness:
+        return dict(args.env)
+    from .witness import rank_env
+
+    return rank_env(dict(args.env))
+
+
 def cmd_bench(args):
     import json
 
@@ -28,7 +37,7 @@ def cmd_bench(args):
         limit = f"{spec.min_ranks}..{spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}"
         raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
     req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
-                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=dict(args.env),
+                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
                      scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
                      runtime_args=args.runtime_args)
     p = plan(req)
@@ -244,7 +253,7 @@ def _bench_command(args):
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
     req = RunRequest(args.kernel_args[0], args.kernel_args[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks or 2, ranks_per_node=args.ranks_per_node, threads=args.threads,
-                     env=dict(args.env), scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     env=_rank_env(args), scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
                      runtime_args=args.runtime_args)
     p = plan(req)
     scheduler = schedulers.get(req.scheduler)
