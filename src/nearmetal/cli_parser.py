@@ -104,6 +104,10 @@ def _add_image(sub):
     b.add_argument("--packages", type=lambda v: [p for p in v.split(",") if p.strip()], default=None,
                    metavar="P1,P2", help="also install these Debian packages (an application: gromacs, hpcc, ...); "
                                          "needs --name; kept when the image is built again without --packages")
+    b.add_argument("--recipe", metavar="BUILD.sh", help="a script that builds your application from --source, run "
+                                                          "natively and in the image once per MPI family "
+                                                          "(docs/applications.md); needs --name")
+    b.add_argument("--source", metavar="DIR", help="the application's source directory (read-only to the script)")
     isub.add_parser("list", help="list built images")
 
 

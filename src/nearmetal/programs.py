@@ -65,13 +65,18 @@ def host_program(path):
 
 
 def mpi_programs(rootfs):
-    """In-image paths of the executables in the image's program directories that link an MPI
-    library directly (DT_NEEDED), each file once (merged /usr: /bin is /usr/bin)."""
+    """In-image paths of the executables in the image's program directories (and its
+    --recipe build's) that link an MPI library directly (DT_NEEDED), each file once
+    (merged /usr: /bin is /usr/bin)."""
     from .families import abi_of
+
+    from .families import names
+    from .models.program import APP_PREFIX
 
     view = LinkerView(rootfs)
     seen, out = set(), []
-    for directory in CONTAINER_PATH:
+    # an application built by `image build --recipe` first, then the image's PATH
+    for directory in [f"{APP_PREFIX}/{f}/bin" for f in names()] + list(CONTAINER_PATH):
         host_dir = view.host_path(directory)
         try:
             names = sorted(os.listdir(host_dir))

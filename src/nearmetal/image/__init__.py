@@ -19,12 +19,14 @@ from .recipe import DISTROS, MOUNT_POINTS, default_name, host_distro, mirror
 from .store import IN_IMAGE_JSON, Image, images_dir, list_images, resolve
 
 
-def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None) -> Image:
+def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
+          source=None) -> Image:
     """builder.build: build (or reuse) an image; imported on first use, since resolving an
     image sits on every `nearmetal run` and building does not."""
     from .builder import build as build_image
 
-    return build_image(distro=distro, mpis=mpis, fmt=fmt, name=name, progress=progress, packages=packages)
+    return build_image(distro=distro, mpis=mpis, fmt=fmt, name=name, progress=progress, packages=packages,
+                       recipe=recipe, source=source)
 
 
 __all__ = ["DISTROS", "FORMATS", "IN_IMAGE_JSON", "MOUNT_POINTS", "Image", "build", "default_name", "host_distro",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -29,20 +30,37 @@ from .recipe import packages as recipe_packages
 from .store import Image, image_from_dir, images_dir, read_json, recorded_formats, write_meta
 
 
-def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None) -> Image:
+def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
+          source=None) -> Image:
     """Build (or reuse) an image. `fmt` is a format's name (formats.names()) or a list of
     them; "dir" is always built. mpis: MPI family names (None: every family).
 
     A no-op when the image exists with the same inputs (recipe, distro, MPIs, packages,
-    kernel sources) and every requested format; missing formats are added without a rebuild.
-    A rebuild (changed inputs) also rebuilds every format the old image had.
+    kernel sources, the application's recipe and source) and every requested format; missing
+    formats are added without a rebuild. A rebuild (changed inputs) also rebuilds every
+    format the old image had. recipe/source: an application built natively and in the image
+    by one script (app_build.py); kept, like packages, when not given again.
     """
+    from . import app_build
+
+    recipe, source = app_build.check(recipe, source)
+    if recipe and name is None:
+        raise NearmetalError("--recipe needs --name: the application's image is an image of its own")
     extra = check_packages(packages, name_given=name is not None)
     distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names())
     if packages is None:  # not given: an existing image keeps its extra packages (adding a format)
         extra = list((read_json(images_dir() / name / "image.json") or {}).get("extra_packages", {}))
+    if recipe is None:  # an image built with a recipe keeps it (its paths must still exist)
+        kept = (read_json(images_dir() / name / "image.json") or {}).get("app") or {}
+        if kept.get("recipe") and os.path.isfile(kept["recipe"]) and os.path.isdir(kept.get("source", "")):
+            recipe, source = kept["recipe"], kept["source"]
     package_list = recipe_packages(mpis, extra)
     image_digest = digest(distro, mpis, package_list)
+    app = None
+    if recipe:
+        app = {"recipe": recipe, "source": source, "digest": app_build.digest(recipe, source)}
+        image_digest = hashlib.sha256(f"{image_digest} {app['digest']}".encode()).hexdigest()
+        _native_app(name, mpis, app, progress)
     report = Reporter(name, progress)
     final = images_dir() / name
     with _locked(images_dir() / f".{name}.lock", report, f"another build of image '{name}'"):
@@ -67,10 +85,23 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
             wanted = [f for f in formats.names() if f in wanted or f in kept]
         with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)})"):
             return _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta=meta,
-                               extra=extra)
+                               extra=extra, app=app)
 
 
-def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta, extra=()):
+def _native_app(name, mpis, app, progress):
+    """The application's native build, unless one from the same recipe and source is there."""
+    from . import app_build
+
+    stamp = app_build.host_root(name) / "digest"
+    if stamp.is_file() and stamp.read_text().strip() == app["digest"]:
+        return
+    say = (lambda m: print(m, flush=True)) if progress else (lambda m: None)
+    say(f"nearmetal: [{name}] building the application natively ({os.path.basename(app['recipe'])})")
+    app_build.build_native(name, mpis, app["recipe"], app["source"], say=say)
+    stamp.write_text(app["digest"] + "\n")
+
+
+def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta, extra=(), app=None):
     base = images_dir()
     log = BuildLog(base / f"{name}.build.log", truncate=True)
     log.write(f"# nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} "
@@ -95,12 +126,21 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
                 chroot.in_chroot(rootfs, ["apt-get", "clean"], log, "apt-get clean")
             with report.step("building the kernels", timings, "kernels"):
                 _build_kernels(rootfs, mpis, log)
+            if app:
+                from ..families import get as get_family
+                from .app_build import build_in_image
+
+                with report.step(f"building the application ({os.path.basename(app['recipe'])})", timings, "app"):
+                    app["programs"] = build_in_image(rootfs, mpis, app["recipe"], app["source"], log,
+                                                     {m: get_family(m).wrappers[0] for m in mpis})
         _finish(rootfs)
         with report.step("writing metadata"):
             meta = metadata(name, distro, mpis, package_list, image_digest, rootfs, log)
             meta["io_packages"] = dpkg_versions(rootfs, io_list, log) if io_list else {}
             meta["io_packages_unavailable"] = [p for p in io_packages(mpis) if p not in io_list]
             meta["extra_packages"] = dpkg_versions(rootfs, extra, log) if extra else {}
+            if app:
+                meta["app"] = app
             meta["timings"] = timings
             write_meta(tmp, meta, ["dir"])
         for f in formats.names():

@@ -6,7 +6,7 @@ def command(args):
 
     if args.image_command == "build":
         img = image.build(distro=args.distro, mpis=tuple(args.mpi), fmt=args.format, name=args.name,
-                          packages=args.packages)
+                          packages=args.packages, recipe=args.recipe, source=args.source)
         copies = [f"{f}: {v}" for f, v in _format_copies(img)]
         print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
     else:

@@ -29,12 +29,38 @@ def host_program(name, family):
         if not os.access(name, os.X_OK):
             raise NearmetalError(f"program is not executable: {name}")
         return os.path.abspath(name)
+    built = app_program(name, family)
+    if built:
+        return built
     import shutil
 
     found = shutil.which(name)
     if not found:
         raise NearmetalError(f"program not found on PATH: {name}")
     return found
+
+
+# Where `image build --recipe` installs an application's build in an image, per family
+# (image/app_build.py); on the host it is $NEARMETAL_HOME/apps/IMAGE/FAMILY.
+APP_PREFIX = "/opt/nearmetal/app"
+
+
+def app_program(name, family):
+    """The native `--recipe` build of a program called `name` for `family`, or None; a
+    one-line error when several applications built one of that name. (os only: `run`'s
+    hot path.)"""
+    from ..home import home_str
+
+    root = os.path.join(home_str(), "apps")
+    try:
+        apps = sorted(os.listdir(root))
+    except OSError:
+        return None
+    hits = [os.path.join(root, a, family, "bin", name) for a in apps]
+    hits = [h for h in hits if os.path.isfile(h) and os.access(h, os.X_OK)]
+    if len(hits) > 1:
+        raise NearmetalError(f"program '{name}' was built natively by several recipes ({', '.join(hits)}): give its path")
+    return hits[0] if hits else None
 
 
 def container_program(image, name, family):
@@ -49,7 +75,7 @@ def container_program(image, name, family):
             raise NearmetalError(f"program path inside the image must be absolute: {name}")
         candidates = [name]
     else:
-        candidates = [f"{d}/{name}" for d in CONTAINER_PATH]
+        candidates = [f"{APP_PREFIX}/{family}/bin/{name}"] + [f"{d}/{name}" for d in CONTAINER_PATH]
     for cand in candidates:
         host = view.host_path(cand)
         if host.is_file():

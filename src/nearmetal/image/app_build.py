@@ -1,0 +1,150 @@
+"""Your application from its source, built by one script natively and inside an image.
+
+`image build --name NAME --recipe build.sh --source DIR` runs build.sh once per MPI family
+of the image, twice: on the host (into $NEARMETAL_HOME/apps/NAME/FAMILY) and inside the
+image (into /opt/nearmetal/app/FAMILY, with the image's compilers and MPI), so native and
+container builds come from one source. The script's interface (docs/applications.md):
+
+    CC CXX FC            the C, C++ and Fortran compilers (gcc, g++, gfortran)
+    MPICC MPICXX MPIFC   the family's compiler wrappers (mpicc.openmpi, ...)
+    PREFIX               where to install (programs into $PREFIX/bin)
+    NM_MPI_FAMILY        openmpi, mpich, ...
+    NM_SOURCE            the source directory: build out of tree or copy it (in the image
+                         it is a read-only mount; natively it is your directory itself)
+    working directory    an empty build directory
+
+A run then finds PROGRAM (a bare name) in the build for its MPI family: native runs in
+apps/*/FAMILY/bin, container runs in /opt/nearmetal/app/FAMILY/bin, before PATH.
+"""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import NearmetalError
+
+from ..models.program import APP_PREFIX as IN_IMAGE  # noqa: E402
+LOG_TAIL = 12
+
+
+def check(recipe, source):
+    """(recipe, source) as absolute paths, or (None, None); one-line errors for bad input."""
+    if recipe is None and source is None:
+        return None, None
+    if recipe is None or source is None:
+        raise NearmetalError("--recipe and --source go together: the script and the source it builds")
+    recipe, source = os.path.abspath(recipe), os.path.abspath(source)
+    if not os.path.isfile(recipe):
+        raise NearmetalError(f"--recipe {recipe}: no such file")
+    if not os.path.isdir(source):
+        raise NearmetalError(f"--source {source}: not a directory")
+    return recipe, source
+
+
+def digest(recipe, source):
+    """sha256 over the script and every file of the source (names and contents)."""
+    h = hashlib.sha256(Path(recipe).read_bytes())
+    for root, dirs, files in os.walk(source):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            h.update(os.path.relpath(full, source).encode() + b"\0")
+            if os.path.isfile(full):
+                h.update(Path(full).read_bytes())
+    return h.hexdigest()
+
+
+def script_env(family, mpicc, prefix, source, base=None):
+    """The documented variables for one build (over a minimal base environment)."""
+    env = dict(base or {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
+    head, base_name = os.path.split(mpicc)  # mpicc.openmpi -> mpicxx.openmpi, mpifort.openmpi
+    env.update(CC="gcc", CXX="g++", FC="gfortran", MPICC=mpicc,
+               MPICXX=os.path.join(head, base_name.replace("mpicc", "mpicxx", 1)),
+               MPIFC=os.path.join(head, base_name.replace("mpicc", "mpifort", 1)),
+               PREFIX=prefix, NM_MPI_FAMILY=family, NM_SOURCE=source)
+    return env
+
+
+def _tail(path):
+    try:
+        lines = Path(path).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(l.strip() for l in lines[-LOG_TAIL:] if l.strip())[-600:]
+
+
+def _programs(bin_dir):
+    try:
+        return sorted(p.name for p in Path(bin_dir).iterdir() if p.is_file() and os.access(p, os.X_OK))
+    except OSError:
+        return []
+
+
+def host_root(name):
+    from ..home import subdir
+
+    return subdir("apps") / name
+
+
+def build_native(name, mpis, recipe, source, say=print):
+    """Build with the host's MPIs (those of `mpis` found here); {family: [programs]}."""
+    from ..discovery.mpi import discover
+
+    found = discover()
+    built = {}
+    root = host_root(name)
+    for family in mpis:
+        if family not in found:
+            say(f"nearmetal: [{name}] no host {family}: its native build is skipped")
+            continue
+        prefix = root / family
+        shutil.rmtree(prefix, ignore_errors=True)
+        prefix.mkdir(parents=True)
+        log = root / f"{family}.build.log"
+        with tempfile.TemporaryDirectory(prefix=f"nm-app-{family}-") as work, open(log, "w") as out:
+            env = script_env(family, found[family]["compiler"], str(prefix), source,
+                             base={k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "USER")})
+            done = subprocess.run(["bash", recipe], cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT)
+        if done.returncode != 0:
+            raise NearmetalError(f"--recipe failed natively for {family} (exit {done.returncode}): {_tail(log)} "
+                                 f"(log: {log})")
+        built[family] = _programs(prefix / "bin")
+        if not built[family]:
+            raise NearmetalError(f"--recipe built nothing into $PREFIX/bin natively for {family} (log: {log})")
+    return built
+
+
+def build_in_image(rootfs, mpis, recipe, source, log, wrappers):
+    """Inside the image's chroot (its /proc and /dev mounted): the source bind-mounted
+    read-only, the script run once per family; {family: [programs]}."""
+    from . import chroot
+
+    app = Path(rootfs) / IN_IMAGE.lstrip("/")
+    (app / "src").mkdir(parents=True)
+    shutil.copy2(recipe, app / "build.sh")
+    chroot.run(["mount", "--bind", source, str(app / "src")], log, "mounting the source in the image")
+    chroot.run(["mount", "-o", "remount,ro,bind", str(app / "src")], log, "making the source read-only")
+    built = {}
+    try:
+        for family in mpis:
+            prefix, work = f"{IN_IMAGE}/{family}", f"{IN_IMAGE}/build-{family}"
+            (app / f"build-{family}").mkdir()
+            env = script_env(family, wrappers[family], prefix, f"{IN_IMAGE}/src")
+            argv = ["env", "-C", work, *[f"{k}={v}" for k, v in env.items()], "bash", f"{IN_IMAGE}/build.sh"]
+            start = log.tell()
+            try:
+                chroot.in_chroot(rootfs, argv, log, f"--recipe in the image for {family}")
+            except NearmetalError:
+                raise NearmetalError(f"--recipe failed in the image for {family}: {log.last_line(start)} "
+                                     f"(log: {log.path})") from None
+            shutil.rmtree(app / f"build-{family}", ignore_errors=True)
+            built[family] = _programs(app / family / "bin")
+            if not built[family]:
+                raise NearmetalError(f"--recipe built nothing into $PREFIX/bin in the image for {family} (log: {log.path})")
+    finally:
+        chroot.run(["umount", str(app / "src")], log, "unmounting the source")
+    return built
