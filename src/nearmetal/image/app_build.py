@@ -6,9 +6,9 @@ image (into /opt/nearmetal/app/FAMILY, with the image's compilers and MPI), so n
 container builds come from one source. The script's interface (docs/applications.md):
 
     CC CXX FC            the C, C++ and Fortran compilers (gcc, g++, gfortran)
-    MPICC MPICXX MPIFC   the family's compiler wrappers (mpicc.openmpi, ...)
+    MPICC MPICXX MPIFC   the family's compiler wrappers (its profile's mpicc, ...)
     PREFIX               where to install (programs into $PREFIX/bin)
-    NM_MPI_FAMILY        openmpi, mpich, ...
+    NM_MPI_FAMILY        the family's name (families/)
     NM_SOURCE            the source directory: build out of tree or copy it (in the image
                          it is a read-only mount; natively it is your directory itself)
     working directory    an empty build directory
@@ -60,7 +60,7 @@ def digest(recipe, source):
 def script_env(family, mpicc, prefix, source, base=None):
     """The documented variables for one build (over a minimal base environment)."""
     env = dict(base or {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"})
-    head, base_name = os.path.split(mpicc)  # mpicc.openmpi -> mpicxx.openmpi, mpifort.openmpi
+    head, base_name = os.path.split(mpicc)  # mpicc.FAMILY -> mpicxx.FAMILY, mpifort.FAMILY (Debian)
     env.update(CC="gcc", CXX="g++", FC="gfortran", MPICC=mpicc,
                MPICXX=os.path.join(head, base_name.replace("mpicc", "mpicxx", 1)),
                MPIFC=os.path.join(head, base_name.replace("mpicc", "mpifort", 1)),
