@@ -108,7 +108,14 @@ def _add_image(sub):
                                                           "natively and in the image once per MPI family "
                                                           "(docs/applications.md); needs --name")
     b.add_argument("--source", metavar="DIR", help="the application's source directory (read-only to the script)")
-    isub.add_parser("list", help="list built images")
+    imp = isub.add_parser("import", help="make an image nearmetal did not build one of its own",
+                          description="SOURCE: a root file system directory (a Charliecloud image), a docker/podman "
+                                      "save archive, an OCI layout or archive, a SquashFS file or a SIF.")
+    imp.add_argument("source", metavar="SOURCE")
+    imp.add_argument("--name", required=True, help="the image's name")
+    imp.add_argument("--format", type=_csv(_formats()), default=["dir"],
+                     help=f"formats to make, comma-separated ({', '.join(_formats())}; dir always)")
+    isub.add_parser("list", help="list images (built and imported)")
 
 
 def _launch_options(r):

@@ -9,11 +9,19 @@ def command(args):
                           packages=args.packages, recipe=args.recipe, source=args.source)
         copies = [f"{f}: {v}" for f, v in _format_copies(img)]
         print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
+    elif args.image_command == "import":
+        from .importer import import_image
+
+        img = import_image(args.source, args.name, fmt=args.format)
+        mpis = ", ".join(f"{f} {m.get('version') or ''}".strip() for f, m in img.meta.get("mpi", {}).items()) or "no MPI"
+        print(f"image {img.name}: {img.rootfs} (imported {img.meta['imported']['kind']}; {img.meta.get('os') or ''}; "
+              f"{mpis}; glibc {img.meta.get('glibc')})")
     else:
         for img in image.list_images():
             formats = ",".join(["dir"] + [f for f, _ in _format_copies(img)])
             extra = ",".join(img.meta.get("extra_packages") or {}) or "-"
-            print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{extra}\t{img.rootfs}")
+            source = f"imported from {img.meta['imported']['from']}" if img.meta.get("imported") else "built"
+            print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{extra}\t{img.rootfs}\t{source}")
     return 0
 
 
