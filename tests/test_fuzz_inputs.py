@@ -371,6 +371,8 @@ def _frame(path):
         return ["import", "x.csv", "--study", "s", "--baseline", "native"], []
     if path == ("io", "sweep"):
         return ["io", "sweep", "--dry-run"], []
+    if path == ("image", "import"):
+        return ["image", "import", "nosuch.sif", "--name", "nm-fuzz"], []
     return list(path), []
 
 
