@@ -202,3 +202,13 @@ def test_witness_lines_are_parsed_in_rank_order():
     got = parse(err)
     assert [w["rank"] for w in got] == ["0", "1"]
     assert got[0]["version"] == "Open MPI v4.1.4, package: x" and got[1]["version"] == "MPICH Version:\t4.0.2"
+
+
+def test_an_image_given_by_path_gets_a_short_stable_label():
+    from nearmetal.study.plan import image_label, variant_id
+
+    a = variant_id({"mode": "hybrid", "runtime": "charliecloud", "mpi": "mpich",
+                    "image": "/home/u/.cache/nearmetal/images/x/rootfs"})
+    assert a.startswith("hybrid/charliecloud/mpich/x-") and len(a.rsplit("/", 1)[1]) == len("x-") + 8
+    assert image_label("/data/app.sif") != image_label("/other/app.sif")  # never merged
+    assert image_label("/data/app.sif") == image_label("/data/app.sif") and image_label("default") == "default"

@@ -179,8 +179,11 @@ def test_key_part_percent_encodes_separators(text, encoded):
 
 def test_variant_ids():
     assert variant_id({"mode": "native", "mpi": "mpich", "runtime": None, "image": None}) == "native/mpich"
+    # an image given by path: a short, stable label (issue 14), not the path itself
+    import hashlib
+
     assert variant_id({"mode": "bind", "runtime": "bwrap", "mpi": "openmpi", "image": "/x/y.sqfs"}) == \
-        "bind/bwrap/openmpi//x/y.sqfs"
+        f"bind/bwrap/openmpi/y.sqfs-{hashlib.sha256(b'/x/y.sqfs').hexdigest()[:8]}"
     assert variant_id({"name": "tcp", "mode": "hybrid", "runtime": "podman", "mpi": "mpich", "image": "i"}) == "tcp"
 
 

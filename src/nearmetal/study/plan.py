@@ -26,7 +26,23 @@ def variant_id(v):
         return v["name"]
     if v["mode"] == "native":
         return f"native/{v['mpi']}"
-    return f"{v['mode']}/{v['runtime']}/{v['mpi']}/{v['image']}"
+    return f"{v['mode']}/{v['runtime']}/{v['mpi']}/{image_label(v['image'])}"
+
+
+def image_label(image):
+    """An image as variant ids and reports show it: its name; an image given by path, its
+    file or directory name (the image directory's for .../NAME/rootfs) and 8 hex digits of
+    the path's SHA-256: short, stable, and two paths never share one."""
+    if "/" not in image:
+        return image
+    import hashlib
+    import os
+
+    path = image.rstrip("/")
+    base = os.path.basename(path)
+    if base == "rootfs":
+        base = os.path.basename(os.path.dirname(path)) or base
+    return f"{base or 'image'}-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
 
 
 def key_part(text):
