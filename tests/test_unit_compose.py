@@ -733,3 +733,55 @@ def test_apptainer_runs_the_sif_or_sqfs_the_user_named():
     with pytest.raises(NearmetalError, match=r"^image 'nm-test' has no SIF file: build one with "
                                              r"`nearmetal image build --format sif --name nm-test`$"):
         launch(req("hybrid", runtime="apptainer", mpi="mpich", image="/x/nm-test.sif"), host=host)
+
+
+# -- bind mode's fabric (models/fabric.py): this machine has none, so the devices are injected --
+
+FABRIC = ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"]
+
+
+def fabric_model(family):
+    model = bind_model(family)
+    model.devices = list(FABRIC)
+    return model
+
+
+@pytest.mark.parametrize("runtime, expect", [
+    ("podman", "--device /dev/infiniband/rdma_cm --device /dev/infiniband/uverbs0"),
+    ("charliecloud", None), ("bwrap", None), ("apptainer", None)])
+def test_fabric_devices_reach_the_ranks(runtime, expect):
+    argv, _, _ = launch(req("bind", runtime=runtime, mpi="openmpi"), models=[fabric_model("openmpi")])
+    if expect:  # a runtime whose cgroup must allow each device
+        assert expect in argv
+    else:  # these show the host's /dev: nothing to add
+        assert "/dev/infiniband" not in argv
+
+
+def test_fabric_devices_under_apptainer_contain():
+    # Open MPI moves its segments to /tmp under --contain: the minimal /dev gets each device
+    argv, _, _ = launch(req("bind", runtime="apptainer", mpi="openmpi", runtime_args=["--contain"]),
+                        models=[fabric_model("openmpi")])
+    assert "--bind /dev/infiniband/rdma_cm --bind /dev/infiniband/uverbs0" in argv
+    # MPICH brings the host's whole /dev in (its shared memory is only in /dev/shm): devices included
+    argv, _, _ = launch(req("bind", runtime="apptainer", mpi="mpich", runtime_args=["--contain"]),
+                        models=[fabric_model("mpich")])
+    assert "--bind /dev " in argv and "/dev/infiniband" not in argv
+
+
+def test_fabric_device_discovery_and_its_note():
+    from nearmetal.models import fabric
+
+    listing = {"/dev/infiniband": ["uverbs0", "rdma_cm"]}
+    found = fabric.devices(listdir=lambda d: listing[d], is_dir=lambda d: d in listing)
+    assert found == ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"]
+    assert fabric.notes(found) == ["bind: the host's fabric devices go to every rank "
+                                   "(/dev/infiniband/rdma_cm, /dev/infiniband/uverbs0)"]
+    assert fabric.devices(is_dir=lambda d: False) == [] and fabric.notes([]) == []
+
+
+def test_every_family_points_its_plugin_loaders_at_the_staged_fabric_plugins():
+    from nearmetal import families
+
+    for name in families.names():
+        env = families.get(name).plugin_env
+        assert env.get("ucx") == "UCX_MODULE_DIR" and env.get("libfabric") == "FI_PROVIDER_PATH"

@@ -85,6 +85,7 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
         spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, ranks_per_node=peers, tag=tag,
                         use_sqfs=c.use_sqfs, workdir=inner_cwd, runtime_args=c.runtime_args, use_sif=c.use_sif)
         spec.share_dev = share_dev
+        spec.devices = list(getattr(model, "devices", []))
         rank_argv = runtime.wrap(spec)
         rank_env = runtime.rank_env(spec)
         launch_env.update(runtime.launch_env())

@@ -16,7 +16,7 @@ class Mpich(MpiFamily):
     host_packages = "mpich libmpich-dev"
     slurm_pmi = ("pmi2",)
     slurm_pmi_failure = "each rank starts alone, in an MPI_COMM_WORLD of size 1"
-    plugin_env = {"ucx": "UCX_MODULE_DIR"}
+    plugin_env = {"ucx": "UCX_MODULE_DIR", "libfabric": "FI_PROVIDER_PATH"}
     wireup_prefixes = ("PMI_", "HYDRA_", "MPIR_", "MPICH_", "UCX_")
     image_packages = ("mpich", "libmpich-dev")
     image_io_packages = ("libhdf5-mpich-dev",)

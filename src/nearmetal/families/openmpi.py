@@ -17,7 +17,7 @@ class OpenMpi(MpiFamily):
     slurm_pmi = ("pmix", "pmix_v4", "pmix_v3", "pmix_v2")
     slurm_pmi_failure = "MPI_Init aborts (\"OMPI was not built with SLURM's PMI support\")"
     plugin_env = {"openmpi": "OMPI_MCA_mca_base_component_path", "pmix": "PMIX_MCA_mca_base_component_path",
-                  "ucx": "UCX_MODULE_DIR"}
+                  "ucx": "UCX_MODULE_DIR", "libfabric": "FI_PROVIDER_PATH"}
     wireup_prefixes = ("OMPI_", "OPAL_", "ORTE_", "PMIX_")
     mpiio_components = ("romio", "ompio")  # OMPI_MCA_io=romio321 / ompio
     image_packages = ("openmpi-bin", "libopenmpi-dev")

@@ -14,12 +14,13 @@ class ModelPlan:
     """argv: what each rank runs (inside the container unless native); env: variables for
     the ranks (inside the container); mounts: extra bind mounts; notes: what was decided and why."""
 
-    __slots__ = ("argv", "env", "mounts", "notes", "program", "host_file", "staged")
+    __slots__ = ("argv", "env", "mounts", "notes", "program", "host_file", "staged", "devices")
 
     def __init__(self, argv, env=None, mounts=(), notes=(), program=None):
         self.argv, self.env, self.mounts, self.notes = list(argv), dict(env or {}), list(mounts), list(notes)
         self.program = program
         self.host_file = self.staged = None
+        self.devices = []  # host device files the ranks need (bind mode's fabric: models/fabric.py)
 
 
 def prepare(mode, request):

@@ -247,6 +247,9 @@ def _prepare(req):
         notes.append(f"bind: {path} carries DT_RPATH {':'.join(prog_info.rpath)} which would load the image's "
                      f"{pinned.path}; launching through {interp} --preload so the host library wins")
     mounts = [Mount(staged, MOUNT_POINT, readonly=True)]
-    plan = ModelPlan(argv, env=env, mounts=mounts, notes=notes, program=path)
-    plan.host_file, plan.staged = host_file, staged
+    from . import fabric
+
+    found = fabric.devices()
+    plan = ModelPlan(argv, env=env, mounts=mounts, notes=notes + fabric.notes(found), program=path)
+    plan.host_file, plan.staged, plan.devices = host_file, staged, found
     return plan

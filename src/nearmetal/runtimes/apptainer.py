@@ -161,6 +161,9 @@ class Apptainer(Runtime):
             argv += ["--bind", "/dev/shm"]
         for m in spec.mounts:
             argv += ["--bind", f"{m.source}:{m.target}:{'ro' if m.readonly else 'rw'}"]
+        if spec.devices and not spec.share_dev and self.private_dev_shm(spec.runtime_args):
+            # --contain gives a minimal /dev: the fabric's devices come in one by one
+            argv += [a for d in spec.devices for a in ("--bind", d)]
         if spec.workdir:
             argv += ["--pwd", spec.workdir]
         return argv + spec.runtime_args + [str(source)] + spec.argv

@@ -35,7 +35,7 @@ class RankSpec:
     """
 
     __slots__ = ("image", "argv", "env", "mounts", "ranks_per_node", "tag", "use_sqfs", "use_sif", "workdir",
-                 "runtime_args", "share_dev")
+                 "runtime_args", "share_dev", "devices")
 
     def __init__(self, image, argv, env=None, mounts=(), ranks_per_node=1, tag="nm",
                  use_sqfs=False, workdir=None, runtime_args=(), use_sif=False):
@@ -46,6 +46,9 @@ class RankSpec:
         # The host's /dev in the container: ranks whose MPI keeps shared memory only in /dev/shm,
         # under a runtime that would give each rank a private one (private_dev_shm).
         self.share_dev = False
+        # Host device files the ranks need (bind mode's fabric, models/fabric.py): runtimes
+        # that do not show the host's /dev pass each one in.
+        self.devices = []
         self.workdir = workdir
         self.runtime_args = list(runtime_args)  # the user's extra runtime arguments, before the image
 

@@ -70,6 +70,8 @@ class Podman(Runtime):
                                "-v", "/tmp:/tmp", "--log-driver=none"]
         for m in spec.mounts:
             argv += ["-v", f"{m.source}:{m.target}:{'ro' if m.readonly else 'rw'}"]
+        for device in spec.devices:  # the cgroup must allow a device: a bind would not
+            argv += ["--device", device]
         for key, value in spec.env.items():
             argv += ["-e", f"{key}={value}"]
         if spec.workdir:
