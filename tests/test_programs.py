@@ -141,3 +141,36 @@ def _kernel_dir(family):
     from nearmetal import kernels
 
     return kernels.host_bin(family)
+
+
+def test_a_large_input_is_bound_read_only_not_copied(tmp_path, default_image):
+    big = tmp_path / "big.dat"
+    with open(big, "wb") as f:  # over the 64 MiB line: shown, never copied
+        f.truncate((64 << 20) + 1)
+    study = write(tmp_path, f'''
+name = "big"
+command = ["/bin/sh", "-c", "wc -c < big.dat; if touch big.dat 2>/dev/null; then echo writable=1; else echo writable=0; fi"]
+inputs = ["{big}"]
+mpi = ["mpich"]
+ranks = [1]
+runtime = ["bwrap"]  # Charliecloud 0.31 has no read-only bind (ch-run -b is read-write)
+[[benchmark.fom]]
+name = "size"
+regex = '^([0-9]+)$'
+unit = "bytes"
+[[benchmark.fom]]
+name = "writable"
+regex = '^writable=([01])$'
+unit = "flag"
+''')
+    db = tmp_path / "app.db"
+    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    assert out.returncode == 0, out.stderr
+    got = rows(db, "select r.variant, x.metric, x.value from runs r join records x on x.run_id = r.id "
+                   "where r.warmup = 0 and x.metric in ('size', 'writable')")
+    assert {(v, m, x) for v, m, x in got} == {
+        ("native/mpich", "size", (64 << 20) + 1), ("native/mpich", "writable", 1),  # natively: your file itself
+        ("bind/bwrap/mpich/default", "size", (64 << 20) + 1),
+        ("bind/bwrap/mpich/default", "writable", 0)}                        # in a container: read-only
+    assert (next(tmp_path.glob("nm-runs/*native*mpich*")) / "big.dat").is_symlink()
+    assert (next(tmp_path.glob("nm-runs/*bind*mpich*")) / "big.dat").stat().st_size == 0  # the bind's placeholder

@@ -212,3 +212,20 @@ def test_an_image_given_by_path_gets_a_short_stable_label():
     assert a.startswith("hybrid/charliecloud/mpich/x-") and len(a.rsplit("/", 1)[1]) == len("x-") + 8
     assert image_label("/data/app.sif") != image_label("/other/app.sif")  # never merged
     assert image_label("/data/app.sif") == image_label("/data/app.sif") and image_label("default") == "default"
+
+
+def test_large_inputs_are_linked_natively_and_placeholders_in_containers(tmp_path):
+    small, big, bigdir = tmp_path / "small.nml", tmp_path / "big.dat", tmp_path / "grids"
+    small.write_text("x")
+    big.write_bytes(b"0" * 2000)
+    bigdir.mkdir()
+    (bigdir / "g").write_bytes(b"1" * 3000)
+    inputs = [str(small), str(big), str(bigdir)]
+    assert program.large_inputs(inputs, limit=1000) == [str(big), str(bigdir)]
+    native, container = tmp_path / "n", tmp_path / "c"
+    program.stage(str(native), inputs, in_container=False, limit=1000)
+    assert os.readlink(native / "big.dat") == str(big) and os.readlink(native / "grids") == str(bigdir)
+    assert (native / "small.nml").read_text() == "x" and not (native / "small.nml").is_symlink()
+    program.stage(str(container), inputs, in_container=True, limit=1000)
+    assert (container / "big.dat").stat().st_size == 0 and (container / "grids").is_dir()
+    assert list((container / "grids").iterdir()) == []

@@ -75,6 +75,8 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
         if c.workdir:
             mounts.append(Mount(c.workdir, CONTAINER_WORKDIR, readonly=False))
             inner_cwd = CONTAINER_WORKDIR
+            # large inputs, read-only over their placeholders in the working directory
+            mounts += [Mount(src, f"{CONTAINER_WORKDIR}/{name}", readonly=True) for src, name in c.workdir_binds]
         share_dev = False
         if runtime.private_dev_shm(c.runtime_args):
             # A private /dev/shm per rank: the family's segments go to the shared /tmp,

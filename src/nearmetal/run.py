@@ -17,7 +17,7 @@ class RunRequest:
     """What was asked for, as given: names and strings (resolve.py turns them into things)."""
 
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args")
+                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
                  ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
@@ -37,6 +37,9 @@ class RunRequest:
         self.workdir = workdir
         # Extra arguments for the container runtime, before the image (a named variant's).
         self.runtime_args = list(runtime_args)
+        # (host path, name): large inputs a container sees read-only as /nm/work/NAME
+        # (study/program.py stages the small ones as copies)
+        self.workdir_binds = []
 
 
 def _default_runtime():

@@ -5,6 +5,7 @@ A run that fails, times out or cannot even be planned is recorded with its statu
 exit code and the tail of its stderr, and the study goes on.
 """
 
+import os
 import platform
 import time
 from datetime import datetime, timezone
@@ -43,6 +44,8 @@ class Executor:
             if bench.is_program():  # any program: its own argv, a fresh working directory per run
                 from .program import run_dir
 
+                from .program import large_inputs
+
                 spec, program, args = None, bench.command[0], bench.command[1:]
                 base = self.config.workdir_of(bench) or (str(self.store.path.parent) if self.store else "results")
                 workdir = run_dir(base, key)
@@ -69,6 +72,8 @@ class Executor:
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
                              runtime_args=variant.get("runtime_args", ()))
+            if spec is None:
+                req.workdir_binds = [(p, os.path.basename(p.rstrip("/"))) for p in large_inputs(bench.inputs)]
             try:
                 req.slurm = scheduler.options(options, self.config.study.timeout)
                 dry = self.store is None
@@ -184,7 +189,7 @@ class Executor:
         if spec is None:  # a program benchmark: a fresh working directory with its inputs
             from .program import stage
 
-            stage(req.workdir, bench.inputs)
+            stage(req.workdir, bench.inputs, in_container=req.mode != "native")
         jobs = []
         scheduler, study = schedulers.get(req.scheduler), self.config.study
         quiet = waited = before = None

@@ -126,18 +126,42 @@ def run_dir(base, cell_key):
     return os.path.join(base, "nm-runs", safe)
 
 
-def stage(path, inputs):
+# Inputs up to this size (a file, or a directory's files together) are copied into every
+# run's working directory; larger ones are not copied but shown read-only at the same name:
+# natively a symbolic link to the input, in a container a read-only bind mount over a
+# placeholder (the run's RunRequest.workdir_binds).
+LARGE_INPUT = 64 << 20
+
+
+def size_of(path):
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.lstat(os.path.join(root, f)).st_size for root, _, files in os.walk(path) for f in files)
+
+
+def large_inputs(inputs, limit=LARGE_INPUT):
+    """The inputs (absolute paths) that are bound rather than copied."""
+    return [p for p in inputs if os.path.exists(p) and size_of(p) > limit]
+
+
+def stage(path, inputs, in_container=False, limit=LARGE_INPUT):
     """Make path a fresh working directory holding copies of inputs (files and directories,
-    symlinks copied as links). Called before every run of a program benchmark."""
+    symlinks copied as links), large ones linked (natively) or as placeholders for their
+    bind mounts (in a container). Called before every run of a program benchmark."""
     if os.path.islink(path):
         raise NearmetalError(f"working directory {path} is a symbolic link: refusing to empty it")
     if os.path.isdir(path):
         shutil.rmtree(path)
     os.makedirs(path)
+    large = set(large_inputs(inputs, limit))
     for src in inputs:
         dst = os.path.join(path, os.path.basename(src.rstrip("/")))
         try:
-            if os.path.isdir(src):
+            if src in large and not in_container:
+                os.symlink(src, dst)
+            elif src in large:  # the mount point of its read-only bind
+                os.mkdir(dst) if os.path.isdir(src) else open(dst, "w").close()
+            elif os.path.isdir(src):
                 shutil.copytree(src, dst, symlinks=True)
             else:
                 shutil.copy2(src, dst)
