@@ -53,6 +53,19 @@ if { [ "$have" != "$want" ] && [ "$have" != "$hash test" ]; } || ! .venv/bin/pyt
   echo "$want" > "$stamp"
 fi
 
+# The tests' second MPI installation (--mpi mpich@PREFIX): Debian's MPICH packages
+# extracted into a prefix of their own, as a site keeps several MPIs beside the system's.
+SECOND_MPICH=/opt/nm-second-mpich
+if [ "$WITH_TEST" -eq 1 ] && [ ! -x "$SECOND_MPICH/usr/bin/mpiexec.hydra" ]; then
+  echo "setup: extracting Debian's MPICH into $SECOND_MPICH (a second installation for the tests)"
+  debs=$(mktemp -d)
+  rm -rf "$SECOND_MPICH.tmp"
+  (cd "$debs" && apt-get download -qq mpich libmpich12 libmpich-dev 2>/dev/null)
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$SECOND_MPICH.tmp"; done
+  mv "$SECOND_MPICH.tmp" "$SECOND_MPICH"
+  rm -rf "$debs"
+fi
+
 # Byte-compile now: with PYTHONDONTWRITEBYTECODE set, every `nearmetal run` would recompile.
 .venv/bin/python -m compileall -q src >/dev/null
 

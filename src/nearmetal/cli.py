@@ -187,8 +187,13 @@ def fast_parse_run(argv):
             i += 1
         i += 1
         key = _RUN_VALUE_OPTS[name]
-        if key in ("mode", "runtime", "mpi") and value not in _run_choices(key):
+        if key in ("mode", "runtime") and value not in _run_choices(key):
             return None
+        if key == "mpi" and value not in _run_choices(key):
+            from .discovery.mpi import spec_problem  # FAMILY@/PREFIX: an installation under a prefix
+
+            if "@" not in value or spec_problem(value):
+                return None
         if key in ("ranks", "ranks_per_node", "threads"):
             limit = 1024 if key == "threads" else 1_000_000  # as study files (study.config): argparse says so
             # isdigit() takes '²', which int() refuses; int() reads what isdecimal() takes

@@ -73,6 +73,15 @@ def _at_most(limit):
 _RANKS, _THREADS, _TIMEOUT = _at_most(1_000_000), _at_most(1024), _at_most(7 * 24 * 3600)
 
 
+def _mpi_spec(text):
+    from .discovery.mpi import spec_problem
+
+    problem = spec_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _csv(choices):
     def parse(text):
         items = [t.strip() for t in text.split(",") if t.strip()]
@@ -124,7 +133,9 @@ def _launch_options(r):
     r.add_argument("--runtime", choices=_runtimes(), default=_runtimes()[0],
                    help=f"container runtime (default: {_runtimes()[0]})")
     r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
-    r.add_argument("--mpi", choices=_mpis(), help="host MPI family (default: what the program was built with)")
+    r.add_argument("--mpi", type=_mpi_spec, metavar="{" + ",".join(_mpis()) + "}[@PREFIX]",
+                   help="host MPI family (default: what the program was built with); FAMILY@PREFIX: the "
+                        "installation whose wrapper and launcher are in PREFIX/bin")
     r.add_argument("-n", dest="ranks", type=_RANKS, default=2, help="number of ranks (default: 2)")
     r.add_argument("--ranks-per-node", type=_RANKS, help="ranks per node")
     r.add_argument("--threads", type=_THREADS, default=1, help="OpenMP threads per rank")

@@ -36,6 +36,8 @@ def compose(components, models, cores, environ, tag):
     else:
         argv, extra = launcher.command(parts[0][0])
     launch_env.update(extra)
+    if mpi.get("prefix"):  # an installation under a prefix (--mpi FAMILY@PREFIX)
+        launch_env.update(profile.prefix_env(mpi))
     launch_env = {k: v for k, v in launch_env.items() if environ.get(k) != v}
     if first.workdir and any(c.in_container for c in components):
         notes.append(f"containers: {first.workdir} mounted read-write at {CONTAINER_WORKDIR}, ranks start there")

@@ -84,10 +84,15 @@ def runtimes_report():
 def mpi_report():
     from .discovery.mpi import discover
 
-    out = []
-    for fam, m in discover().items():
-        out.append({k: m[k] for k in ("family", "version", "library", "soname", "abi", "compiler", "launcher", "pmi")}
-                   | {"plugin_dirs": m.get("plugin_dirs", {})})
+    from .discovery.mpi import other_installations
+
+    keys = ("family", "version", "library", "soname", "abi", "compiler", "launcher", "pmi")
+    # PATH's installation of each family is what the family's name means; others are named
+    # FAMILY@PREFIX (--mpi, study files)
+    out = [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": fam}
+           for fam, m in discover().items()]
+    out += [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": m["spec"]}
+            for m in other_installations()]
     return out
 
 
@@ -203,7 +208,10 @@ def render(report, console):
     if not report["mpi"]:
         console.print("  none found: install Open MPI or MPICH (Debian: openmpi-bin libopenmpi-dev, mpich libmpich-dev)")
     for m in report["mpi"]:
-        console.print(f"  [bold]{m['family']}[/] {m['version']}  ABI {m['abi']} ({m['soname']})  PMI: {', '.join(m['pmi'])}")
+        means = "  (what '--mpi " + m["spec"] + "' means)" if m.get("spec", m["family"]) == m["family"] \
+            else f"  (--mpi {m['spec']})"
+        console.print(f"  [bold]{m['family']}[/] {m['version']}  ABI {m['abi']} ({m['soname']})  PMI: {', '.join(m['pmi'])}"
+                      + means, highlight=False)
         console.print(f"    library  {m['library']}", highlight=False)
         console.print(f"    compiler {m['compiler']}   launcher {m['launcher']}", highlight=False)
     t = Table(title="Container runtimes", title_justify="left", title_style="bold")

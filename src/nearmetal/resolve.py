@@ -89,12 +89,14 @@ def resolve(req, more=(), host=None):
     """[Resolved] for a request and its further MPMD components (which share its MPI)."""
     from . import schedulers
     from .families import get as get_family
-    from .families import names as family_names
-
     host = host or Host()
     family = req.mpi or None
-    if family is not None and family not in family_names():
-        raise NearmetalError(f"unknown MPI '{family}' (choose from: {', '.join(family_names())})")
+    if family is not None:
+        from .discovery.mpi import spec_problem
+
+        problem = spec_problem(family)
+        if problem:
+            raise NearmetalError(problem)
     scheduler = schedulers.get(req.scheduler)
     image = host.image(req.image) if req.mode != "native" else None
     if family is None and image is not None:

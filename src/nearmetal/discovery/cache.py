@@ -10,7 +10,7 @@ import marshal
 import os
 
 # marshal rather than json: json imports `re`, which alone costs ~6 ms at start-up.
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 
 
 def _stamp(paths):
@@ -18,9 +18,12 @@ def _stamp(paths):
     for p in paths:
         try:
             st = os.stat(p)
-            out.append([p, st.st_mtime_ns, st.st_size])
+            # the inode too: a file replaced by an identical copy (a package reinstalled or
+            # extracted again keeps size and mtime) is another file, which a staged hard link
+            # would not follow
+            out.append([p, st.st_mtime_ns, st.st_size, st.st_ino])
         except OSError:
-            out.append([p, None, None])
+            out.append([p, None, None, None])
     return out
 
 

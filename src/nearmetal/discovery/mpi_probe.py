@@ -24,8 +24,10 @@ def _link_line(wrapper):
     return [], []
 
 
-def _find_library(libdirs, names):
-    """The real file behind lib<name>.so in the wrapper's -L dirs, else the host linker's view."""
+def _find_library(libdirs, names, beside=False):
+    """The real file behind lib<name>.so in the wrapper's -L dirs, else the host linker's view.
+    beside: the SONAME's file in the same directory wins (an installation under a prefix,
+    which the host's linker does not know)."""
     from ..elf import LinkerView, read_elf  # heavy import: only on a discovery miss
 
     view = LinkerView("/")
@@ -34,6 +36,8 @@ def _find_library(libdirs, names):
             dev = os.path.join(d, f"lib{name}.so")
             if os.path.exists(dev):
                 info = read_elf(os.path.realpath(dev))
+                if info.soname and beside and os.path.exists(os.path.join(d, info.soname)):
+                    return os.path.join(d, info.soname), info.soname
                 if info.soname:
                     # The run-time file is the SONAME as the loader resolves it.
                     for lib in [view.resolve(info.soname, info)]:
@@ -54,21 +58,25 @@ def _plugin_dirs(family, launcher, library):
     return dirs
 
 
-def probe(name):
-    """Describe the host's installation of one MPI family, or None if absent."""
+def probe(name, prefix=None):
+    """Describe the host's installation of one MPI family (on PATH, or the one whose bin/ is
+    under `prefix`), or None if absent."""
     family = get_family(name)
+    where = os.path.join(prefix, "bin") if prefix else None
     for wname in family.wrappers:
-        wrapper = shutil.which(wname)
+        wrapper = shutil.which(wname, path=where) if where else shutil.which(wname)
         if not wrapper or not family.identifies_wrapper(wrapper):
             continue
         libdirs, libs = _link_line(wrapper)
+        if prefix:  # a wrapper moved with its files may still name its build prefix: its own libraries first
+            libdirs = [os.path.join(prefix, d) for d in ("lib", "lib/x86_64-linux-gnu", "lib64")] + libdirs
         names = [n for n in libs if n in family.link_libs] or list(family.link_libs)
-        library, soname = _find_library(libdirs, names)
+        library, soname = _find_library(libdirs, names, beside=bool(prefix))
         if not library:
             continue
         launcher = None
         for lname in family.launcher_binaries:
-            cand = shutil.which(lname, path=os.path.dirname(wrapper)) or shutil.which(lname)
+            cand = shutil.which(lname, path=os.path.dirname(wrapper)) or (None if prefix else shutil.which(lname))
             if cand and family.identifies_launcher(cand):
                 launcher = cand
                 break
@@ -84,5 +92,6 @@ def probe(name):
             "launcher": launcher,
             "pmi": family.pmi_flavours(launcher, library),
             "plugin_dirs": _plugin_dirs(family, launcher, library),
+            **({"prefix": prefix} if prefix else {}),
         }
     return None

@@ -101,6 +101,16 @@ class MpiFamily:
         separate_namespaces, in different namespaces (MPMD components, srun ranks)."""
         return {}
 
+    def prefix_env(self, mpi):
+        """The launcher's environment for an installation under a prefix (--mpi FAMILY@PREFIX):
+        its ranks find its libraries first. A family whose tools must be told where they were
+        moved (Open MPI: OPAL_PREFIX) adds that."""
+        import os
+
+        libdir = os.path.dirname(mpi["library"])
+        rest = os.environ.get("LD_LIBRARY_PATH", "")
+        return {"LD_LIBRARY_PATH": libdir + (f":{rest}" if rest else "")}
+
     def shm_in(self, directory):
         """Environment that makes ranks put their shared-memory files in `directory` (for
         containers with a private /dev/shm per rank); None: the family cannot move them."""

@@ -26,7 +26,7 @@ from .program import container_program, mpi_abi
 
 MOUNT_POINT = "/nm/host-mpi"
 LIBDIR = f"{MOUNT_POINT}/lib"
-STAGE_VERSION = 1
+STAGE_VERSION = 3  # 2: a prefix installation's own libraries first; 3: inodes in the keys, devices cached
 
 # Sonames that are the same ABI under two names: provide the one the program asks for.
 ABI_ALIASES = {
@@ -50,7 +50,9 @@ def host_closure(mpi, program_sonames):
     """
     from ..elf import LinkerView, read_elf
 
-    host = LinkerView("/")
+    # An installation under a prefix (--mpi FAMILY@PREFIX) is found as its ranks find it: its
+    # library directory first (LD_LIBRARY_PATH, families' prefix_env), then the host's linker.
+    host = LinkerView("/", **({"ld_library_path": [os.path.dirname(mpi["library"])]} if mpi.get("prefix") else {}))
     ordered = {}
     aliases = {}
     anchor = read_elf(mpi["library"])
@@ -99,8 +101,8 @@ def _stage_key(mpi, libs, aliases, plugins):
     for kind, (_, files) in plugins.items():
         paths += files
     for p in sorted(paths):
-        st = os.stat(p)
-        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        st = os.stat(p)  # the inode: staged files are hard links to these very files
+        h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}:{st.st_ino}\n".encode())
     return h.hexdigest()[:16]
 
 
@@ -152,7 +154,10 @@ def prepare(req):
     from ..discovery.cache import cached_plan
 
     image, mpi = req.image, req.mpi
-    key = [STAGE_VERSION, str(image.rootfs), image.meta.get("digest"), req.program, mpi["family"], mpi["library"]]
+    from .fabric import devices
+
+    key = [STAGE_VERSION, str(image.rootfs), image.meta.get("digest"), req.program, mpi["family"], mpi["library"],
+           devices()]  # a fabric that appears (or goes) makes another plan
     hit = cached_plan("bind", key)
     if hit is not None:
         return _from_cache(hit, req.args)
@@ -162,15 +167,18 @@ def prepare(req):
     files += list(manifest["libraries"].values()) + list(manifest["plugins"].values())
     cached_plan("bind", key, value={"argv": plan.argv[:len(plan.argv) - len(req.args)], "env": plan.env,
                                     "mounts": [(m.source, m.target, m.readonly) for m in plan.mounts],
-                                    "notes": plan.notes, "program": plan.program}, files=files)
+                                    "notes": plan.notes, "program": plan.program, "devices": plan.devices},
+                 files=files)
     return plan
 
 
 def _from_cache(hit, args):
     from ..runtimes.base import Mount
 
-    return ModelPlan(list(hit["argv"]) + list(args), env=hit["env"],
+    plan = ModelPlan(list(hit["argv"]) + list(args), env=hit["env"],
                      mounts=[Mount(s, t, ro) for s, t, ro in hit["mounts"]], notes=hit["notes"], program=hit["program"])
+    plan.devices = list(hit.get("devices", []))
+    return plan
 
 
 def _prepare(req):

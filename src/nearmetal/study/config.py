@@ -26,7 +26,7 @@ from ..choices import runtimes as _runtimes
 from ..choices import schedulers as _schedulers
 from ..errors import NearmetalError
 from .program import ProgramFields, check_inputs
-from .inputs import (check_image_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
+from .inputs import (check_image_spec, check_mpi_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
                      probe_path, read_text, validation_error)
 
 DIMENSIONS = ("mode", "runtime", "mpi", "image", "ranks", "threads")
@@ -75,7 +75,7 @@ def _choices(names):
 
 Mode = _choices(_modes)
 Runtime = _choices(_runtimes)
-Mpi = _choices(_mpis)
+Mpi = Annotated[StrictStr, AfterValidator(check_mpi_spec)]  # FAMILY or FAMILY@/PREFIX
 Scheduler = _choices(_schedulers)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

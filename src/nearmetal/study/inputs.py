@@ -303,3 +303,13 @@ def make_workdir(path, what="working directory"):
         raise NearmetalError(one_line(f"cannot create the {what} {path}: {e.strerror or e}")) from None
     except ValueError as e:
         raise NearmetalError(one_line(f"cannot create the {what} {path}: {e}")) from None
+
+
+def check_mpi_spec(v):
+    """An MPI as a study names it: FAMILY, or FAMILY@/PREFIX (an installation under a prefix)."""
+    from ..discovery.mpi import spec_problem
+
+    problem = spec_problem(v)
+    if problem:
+        raise ValueError(problem)
+    return v

@@ -8,6 +8,7 @@ variant values can be paired by block.
 """
 
 import itertools
+import os
 import random
 
 from ..errors import NearmetalError
@@ -25,8 +26,22 @@ def variant_id(v):
     if v.get("name"):
         return v["name"]
     if v["mode"] == "native":
-        return f"native/{v['mpi']}"
-    return f"{v['mode']}/{v['runtime']}/{v['mpi']}/{image_label(v['image'])}"
+        return f"native/{mpi_label(v['mpi'])}"
+    return f"{v['mode']}/{v['runtime']}/{mpi_label(v['mpi'])}/{image_label(v['image'])}"
+
+
+def mpi_label(spec):
+    """FAMILY, or for FAMILY@PREFIX (an installation under a prefix) FAMILY@ and the prefix's
+    label as image_label makes it: no '/' in a variant id's MPI part."""
+    family, sep, prefix = spec.partition("@")
+    if not sep:
+        return spec
+    shown = prefix.rstrip("/")
+    while os.path.basename(shown) in ("usr", "local") and os.path.dirname(shown) not in ("", "/"):
+        shown = os.path.dirname(shown)  # /opt/mpich-4/usr -> mpich-4
+    import hashlib
+
+    return f"{family}@{os.path.basename(shown) or 'prefix'}-{hashlib.sha256(prefix.encode()).hexdigest()[:8]}"
 
 
 def image_label(image):
