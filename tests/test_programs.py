@@ -174,3 +174,11 @@ unit = "flag"
         ("bind/bwrap/mpich/default", "writable", 0)}                        # in a container: read-only
     assert (next(tmp_path.glob("nm-runs/*native*mpich*")) / "big.dat").is_symlink()
     assert (next(tmp_path.glob("nm-runs/*bind*mpich*")) / "big.dat").stat().st_size == 0  # the bind's placeholder
+
+
+def test_a_missing_input_refuses_the_study_before_anything_runs(tmp_path):
+    study = write(tmp_path, f'command = ["nm-latency"]\ninputs = ["{tmp_path}/absent.nml"]\n')
+    db = tmp_path / "app.db"
+    err = assert_one_line_error(nearmetal("study", str(study), "--db", str(db)))
+    assert "input" in err and "absent.nml does not exist" in err
+    assert not db.exists()
