@@ -103,3 +103,25 @@ def test_a_failing_recipe_shows_its_log_tail(tmp_path):
 ])
 def test_recipe_bad_input(argv, expect):
     assert expect in assert_one_line_error(nearmetal("image", "build", *argv))
+
+
+def test_the_same_recipe_from_elsewhere_is_no_rebuild_and_a_gone_one_is_kept(recipe_image, tmp_path):
+    import shutil
+
+    from nearmetal import image
+
+    before = image.resolve(recipe_image).meta
+    src, script = tmp_path / "moved-src", tmp_path / "moved.sh"
+    shutil.copytree(before["app"]["source"], src)
+    shutil.copy(before["app"]["recipe"], script)
+    out = nearmetal("image", "build", "--name", recipe_image, "--mpi", "openmpi,mpich", "--recipe", str(script),
+                    "--source", str(src), timeout=600)
+    assert out.returncode == 0 and "is up to date" in out.stdout + out.stderr, out.stderr[-2000:]
+    after = image.resolve(recipe_image).meta
+    assert after["app"]["recipe"] == str(script) and after["digest"] == before["digest"]
+    shutil.rmtree(src)
+    script.unlink()
+    again = nearmetal("image", "build", "--name", recipe_image, "--mpi", "openmpi,mpich", timeout=600)
+    assert again.returncode == 0 and "is up to date" in again.stdout + again.stderr  # nothing to rebuild
+    changed = nearmetal("image", "build", "--name", recipe_image, "--mpi", "mpich", timeout=600)
+    assert "give --recipe and --source again" in assert_one_line_error(changed)

@@ -50,15 +50,18 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names())
     if packages is None:  # not given: an existing image keeps its extra packages (adding a format)
         extra = list((read_json(images_dir() / name / "image.json") or {}).get("extra_packages", {}))
-    if recipe is None:  # an image built with a recipe keeps it (its paths must still exist)
-        kept = (read_json(images_dir() / name / "image.json") or {}).get("app") or {}
-        if kept.get("recipe") and os.path.isfile(kept["recipe"]) and os.path.isdir(kept.get("source", "")):
-            recipe, source = kept["recipe"], kept["source"]
     package_list = recipe_packages(mpis, extra)
     image_digest = digest(distro, mpis, package_list)
     app = None
     if recipe:
         app = {"recipe": recipe, "source": source, "digest": app_build.digest(recipe, source)}
+    elif name:  # an image built with a recipe keeps it; its files may have moved or gone meanwhile
+        kept = (read_json(images_dir() / name / "image.json") or {}).get("app") or {}
+        if kept.get("digest"):
+            there = os.path.isfile(kept.get("recipe", "")) and os.path.isdir(kept.get("source", ""))
+            app = dict(kept, digest=app_build.digest(kept["recipe"], kept["source"]) if there else kept["digest"],
+                       gone=not there)
+    if app:
         image_digest = hashlib.sha256(f"{image_digest} {app['digest']}".encode()).hexdigest()
         _native_app(name, mpis, app, progress)
     report = Reporter(name, progress)
@@ -67,6 +70,10 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
         _clean_leftovers(name)
         meta = read_json(final / "image.json")
         if meta and meta.get("digest") == image_digest and (final / "rootfs").is_dir():
+            if app and not app.get("gone") and (meta.get("app") or {}).get("recipe") != app["recipe"]:
+                # the same recipe and source, from where they are now
+                meta["app"] = dict(meta["app"], recipe=app["recipe"], source=app["source"])
+                write_meta(final, meta, recorded_formats(final, meta))
             missing = [f for f in wanted if not formats.get(f).present(final, meta)]
             if not missing:
                 report.note(f"image '{name}' is up to date ({', '.join(recorded_formats(final, meta))}): nothing to do")
@@ -83,6 +90,9 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
             # outlive it, and dropping it would surprise whoever built it.
             kept = [f for f in recorded_formats(final, meta) if formats.get(f).available()]
             wanted = [f for f in formats.names() if f in wanted or f in kept]
+        if app and app.get("gone"):
+            raise NearmetalError(f"image '{name}' must be rebuilt, but its recipe {app['recipe']} or source "
+                                 f"{app['source']} is gone: give --recipe and --source again")
         with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)})"):
             return _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta=meta,
                                extra=extra, app=app)
@@ -95,6 +105,9 @@ def _native_app(name, mpis, app, progress):
     stamp = app_build.host_root(name) / "digest"
     if stamp.is_file() and stamp.read_text().strip() == app["digest"]:
         return
+    if app.get("gone"):
+        raise NearmetalError(f"the native build of image '{name}' is missing, and its recipe {app['recipe']} or "
+                             f"source {app['source']} is gone: give --recipe and --source again")
     say = (lambda m: print(m, flush=True)) if progress else (lambda m: None)
     say(f"nearmetal: [{name}] building the application natively ({os.path.basename(app['recipe'])})")
     app_build.build_native(name, mpis, app["recipe"], app["source"], say=say)
@@ -140,7 +153,7 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
             meta["io_packages_unavailable"] = [p for p in io_packages(mpis) if p not in io_list]
             meta["extra_packages"] = dpkg_versions(rootfs, extra, log) if extra else {}
             if app:
-                meta["app"] = app
+                meta["app"] = {k: v for k, v in app.items() if k != "gone"}
             meta["timings"] = timings
             write_meta(tmp, meta, ["dir"])
         for f in formats.names():

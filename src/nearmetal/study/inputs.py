@@ -308,7 +308,11 @@ def make_workdir(path, what="working directory"):
 def check_mpi_spec(v):
     """An MPI as a study names it: FAMILY, or FAMILY@/PREFIX (an installation under a prefix)."""
     from ..discovery.mpi import spec_problem
+    from ..families import names
 
+    if "@" not in v and v not in names():  # worded as for every other choice
+        quoted = [f"'{n}'" for n in names()]
+        raise ValueError("Input should be " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"))
     problem = spec_problem(v)
     if problem:
         raise ValueError(problem)
