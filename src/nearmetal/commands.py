@@ -8,6 +8,18 @@ from .cli import _interrupt_status, _interrupted, _slurm_options
 from .errors import NearmetalError
 
 
+def _planned(args, program, program_args, ranks):
+    """(RunRequest, Plan, scheduler) of a bench run: the launch options as `run` reads them."""
+    from . import schedulers
+    from .run import RunRequest, plan
+
+    req = RunRequest(program, program_args, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
+                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
+                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     runtime_args=args.runtime_args)
+    return req, plan(req), schedulers.get(req.scheduler)
+
+
 def _rank_env(args):
     """--env, with the witness preloaded under --witness."""
     if not args.witness:
@@ -21,7 +33,6 @@ def cmd_bench(args):
     import json
 
     from . import kernels, schedulers
-    from .run import RunRequest, plan
 
     if args.run_program or args.preset or args.fom or args.success:
         if not args.run_program:
@@ -36,12 +47,7 @@ def cmd_bench(args):
     if ranks < spec.min_ranks or (spec.max_ranks and ranks > spec.max_ranks):
         limit = f"{spec.min_ranks}..{spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}"
         raise NearmetalError(f"kernel '{spec.name}' needs {limit} ranks, got -n {ranks}")
-    req = RunRequest(spec.program, kargs, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
-                     ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
-                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
-                     runtime_args=args.runtime_args)
-    p = plan(req)
-    scheduler = schedulers.get(req.scheduler)
+    req, p, scheduler = _planned(args, spec.program, kargs, ranks)
     if args.dry_run:
         print(scheduler.describe(p, req, [req]))
         return 0
@@ -228,10 +234,8 @@ def _bench_command(args):
 
     from pydantic import ValidationError
 
-    from . import schedulers
     from .apps import presets
     from .apps.fom import Fom, FomError
-    from .run import RunRequest, plan
     from .study.program import files_read, read_outputs, records
 
     if args.kernel:
@@ -251,12 +255,7 @@ def _bench_command(args):
         except ValidationError as e:
             raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg']}") from None
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
-    req = RunRequest(args.kernel_args[0], args.kernel_args[1:], mode=args.mode, runtime=args.runtime, image=args.image,
-                     mpi=args.mpi, ranks=args.ranks or 2, ranks_per_node=args.ranks_per_node, threads=args.threads,
-                     env=_rank_env(args), scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
-                     runtime_args=args.runtime_args)
-    p = plan(req)
-    scheduler = schedulers.get(req.scheduler)
+    req, p, scheduler = _planned(args, args.kernel_args[0], args.kernel_args[1:], args.ranks or 2)
     if args.dry_run:
         print(scheduler.describe(p, req, [req]))
         return 0

@@ -40,13 +40,7 @@ class Fom(BaseModel):
     @field_validator("regex", "success")
     @classmethod
     def _compiles(cls, v):
-        if v is None:
-            return v
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"not a regular expression: {e}") from None
-        return v
+        return pattern(v)
 
     @field_validator("regex")
     @classmethod
@@ -68,6 +62,16 @@ class Fom(BaseModel):
         if self.lower_is_better is None or direction_for_unit(self.unit) == (not self.lower_is_better):
             return self.unit
         return f"{self.unit} ({'lower' if self.lower_is_better else 'higher'} is better)".strip()
+
+
+def pattern(v):
+    """v, when it is a regular expression (or None); a ValueError saying why otherwise."""
+    if v is not None:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a regular expression: {e}") from None
+    return v
 
 
 def relative_path(v, what):

@@ -14,7 +14,7 @@ import shutil
 
 from pydantic import BaseModel, StrictStr, field_validator, model_validator
 
-from ..apps.fom import Fom, relative_path
+from ..apps.fom import Fom, pattern, relative_path
 from ..errors import NearmetalError
 
 
@@ -55,14 +55,7 @@ class ProgramFields(BaseModel):
     @field_validator("success")
     @classmethod
     def _pattern(cls, v):
-        import re
-
-        if v is not None:
-            try:
-                re.compile(v)
-            except re.error as e:
-                raise ValueError(f"not a regular expression: {e}") from None
-        return v
+        return pattern(v)
 
     @field_validator("inputs")
     @classmethod
