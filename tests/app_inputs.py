@@ -12,7 +12,7 @@ APP_PACKAGES = "gromacs,hpcc,quantum-espresso"
 
 def gromacs_tpr(directory, nsteps=4000):
     """topol.tpr: 221 SPC/E waters in a 2 nm box (OPLS-AA), reaction-field, `nsteps` steps of 2 fs."""
-    d = str(directory)
+    d, nsteps = str(directory), int(nsteps)  # numbers only in the generated lines
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "topol.top"), "w") as f:
         f.write('#include "oplsaa.ff/forcefield.itp"\n#include "oplsaa.ff/spce.itp"\n\n'
@@ -44,7 +44,7 @@ def hpcc_input(directory, n=600, nb=50):
 def qe_input(directory, celldm=10.0, ecut=30.0):
     """(pw.x input, pseudopotential): an H2 molecule with a local soft-Coulomb hydrogen
     (V(r) = -2 erf(r/0.5)/r Ry, 1s pseudo-wavefunction), UPF v1."""
-    d = str(directory)
+    d, celldm, ecut = str(directory), float(celldm), float(ecut)  # numbers only in the generated lines
     os.makedirs(d, exist_ok=True)
     r, x = [], 0
     while math.exp(-7.0 + x * 0.0125) <= 60.0:
