@@ -9,6 +9,7 @@ shared machine. A/A: the variant has the same distribution; a slowdown multiplie
 1 + effect. The procedure is run exactly as a study runs it: the first look deciding wins.
 
 usage: bench/sequential_sim.py [--points 400] [--noise 0.02] [--block 0.02] [--effect 0.05] [--max 120]
+                               [--margin 0.03]
 prints: per scenario the share of points equivalent / slower / faster / inconclusive and the
 mean number of blocks used.
 """
@@ -52,12 +53,13 @@ def main():
     ap.add_argument("--block", type=float, default=0.02)
     ap.add_argument("--effect", type=float, default=0.05)
     ap.add_argument("--max", type=int, default=120, help="max_repetitions (the study default: 120)")
+    ap.add_argument("--margin", type=float, default=0.03, help="the equivalence margin (the study default: 0.03)")
     a = ap.parse_args()
     looks = schedule(5, a.max)
-    print(f"looks {looks}, alpha {ALPHA} / {len(looks)} per look, margin 3%, "
+    print(f"looks {looks}, alpha {ALPHA} / {len(looks)} per look, margin {a.margin:.0%}, "
           f"run noise {a.noise:.0%}, block effect {a.block:.0%}, {a.points} points each")
-    for name, effect in (("A/A", 0.0), ("at the margin", 0.03), (f"slowdown {a.effect:.0%}", a.effect)):
-        shares, blocks = simulate(a.points, a.noise, a.block, effect, max_n=a.max)
+    for name, effect in (("A/A", 0.0), ("at the margin", a.margin), (f"slowdown {a.effect:.0%}", a.effect)):
+        shares, blocks = simulate(a.points, a.noise, a.block, effect, max_n=a.max, margin=a.margin)
         print(f"{name:14s} " + "  ".join(f"{k} {v:6.1%}" for k, v in shares.items()) + f"  mean blocks {blocks:.1f}")
 
 

@@ -106,6 +106,43 @@ def test_identical_variants_are_equivalent_with_the_resolution_reached():
 
 
 @pytest.mark.unit
+def test_a_small_difference_inside_the_margin_is_stated_not_called_no_cost():
+    """Equivalent within a 10% margin, but the interval excludes 1: the answer gives the
+    difference (+4%), not 'no measurable cost'; a benchmark without one still says it."""
+    a = answers(build([latency(), bandwidth()], [(BIND, {"latency": 1.04, "bw": 1.0})], noise=0.005,
+                      margin=0.10))
+    cells = {c["benchmark"]: c for c in a["by_benchmark"]}
+    assert cells["latency"]["verdict"] == "equivalent" and cells["latency"]["ci_low"] > 1
+    assert re.fullmatch(r"latency \+4\.\d% \[\+\d\.\d to \+\d\.\d%\], within the ±10% margin",
+                        cells["latency"]["text"]), cells["latency"]["text"]
+    assert cells["bw"]["text"].startswith("bandwidth: no measurable cost, within ±")
+    head = a["headline"][0]
+    assert "no measurable cost — equivalent" not in head, head
+    assert "latency +4." in head and "no measurable cost on bandwidth" in head, head
+
+
+@pytest.mark.unit
+def test_a_single_point_answer_is_its_own_t_interval():
+    """A benchmark of one point (CG's gflops, one message size) takes compare()'s interval of
+    that point at the answer's level, not a bootstrap over its blocks: one slow baseline run
+    drawn several times skews a percentile bootstrap (measured on the quickstart: a point
+    equivalent within 10% read 'not resolved better than ±9%' as an answer)."""
+    from nearmetal.study.trimmed import trimmed_mean_ci
+
+    a = answers(build([latency(n=1)], [(BIND, 1.0)], reps=12, noise=0.05, seed=4))
+    cell = only(a, "by_benchmark")
+    p = next(p for p in build([latency(n=1)], [(BIND, 1.0)], reps=12, noise=0.05, seed=4)["points"]
+             if p["variant"] != "native/openmpi")
+    base = next(q for q in build([latency(n=1)], [(BIND, 1.0)], reps=12, noise=0.05, seed=4)["points"]
+                if q["variant"] == "native/openmpi")
+    est, lo, hi = trimmed_mean_ci(np.log(p["values"]) - np.log(base["values"]), a["alpha"])
+    assert cell["n_points"] == 1
+    assert cell["cost_ratio"] == pytest.approx(np.exp(est)) and cell["ci_low"] == pytest.approx(np.exp(lo))
+    assert cell["ci_high"] == pytest.approx(np.exp(hi))
+    assert only(a)["ci_low"] == pytest.approx(np.exp(lo))  # the variant overall: the same one point
+
+
+@pytest.mark.unit
 def test_a_noisy_baseline_is_undecided_and_says_how_noisy():
     a = answers(build([latency(n=3)], [(BIND, 1.0)], noise=0.25, reps=6, seed=3))
     noisy = next(c for c in a["by_benchmark"] if c["benchmark"] == "latency")
@@ -157,13 +194,16 @@ def test_blocks_are_paired_across_points():
 
 
 @pytest.mark.unit
-def test_reproducible_and_alpha_from_the_sequential_looks():
+def test_reproducible_and_the_level_of_the_points_intervals():
+    """The answers' interval has the level of the points' own (analysis' sequential.ci_level:
+    1 - 2 alpha per look), 95% where the analysis does not say."""
     data = build([latency()], [(BIND, 1.01)], noise=0.02)
     one, two = answers(data), answers(data)
     assert json.dumps(one, sort_keys=True) == json.dumps(two, sort_keys=True)
-    strict = answers(dict(data, sequential={"alpha_per_look": 0.01}))
+    assert one["ci_level"] == 0.95
+    strict = answers(dict(data, sequential={"alpha_per_look": 0.005, "ci_level": 0.99}))
     v, w = only(one), only(strict)
-    assert strict["alpha"] == 0.01 and strict["ci_level"] == 0.99
+    assert strict["alpha"] == 0.005 and strict["ci_level"] == 0.99
     assert w["ci_low"] < v["ci_low"] and w["ci_high"] > v["ci_high"]
     assert ", 99% CI]" in strict["headline"][0] and "CI]" not in one["headline"][0]
 

@@ -52,18 +52,18 @@ def test_adaptive_settings_are_checked(line, expect):
 
 @pytest.mark.unit
 def test_simulated_error_rates_and_power():
-    """Many A/A points through the whole procedure: false slower/faster well under 5%; a
-    difference exactly at the margin called equivalent under 5%; a 5% slowdown found in
-    at least 80%."""
+    """Many A/A points through the whole procedure (the default looks up to 120 blocks):
+    false slower/faster well under 5%; a difference exactly at the margin called equivalent
+    under 5%; a 5% slowdown (beyond the 3% margin) found in at least 80%."""
     from sequential_sim import simulate
 
-    aa, aa_blocks = simulate(300, noise=0.02, block=0.02, effect=0.0, seed=1, n_boot=500)
+    aa, aa_blocks = simulate(300, noise=0.02, block=0.02, effect=0.0, seed=1, max_n=120)
     assert aa["slower"] + aa["faster"] <= 0.05
-    assert aa["equivalent"] >= 0.8 and aa_blocks < 30
-    edge, _ = simulate(400, noise=0.02, block=0.02, effect=0.03, seed=2)  # the study's 2000 resamples
-    assert edge["equivalent"] <= 0.05
-    slow, slow_blocks = simulate(300, noise=0.02, block=0.02, effect=0.05, seed=3, n_boot=500)
-    assert slow["slower"] >= 0.8 and slow_blocks < aa_blocks  # decided sooner than the A/A points
+    assert aa["equivalent"] >= 0.9 and aa_blocks < 30
+    edge, _ = simulate(400, noise=0.02, block=0.02, effect=0.03, seed=2, max_n=120)
+    assert edge["equivalent"] <= 0.05 and edge["faster"] == 0
+    slow, slow_blocks = simulate(300, noise=0.02, block=0.02, effect=0.05, seed=3, max_n=120)
+    assert slow["slower"] >= 0.8 and slow["equivalent"] <= 0.05 and slow_blocks < 60
 
 
 @pytest.mark.unit
@@ -180,6 +180,58 @@ kernel = "latency"
     assert sorted({r["block"] for r in pending}) == [5, 6, 7]
     assert said == ["after 5 blocks: 2 cells still open; blocks 6-8 for them (6 runs)"]
     assert runner.extend(cfg, store, study_id, say=said.append) == 0  # runs still planned: nothing more
+    store.close()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("max_time, adds", [(10.0, True), (2.0, False)])
+def test_max_time_is_checked_against_what_the_next_look_will_take(tmp_path, max_time, adds):
+    """5 blocks of 3 cells at 0.1 s each have spent 1.5 s; the next look (blocks 6-8 of the 3
+    open cells: 9 runs, 0.1 s each by the cells' mean so far) would bring it to 2.4 s: a
+    2 s budget stops the study now, with the reason, instead of one look past it."""
+    from nearmetal.study import runner
+    from nearmetal.study.config import parse
+    from nearmetal.study.store import Store
+
+    cfg = parse(f"""
+[study]
+name = "x"
+warmup = 0
+seed = 1
+min_repetitions = 5
+max_repetitions = 8
+max_time = {max_time}
+[baseline]
+variant = "base"
+[[variant]]
+name = "base"
+mode = "native"
+mpi = "mpich"
+[[variant]]
+name = "noisy"
+mode = "native"
+mpi = "mpich"
+[[variant]]
+name = "other"
+mode = "native"
+mpi = "mpich"
+[[benchmark]]
+kernel = "latency"
+""")
+    store, study_id, _ = runner.prepare(cfg, "text", tmp_path / "x.db", resume=False)
+    rng = np.random.default_rng(0)
+    for row in store.pending(study_id):
+        value = 10.0 * rng.uniform(0.5, 1.5) if row["variant"] != "base" else 10.0
+        store.finish_run(row["id"], "ok", 0, [], {}, None, "t", 0.1, None,
+                         [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}])
+    said = []
+    added = runner.extend(cfg, store, study_id, say=said.append)
+    if adds:
+        assert added == 9 and said == ["after 5 blocks: 3 cells still open; blocks 6-8 for them (9 runs)"]
+    else:
+        assert added == 0 and not store.pending(study_id)
+        assert said == ["max_time (2 s of runs): 2 s spent after 5 blocks; the next look (blocks 6-8, about 1 s) "
+                        "would pass it; 3 cells still open"], said
     store.close()
 
 

@@ -167,8 +167,8 @@ def answer(analysis):
         tones[v.get("sentence")] = ("slower" if "slower" in verdicts else "faster" if "faster" in verdicts else
                                     "equivalent" if verdicts == {"equivalent"} else "inconclusive")
     sentences = [(s, tones.get(s, "inconclusive")) for s in a.get("headline") or []]
-    alpha, margin = a.get("alpha"), a.get("margin")
-    level = f"{(1 - alpha) * 100:.4g}%" if F.is_num(alpha) else "95%"
+    level, margin = a.get("ci_level"), a.get("margin")
+    level = f"{level * 100:.4g}%" if F.is_num(level) else "95%"
     note = ("Cost ratio = variant / baseline for times, baseline / variant for rates (> 1: the variant is slower), "
             f"geometric mean over a benchmark's points; {level} CI from a paired bootstrap over the randomized "
             "blocks; equivalent (≈): the CI lies within "

@@ -136,6 +136,8 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
         "sequential": {"adaptive": bool(cfg is not None and cfg.study.adaptive), "looks": looks,
                        "alpha": sequential.ALPHA, "alpha_per_look": alpha,
+                       # the level of the points' intervals: decide()'s 1 - 2 alpha per look, compare()'s 95%
+                       "ci_level": 1 - min(0.5, 2 * alpha) if looks else 1 - sequential.ALPHA,
                        "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }

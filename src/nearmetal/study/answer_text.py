@@ -2,7 +2,7 @@
 ('Bind mode on Charliecloud (Open MPI)'), benchmarks ('bandwidth', 'STREAM'), one phrase
 per benchmark and one top-line sentence per variant, as docs/reports.md shows them."""
 
-ALPHA = 0.05  # the CI level a sentence takes for granted (answers.ALPHA); another one is named
+ALPHA = 0.05  # the CI level a sentence takes for granted (95%); another one is named
 KERNEL_WORDS = {"bw": "bandwidth", "bibw": "bidirectional bandwidth", "stream": "STREAM",
                 "stream-portable": "STREAM", "cg": "CG", "startup": "start-up", "pairs": "all-pairs"}
 MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
@@ -75,6 +75,8 @@ def bench_words(bench, kernel, pl):
 def cell_phrase(e, margin):
     """One benchmark's answer in a few words, as the headline and the tables use it."""
     v, label = e["verdict"], e["label"]
+    if v == "equivalent" and measurable(e):
+        return f"{label} {_overhead_words(e)}, within the ±{_pct(margin * 100)} margin"
     if v == "equivalent":
         return f"{label}: no measurable cost, within ±{_pct(e['resolution_pct'])}"
     if v in ("slower", "faster"):
@@ -90,6 +92,12 @@ def cell_phrase(e, margin):
     if e["noise_pct"] is not None:
         s += f": the baseline's own run-to-run noise there is {_noise_words(e['noise_pct'])}"
     return s
+
+
+def measurable(e):
+    """An answer whose interval excludes 1: a difference shown, however small. Equivalent
+    answers say it (a significant +4% inside a 5% margin is not 'no measurable cost')."""
+    return e["ci_low"] is not None and (e["ci_low"] > 1 or e["ci_high"] < 1)
 
 
 def _and(items):
@@ -110,12 +118,15 @@ def sentence(v, cells, margin, alpha):
     if v["left_out"]:
         n = sum(v["left_out"].values())
         tail += f"; {n} compared point{'s' * (n != 1)} not aggregated ({left_out_words(v['left_out'])})"
-    if v["verdict"] == "equivalent" and all(c["verdict"] == "equivalent" for c in cells):
+    if v["verdict"] == "equivalent" and all(c["verdict"] == "equivalent" and not measurable(c) for c in cells):
+        if measurable(v):
+            return f"{name}: {_overhead_words(v)} overall, within the ±{_pct(margin * 100)} margin{tail}."
         return f"{name}: no measurable cost — equivalent within ±{_pct(v['resolution_pct'])}{tail}."
     if len(cells) == 1:
         return f"{name}: {cells[0]['text']}{tail}."
     parts = _changes(cells, "slower") + _changes(cells, "faster")
-    eq = [c for c in cells if c["verdict"] == "equivalent"]
+    parts += [c["text"] for c in cells if c["verdict"] == "equivalent" and measurable(c)]
+    eq = [c for c in cells if c["verdict"] == "equivalent" and not measurable(c)]
     if eq:
         parts.append(f"no measurable cost on {_and(_grouped(eq, cells))}")
     und = [c for c in cells if c["verdict"] == "inconclusive"]
@@ -131,7 +142,9 @@ def sentence(v, cells, margin, alpha):
                       + _and(_noise_words(c["noise_pct"]) for c in res))
             parts.append(s)
         parts += [c["text"] for c in und if c["resolution_pct"] is None]
-    if v["verdict"] == "equivalent":
+    if v["verdict"] == "equivalent" and measurable(v):
+        overall = f"overall {_overhead_words(v)}, within the ±{_pct(margin * 100)} margin"
+    elif v["verdict"] == "equivalent":
         overall = f"overall equivalent within ±{_pct(v['resolution_pct'])}"
     elif v["verdict"] in ("slower", "faster"):
         overall = f"overall {_overhead_words(v)}"
@@ -171,7 +184,7 @@ def _grouped(eq, cells):
         if b in seen:
             continue
         same = [x for x in cells if x["benchmark"] == b]
-        if c["ranks"] is not None and all(x["verdict"] == "equivalent" for x in same):
+        if c["ranks"] is not None and all(any(x is y for y in eq) for x in same):
             seen.add(b)
             out.append(bench_words(b, c["kernel"], None))
         else:

@@ -3,10 +3,11 @@ was measured at several) and per variant overall, one verdict with a confidence 
 over all its points, and the top-line sentences every report prints first.
 
 The statistic is the geometric mean, over the points, of the per-point *cost ratio*
-(variant median / baseline median for times, its inverse for higher-is-better metrics: > 1
-always means the variant is worse). Its CI is a paired bootstrap over randomized blocks: one
-draw of block indices per replicate, shared by every point (a block's runs share the
-machine's state), the per-point median ratio over the drawn blocks, then the geometric mean.
+(stats.compare's paired ratio, exp of the trimmed mean of the per-block log ratios, for
+times; its inverse for higher-is-better metrics: > 1 always means the variant is worse). Its
+CI is a paired bootstrap over randomized blocks: one draw of block indices per replicate,
+shared by every point (a block's runs share the machine's state), each point's trimmed mean
+over the drawn blocks, then the geometric mean.
 The verdict follows stats.compare's rules without the rank test. docs/statistics.md
 ("Answers: one verdict per benchmark and per variant") has the method, its weighting and
 what is left out; docs/analysis.md the dict.
@@ -18,6 +19,7 @@ from collections import defaultdict
 import numpy as np
 
 from . import stats
+from .trimmed import TRIM, trimmed_mean_ci
 from .answer_text import bench_words, cell_phrase, left_out_words, sentence, variant_words
 
 N_BOOT = 2000
@@ -41,6 +43,11 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     seq = analysis.get("sequential") or {}
     alpha = seq.get("alpha_per_look")
     alpha = float(alpha) if _num(alpha) and 0 < alpha < 1 else ALPHA
+    # The level of the points' own intervals (sequential.decide: 1 - 2 alpha per look, the
+    # two one-sided tests of equivalence): one level for points and answers, so an answer of
+    # one point is that point's verdict. 95% where the analysis does not say.
+    level = seq.get("ci_level")
+    ci_alpha = 1 - float(level) if _num(level) and 0 < level < 1 else ALPHA
     margin = float(study["margin"]) if _num(study.get("margin")) else 0.03
     terms, left_out = _terms(analysis.get("points") or [])
     universe = sorted({b for t in terms for b in t["blocks"]}, key=repr)
@@ -63,8 +70,12 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         lo = hi = None
         reps = boot[:, g][np.isfinite(boot[:, g])]
         if reps.size and len(blocks) >= 2:
-            lo, hi = (float(math.exp(x)) for x in np.quantile(reps, (alpha / 2, 1 - alpha / 2)))
+            lo, hi = (float(math.exp(x)) for x in np.quantile(reps, (ci_alpha / 2, 1 - ci_alpha / 2)))
         gm = float(math.exp(est[g]))
+        if len(members) == 1 and len(blocks) >= 2:  # one point: its own interval, as compare() gives it
+            t = terms[members[0]]
+            cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
+            gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
         noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
                "overhead_pct": (gm - 1) * 100,
@@ -95,7 +106,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         entry = {"variant": vid, "baseline": terms[variants[vid][0]]["baseline"], "name": words.get(vid, vid),
                  "benchmarks": sum(1 for e in by_benchmark if e["variant"] == vid), **summary(g, variants[vid]),
                  "left_out": dict(left_out.get(vid, {}))}
-        entry["sentence"] = sentence(entry, [e for e in by_benchmark if e["variant"] == vid], margin, alpha)
+        entry["sentence"] = sentence(entry, [e for e in by_benchmark if e["variant"] == vid], margin, ci_alpha)
         by_variant.append(entry)
         headline.append(entry["sentence"])
     for vid, why in left_out.items():  # compared variants of which no point could be aggregated
@@ -105,7 +116,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             headline.append(f"{name}: none of its {n} compared point{'s' * (n != 1)} could be aggregated "
                             f"({left_out_words(why)}); see the per-point verdicts.")
     return {"method": "geometric mean of per-point cost ratios, paired block bootstrap", "alpha": alpha,
-            "ci_level": 1 - alpha, "margin": margin, "n_boot": int(n_boot), "seed": seed,
+            "ci_level": 1 - ci_alpha, "margin": margin, "n_boot": int(n_boot), "seed": seed,
             "by_benchmark": by_benchmark, "by_variant": by_variant, "headline": headline}
 
 
@@ -212,10 +223,10 @@ def _bootstrap(terms, col, groups, n_boot, seed):
             for s in range(0, len(idx), step):
                 chunk = idx[s:s + step]
                 cols = np.asarray([[col[b] for b in terms[i]["blocks"]] for i in chunk])
-                log_b = _log_medians(counts, cols, np.asarray([terms[i]["base"] for i in chunk]))
-                log_v = _log_medians(counts, cols, np.asarray([terms[i]["var"] for i in chunk]))
+                log_r = np.log(np.asarray([terms[i]["var"] for i in chunk])) - np.log(
+                    np.asarray([terms[i]["base"] for i in chunk]))
                 sign = np.asarray([-1.0 if terms[i]["hib"] else 1.0 for i in chunk])
-                cost = sign * (log_v - log_b)  # (replicates, terms)
+                cost = sign * _trimmed_log_ratios(counts, cols, log_r)  # (replicates, terms)
                 ok = np.isfinite(cost)
                 sums += np.where(ok, cost, 0.0) @ g_of[chunk]
                 cnts += ok @ g_of[chunk]
@@ -224,24 +235,26 @@ def _bootstrap(terms, col, groups, n_boot, seed):
     return mean[0], mean[1:]
 
 
-def _log_medians(counts_t, cols, values):
-    """log of the weighted medians of values (terms x k) with weights counts_t[cols]
-    (blocks x replicates, gathered to k x terms x replicates: running sums over the short
-    first axis, one contiguous slab per step); NaN where a term got no weight."""
-    order = np.argsort(values, axis=1, kind="stable")
-    sv = np.take_along_axis(values, order, axis=1)
+def _trimmed_log_ratios(counts_t, cols, log_r):
+    """stats.compare's paired estimate, the TRIM-trimmed mean of each term's per-block log
+    ratios (terms x k), with block weights counts_t[cols] (blocks x replicates, gathered to
+    k x terms x replicates): a value drawn c times fills c places of the sorted sample, and
+    the places outside the trimmed middle are dropped. NaN where a term got no weight."""
+    order = np.argsort(log_r, axis=1, kind="stable")
+    sd = np.take_along_axis(log_r, order, axis=1)
     cum = counts_t[np.take_along_axis(cols, order, axis=1).T]
     for j in range(1, cum.shape[0]):
         np.add(cum[j - 1], cum[j], out=cum[j])
     tot = cum[-1]
-    want_lo, want_hi = (tot + 1) // 2, tot // 2 + 1  # 1-based ranks of the two middle values
-    lo = np.zeros(tot.shape, dtype=np.intp)
-    hi = np.zeros(tot.shape, dtype=np.intp)
-    for j in range(cum.shape[0] - 1):  # index = how many running sums fall short of the rank
-        lo += cum[j] < want_lo
-        hi += cum[j] < want_hi
-    med = 0.5 * (np.take_along_axis(sv, lo, axis=1) + np.take_along_axis(sv, hi, axis=1))
-    out = np.log(med).T  # replicates x terms
+    g = np.floor(TRIM * tot).astype(cum.dtype)  # the places trimmed at each end
+    total = np.zeros(tot.shape)
+    before = np.zeros_like(tot)
+    for j in range(cum.shape[0]):
+        kept = np.minimum(cum[j], tot - g) - np.maximum(before, g)
+        total += np.maximum(kept, 0) * sd[:, j:j + 1]
+        before = cum[j]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (total / (tot - 2 * g)).T  # replicates x terms
     out[(tot == 0).T] = np.nan
     return out
 

@@ -123,16 +123,38 @@ def extend(cfg, store, study_id, say=print):
     if not later:
         say(f"max_repetitions ({cfg.study.max_repetitions} blocks) reached with {len(opened)} cells still open")
         return 0
-    if spent >= cfg.study.max_time:
-        say(f"max_time reached ({spent:.0f} s of runs) after {blocks} blocks, {len(opened)} cells still open")
-        return 0
     seed = store.study(cfg.study.name)["seed"]
     position = max(r["position"] for r in runs) + 1
     added = extend_plan(cfg, seed, range(blocks, later[0]), opened, position)
+    # The budget is checked before a look's blocks start, at what they are expected to take
+    # (each cell's mean run time so far), so a study stops within max_time, not one look past it.
+    expected = _expected_seconds(runs, added)
+    if spent + expected > cfg.study.max_time:
+        say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next look "
+            f"(blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it; {len(opened)} cells still open")
+        return 0
     store.add_planned(study_id, [_row(r) for r in added])
     say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
         f"({len(added)} runs)")
     return len(added)
+
+
+def _expected_seconds(runs, added):
+    """Seconds the added runs should take: each cell's mean measured run time (all runs' mean
+    for a cell not measured yet)."""
+    from collections import defaultdict
+
+    times = defaultdict(list)
+    for r in runs:
+        if r["wall_s"] is not None and not r["warmup"]:
+            times[(r["benchmark"], r["variant"], r["ranks"], r["threads"])].append(r["wall_s"])
+    every = [t for ts in times.values() for t in ts]
+    fallback = sum(every) / len(every) if every else 0.0
+    total = 0.0
+    for a in added:
+        ts = times.get((a.cell.benchmark.label, variant_id(a.cell.variant), a.cell.ranks, a.cell.threads))
+        total += sum(ts) / len(ts) if ts else fallback
+    return total
 
 
 def _row(r):

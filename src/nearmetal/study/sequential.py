@@ -61,10 +61,12 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000):
         pairs = [(b[k], v[k]) for k in v if k in b]
         # Equivalence is two one-sided tests at `alpha` each: the 1 - 2*alpha interval inside
         # the margin. A difference needs the exact rank test at `alpha` (its size bounds the
-        # false alarms) and that interval to exclude 1.
+        # false alarms) and that interval wholly beyond the margin: a difference that may be
+        # smaller than the margin is not decided yet, and gets more blocks.
         c = stats.compare(list(b.values()), list(v.values()), higher_is_better=higher_is_better, margin=margin,
                           pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot, alpha=min(0.5, 2 * alpha))
-        if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= alpha):
+        beyond = c["ci_low"] is not None and (c["ci_low"] > 1 + margin or c["ci_high"] < 1 - margin)
+        if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= alpha or not beyond):
             c["verdict"] = "inconclusive"
         c.update(look=min(n, measured), alpha=alpha, ci_level=1 - min(0.5, 2 * alpha),
                  decided=c["verdict"] != "inconclusive")
