@@ -82,7 +82,8 @@ def cell_phrase(e, margin):
     if v in ("slower", "faster"):
         s = f"{label} {_overhead_words(e)}"
         if e.get("per_launch"):
-            s = f"{label} {_duration(e['per_launch']['delta_s'])} per launch ({_overhead_words(e)})"
+            s = f"{label} {_launch_words(e['per_launch'])} per launch ({_overhead_words(e)}"
+            s += f" over its {e['n_points']} metrics)" if e["n_points"] > 1 else ")"
         return s + (" (faster)" if v == "faster" else "")
     if e["resolution_pct"] is None:
         return f"{label}: too few repetitions to tell ({e['n_blocks']} block{'s' * (e['n_blocks'] != 1)})"
@@ -92,6 +93,13 @@ def cell_phrase(e, margin):
     if e["noise_pct"] is not None:
         s += f": the baseline's own run-to-run noise there is {_noise_words(e['noise_pct'])}"
     return s
+
+
+def _launch_words(pl):
+    """'+150 ms', or '+2.35 ms to main, −12.8 ms to after MPI_Init' where both were measured."""
+    if pl.get("to_main_s") is None:
+        return _duration(pl["delta_s"])
+    return f"{_duration(pl['to_main_s'])} to main, {_duration(pl['delta_s'])} to after MPI_Init"
 
 
 def measurable(e):

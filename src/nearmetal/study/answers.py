@@ -293,7 +293,9 @@ def _round_up(pct):
 
 def _per_launch(members):
     """The start-up cost per launch: the difference of medians at the start-up point
-    (launch to after MPI_Init, else to main; the slowest rank where ranks are resolved)."""
+    (launch to after MPI_Init, else to main; the slowest rank where ranks are resolved), and
+    to main as well where both were measured (`to_main_s`): they can differ in sign (MPICH's
+    MPI_Init was faster in a container here while reaching main was slower)."""
     pts = [t for t in members if t["kernel"] == "startup"
            and str(t["unit"] or "").strip().casefold() in TIME_SCALE]
     if not pts:
@@ -303,7 +305,13 @@ def _per_launch(members):
         metric = STARTUP_METRICS.index(t["metric"]) if t["metric"] in STARTUP_METRICS else len(STARTUP_METRICS)
         return (metric, 0 if t["point"].get("rank") in ("max", None) else 1)
 
+    def delta(t):
+        scale = TIME_SCALE[str(t["unit"]).strip().casefold()]
+        return (float(np.median(t["var"])) - float(np.median(t["base"]))) * scale
+
     t = min(pts, key=rank)
-    scale = TIME_SCALE[str(t["unit"]).strip().casefold()]
-    delta = (float(np.median(t["var"])) - float(np.median(t["base"]))) * scale
-    return {"metric": t["metric"], "point": t["point"], "delta_s": delta}
+    out = {"metric": t["metric"], "point": t["point"], "delta_s": delta(t), "to_main_s": None}
+    main = [m for m in pts if m["metric"] == "wall_to_main" and m["point"] == t["point"]]
+    if t["metric"] == "to_after_init" and main:
+        out["to_main_s"] = delta(main[0])
+    return out
