@@ -19,6 +19,7 @@ PACKAGES=(
   libpnetcdf-dev pnetcdf-bin libnetcdf-mpi-dev libnetcdf-pnetcdf-dev  # parallel I/O for nm-iobench
   libhdf5-openmpi-dev libhdf5-mpich-dev netcdf-bin hdf5-tools
   slurm-wlm slurmctld slurmd slurm-client munge            # a real local Slurm cluster
+  graphviz                                                 # `trace report`: the call-path graph (dot -Tsvg)
 )
 if [ "$WITH_TEST" -eq 1 ]; then
   # Real MPI applications (Debian's builds, Open MPI) that the tests run as benchmarks

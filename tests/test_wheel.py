@@ -73,6 +73,8 @@ def test_wheel_carries_kernel_sources_script_and_runtime_deps(wheel):
     assert {"Makefile", "nm-mpi-info.c", "common/osu.c", "iobench/iobench.mk", "data/metadata/gen.c"} <= packaged
     assert "nearmetal/supervise/nm-supervise.c" in names
     assert "nearmetal/runtimes/nm-envfwd.c" in names  # apptainer --cleanenv: built on first use
+    from nearmetal.trace.build import HEADERS, SOURCES  # nm-trace.so: built on first `trace`
+    assert {f"nearmetal/trace/csrc/{f}" for f in SOURCES + HEADERS} <= names
     assert any(n.endswith(".data/scripts/nearmetal") for n in names), "bin/nearmetal must be installed"
     runtime = [line.split(":", 1)[1].strip() for line in meta.splitlines()
                if line.startswith("Requires-Dist:") and "extra ==" not in line]

@@ -221,13 +221,15 @@ def main(argv=None):
 
         only = argv[0] if argv and argv[0] in SUBCOMMANDS else None
         extra = []
-        if only == "bench" and "--" in argv:
+        if only in ("bench", "trace") and "--" in argv:
             # argparse's REMAINDER after a positional swallows options: split by hand.
             cut = argv.index("--")
             argv, extra = argv[:cut], argv[cut + 1:]
         args = build_parser(only).parse_args(argv)
         if only == "bench":
             args.kernel_args = extra
+        elif only == "trace":
+            args.program_argv = extra
     previous = {}
     if args.command != "run":  # `run` becomes nm-supervise, which ends the job on SIGTERM itself
         import signal

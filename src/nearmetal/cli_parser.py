@@ -188,6 +188,26 @@ def _add_bench(sub):
     # KERNEL_ARGS (after "--") are split off before parsing: see cli.main.
 
 
+def _add_trace(sub):
+    from .trace import ALL_LAYERS, DEFAULT_LAYERS
+    from .trace.render import FORMATS
+
+    t = sub.add_parser("trace", help="trace a program's I/O through netCDF, PnetCDF, HDF5, MPI-IO and POSIX",
+                       description="nearmetal trace [OPTIONS] -- PROGRAM [ARGS]: run it as `run` would, with the "
+                                   "tracer preloaded into its ranks, then write the trace and its report. "
+                                   "nearmetal trace report DIR: the report of a trace directory (docs/trace.md).")
+    t.add_argument("action", nargs="?", choices=("report",), help="report: the report of an existing trace directory")
+    t.add_argument("trace_dir", nargs="?", metavar="DIR", help="the trace directory (with report)")
+    t.add_argument("--layers", type=_csv(ALL_LAYERS), metavar="L[,L...]",
+                   help=f"layers to trace (default: {','.join(DEFAULT_LAYERS)}; all: {','.join(ALL_LAYERS)})")
+    t.add_argument("--out", help="trace directory (default: trace-YYYYmmdd-HHMMSS here)")
+    t.add_argument("--format", choices=FORMATS, default=FORMATS[0],
+                   help="report format (default: html, written into the trace directory; md and json: printed)")
+    t.add_argument("--timeout", type=_TIMEOUT, default=1800, help="seconds before the run is killed (default: 1800)")
+    _launch_options(t)
+    # PROGRAM [ARGS] (after "--") are split off before parsing: see cli.main.
+
+
 def _add_study(sub):
     s = sub.add_parser("study", help="run a study: variants x benchmarks x placements, repeated in randomized blocks",
                        description="Without STUDY.toml, runs the built-in quickstart study.")
@@ -268,7 +288,7 @@ def _add_io(sub):
 
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
                "study": _add_study, "report": _add_report, "import": _add_import,
-               "kernels": _add_kernels, "cluster": _add_cluster, "io": _add_io}
+               "kernels": _add_kernels, "cluster": _add_cluster, "io": _add_io, "trace": _add_trace}
 
 
 def build_parser(only=None):

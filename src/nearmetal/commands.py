@@ -291,3 +291,53 @@ class _ProgramBench:
 
     def __init__(self, command, preset, foms, success):
         self.command, self.preset, self.fom, self.success = command, preset, foms, success
+
+
+def cmd_trace(args):
+    """`nearmetal trace [OPTIONS] -- PROGRAM [ARGS]` and `nearmetal trace report DIR`."""
+    import os
+    import time
+
+    from .trace import build as trace_build
+    from .trace import command as tc
+
+    if args.action == "report":
+        if not args.trace_dir:
+            raise NearmetalError("trace report needs a directory: nearmetal trace report DIR [--format html|md|json]")
+        path = tc.report(args.trace_dir, args.format)
+        if path:
+            print(f"report: {path}")
+        return 0
+    if args.trace_dir or not getattr(args, "program_argv", None):
+        raise NearmetalError("no program to trace: nearmetal trace [OPTIONS] -- PROGRAM [ARGS] "
+                             "(or nearmetal trace report DIR)")
+    program, program_args = args.program_argv[0], args.program_argv[1:]
+    tc.check_program(program, args.mode)
+    stage = os.path.join(os.path.dirname(trace_build.library()), "trace-DIR") if args.dry_run else tc.staging()
+    args.env = list(trace_build.rank_env(stage, args.layers, dict(args.env)).items())
+    req, p, scheduler = _planned(args, program, program_args, args.ranks)
+    if args.dry_run:
+        print(scheduler.describe(p, req, [req]))
+        return 0
+    out = tc.out_dir(args.out)
+    meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
+            "runtime": args.runtime if args.mode != "native" else None, "mpi": p.components[0].mpi["family"],
+            "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    outcome = None
+    try:
+        outcome = scheduler.run(p, req, [req], timeout=args.timeout)
+    finally:
+        meta.update(status=outcome.status if outcome else "interrupted",
+                    exit_status=outcome.exit_status if outcome else None)
+        files = tc.collect(stage, out, meta)
+    sys.stdout.write(outcome.stdout)
+    sys.stderr.write(outcome.stderr)
+    if outcome.status in ("not started", "timeout"):
+        raise NearmetalError(f"{program}: {outcome.reason}")
+    if not files:
+        raise NearmetalError(f"no trace was written by {program}'s ranks (is it an MPI program that ran?)")
+    print(f"trace: {tc.summary_line(out)} in {out}")
+    print(f"report: {tc.report(out, 'html')}")
+    if outcome.exit_status:
+        raise NearmetalError(f"{program} exited with status {outcome.exit_status} (its trace is in {out})")
+    return 0

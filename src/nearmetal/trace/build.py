@@ -1,0 +1,92 @@
+"""Build and place nm-trace.so, the preloaded I/O tracer (csrc/, docs/trace-format.md).
+
+As for the witness (nearmetal.witness): built with the host's `cc` into the nearmetal home
+(tools/nm-trace.so), rebuilt when any of its sources is newer, with only old glibc symbol
+versions and no MPI, netCDF or HDF5 header, then copied read-only under /tmp, which every
+runtime shows at the same path: natively and in a container the ranks preload the same file.
+"""
+
+import os
+
+from ..errors import NearmetalError
+from ..home import home_str
+from . import ALL_LAYERS, DEFAULT_LAYERS  # noqa: F401 (DEFAULT_LAYERS: what `trace` records when not told)
+
+CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
+SOURCES = ("nm-trace.c", "nm-intern.c", "nm-mpi.c", "layer-posix.c", "layer-mpiio.c", "layer-netcdf.c",
+           "layer-pnetcdf.c", "layer-hdf5.c")
+HEADERS = ("nm-trace.h",)
+FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
+# libdl.so.2 needed by name (no libdl.so link in glibc >= 2.34): images with an older glibc,
+# where dlsym is not yet in libc, load it too
+LIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2"]
+
+
+def _newest_source():
+    return max(os.stat(os.path.join(CSRC, f)).st_mtime for f in SOURCES + HEADERS)
+
+
+def built():
+    """tools/nm-trace.so in the nearmetal home, (re)built when older than any source."""
+    path = os.path.join(home_str(), "tools", "nm-trace.so")
+    try:
+        if os.stat(path).st_mtime >= _newest_source():
+            return path
+    except OSError:
+        pass
+    return _compile(path)
+
+
+def _compile(path):
+    import subprocess
+    import tempfile
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".nm-trace.so.")
+    os.close(fd)
+    argv = ["cc", *FLAGS, "-o", tmp, *(os.path.join(CSRC, f) for f in SOURCES), *LIBS]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(tmp)
+        raise NearmetalError(f"cannot build nm-trace.so (a C compiler is needed: Debian's gcc): {e.strerror}")
+    if out.returncode != 0:
+        os.unlink(tmp)
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NearmetalError(f"building nm-trace.so failed: {last}")
+    os.replace(tmp, path)  # atomic: concurrent first uses each install a complete library
+    return path
+
+
+def library():
+    """The path, under /tmp, of a built nm-trace.so no older than its sources."""
+    built_path = built()
+    shared = os.path.join("/tmp", f"nearmetal-{os.getuid()}")
+    os.makedirs(shared, mode=0o700, exist_ok=True)
+    st = os.lstat(shared)
+    if not os.path.isdir(shared) or os.path.islink(shared) or st.st_uid != os.getuid():
+        raise NearmetalError(f"{shared} is not a directory of this user's: refusing to place the tracer there")
+    # nanoseconds: two builds within one second must not share a name
+    target = os.path.join(shared, f"nm-trace-{os.stat(built_path).st_mtime_ns}.so")
+    if not os.path.exists(target):
+        import shutil
+
+        tmp = f"{target}.{os.getpid()}"
+        shutil.copyfile(built_path, tmp)
+        os.chmod(tmp, 0o555)
+        os.replace(tmp, target)
+    return target
+
+
+def rank_env(trace_dir, layers=None, env=None):
+    """The variables the ranks (never the launcher) need: the tracer preloaded after any
+    LD_PRELOAD of theirs, NM_TRACE_DIR, and NM_TRACE_LAYERS when layers are given."""
+    env = dict(env or {})
+    unknown = [name for name in layers or () if name not in ALL_LAYERS]
+    if unknown:
+        raise NearmetalError(f"unknown trace layer {unknown[0]} (choose from: {' '.join(ALL_LAYERS)})")
+    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), library()) if p)
+    env["NM_TRACE_DIR"] = os.path.abspath(trace_dir)
+    if layers is not None:
+        env["NM_TRACE_LAYERS"] = ",".join(layers)
+    return env

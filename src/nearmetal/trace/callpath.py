@@ -1,0 +1,116 @@
+"""What a trace says, as one JSON-ready dict: the call-path graph across I/O layers, the
+per-rank time of each layer's main write path, counts and bytes per function and file, and
+the MPI-IO hints in effect (trace report renders it; docs/trace.md).
+
+The graph follows the MOM5/FMS study's flowcharts (seed 004, Figs. 10-12): a node is a
+function of one layer, labelled with the largest per-rank time spent inside it; an edge is
+"called from", labelled with the largest per-rank time of the child's calls under that
+parent and the number of ranks on that path. The parents come from the tracer (the
+innermost traced call of a higher layer on the same thread), not from guesses. Edges that
+carry less than `threshold` of the largest node's time are left out and counted.
+"""
+
+from collections import defaultdict
+
+import numpy as np
+
+from .reader import LAYERS
+
+ROOT = ("app", "application")
+WRITE_WORDS = ("put", "write")
+
+
+def _rank_label(proc):
+    return proc.rank if proc.rank >= 0 else f"pid {proc.pid}"
+
+
+def analyze(trace, threshold=0.01):
+    """The trace's analysis dict (docs/trace.md lists its keys)."""
+    node_t = defaultdict(lambda: defaultdict(int))    # (layer, fn) -> rank -> ns
+    node_n = defaultdict(int)
+    node_b = defaultdict(int)
+    edge_t = defaultdict(lambda: defaultdict(int))    # (parent node, child node) -> rank -> ns
+    edge_n = defaultdict(int)
+    files = defaultdict(lambda: defaultdict(lambda: {"calls": 0, "bytes_written": 0, "bytes_read": 0}))
+    hints, ranks, dropped, incomplete = {}, [], 0, []
+    for proc in trace.processes:
+        ev = proc.events
+        label = _rank_label(proc)
+        ranks.append(label)
+        dropped += proc.dropped
+        if not proc.complete:
+            incomplete.append(label)
+        for path, pairs in proc.hints.items():
+            hints.setdefault(path, pairs)
+        if not len(ev):
+            continue
+        names = proc.function_names()
+        dur = (ev["end_ns"] - ev["start_ns"]).astype(np.int64)
+        index = {int(s): k for k, s in enumerate(ev["seq"])}
+        for k in range(len(ev)):
+            layer = LAYERS[ev["layer"][k]] if ev["layer"][k] < len(LAYERS) else "?"
+            node = (layer, names[k])
+            d, size = int(dur[k]), int(ev["size"][k])
+            node_t[node][label] += d
+            node_n[node] += 1
+            if size > 0:
+                node_b[node] += size
+            parent = index.get(int(ev["parent"][k]))
+            if parent is None:
+                pnode = ROOT
+            else:
+                pl = ev["layer"][parent]
+                pnode = (LAYERS[pl] if pl < len(LAYERS) else "?", names[parent])
+            edge_t[(pnode, node)][label] += d
+            edge_n[(pnode, node)] += 1
+            path = proc.file_of(ev[k])
+            if path:
+                f = files[path][layer]
+                f["calls"] += 1
+                if size > 0 and any(w in names[k].lower() for w in WRITE_WORDS):
+                    f["bytes_written"] += size
+                elif size > 0:
+                    f["bytes_read"] += size
+    top = max((max(t.values()) for t in node_t.values()), default=0)
+    nodes = [{"layer": layer, "function": fn, "max_rank_s": max(t.values()) / 1e9, "total_s": sum(t.values()) / 1e9,
+              "calls": node_n[(layer, fn)], "bytes": node_b[(layer, fn)], "ranks": len(t)}
+             for (layer, fn), t in node_t.items()]
+    nodes.sort(key=lambda n: (_layer_order(n["layer"]), -n["max_rank_s"], n["function"]))
+    edges, omitted = [], 0
+    for (p, c), t in edge_t.items():
+        if top and max(t.values()) < threshold * top:
+            omitted += 1
+            continue
+        edges.append({"parent": {"layer": p[0], "function": p[1]}, "child": {"layer": c[0], "function": c[1]},
+                      "max_rank_s": max(t.values()) / 1e9, "ranks": len(t), "calls": edge_n[(p, c)]})
+    edges.sort(key=lambda e: (_layer_order(e["child"]["layer"]), -e["max_rank_s"]))
+    return {"directory": trace.directory, "ranks": ranks, "layers": sorted({n["layer"] for n in nodes}, key=_layer_order),
+            "threshold": threshold, "nodes": nodes, "edges": edges, "omitted_edges": omitted,
+            "write_paths": _write_paths(node_t, node_n, ranks), "files": _files(files), "hints": hints,
+            "dropped_events": dropped, "incomplete_ranks": incomplete}
+
+
+def _layer_order(layer):
+    return LAYERS.index(layer) if layer in LAYERS else len(LAYERS)
+
+
+def _write_paths(node_t, node_n, ranks):
+    """Per layer, the write function with the most time (the main write path), and the time
+    each rank spent in it: which ranks write at each layer (domain roots, aggregators) and how
+    much longer the layer above takes (the aggregation overhead), as in seed 004's Fig. 13."""
+    out = []
+    for layer in LAYERS:
+        cands = [(fn, t) for (lay, fn), t in node_t.items()
+                 if lay == layer and any(w in fn.lower() for w in WRITE_WORDS)]
+        if not cands:
+            continue
+        fn, t = max(cands, key=lambda c: sum(c[1].values()))
+        out.append({"layer": layer, "function": fn, "calls": node_n[(layer, fn)],
+                    "per_rank_s": [{"rank": r, "s": t.get(r, 0) / 1e9} for r in ranks],
+                    "writing_ranks": sum(1 for r in ranks if t.get(r, 0) > 0)})
+    return out
+
+
+def _files(files):
+    return [{"path": path, "layers": {layer: dict(v) for layer, v in sorted(by.items(), key=lambda kv: _layer_order(kv[0]))}}
+            for path, by in sorted(files.items())]

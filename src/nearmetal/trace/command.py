@@ -1,0 +1,102 @@
+"""`nearmetal trace`: run a program as `run` would, with nm-trace.so preloaded into its ranks
+(never the launcher), then write the trace directory and its report; and `trace report DIR`.
+
+The ranks write into a staging directory under /tmp/nearmetal-<uid> — the path every
+runtime shows unchanged inside a container, as the witness uses — and the files are moved
+into --out afterwards, with meta.json (what was run, how) and report.html beside them.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+from ..errors import NearmetalError
+from . import build, callpath, reader, render
+
+META = "meta.json"
+
+
+def check_program(program, mode):
+    """A native program must be a dynamically linked ELF file: preloading cannot reach a
+    static one. (In a container the file is the image's: the runtime resolves it there.)"""
+    if mode != "native":
+        return
+    path = program if os.sep in program else shutil.which(program)
+    if not path or not os.path.isfile(path):
+        raise NearmetalError(f"program not found: {program}")
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"\x7fELF":
+        return  # a script: its interpreter is what runs, and is dynamically linked as a rule
+    from ..elf import read_elf
+
+    if read_elf(path).interp is None:
+        raise NearmetalError(f"{program} is statically linked: preloading the tracer cannot work "
+                             f"(rebuild it dynamically linked)")
+
+
+def out_dir(out):
+    """The trace directory: created; refused when it already holds a trace."""
+    path = out or time.strftime("trace-%Y%m%d-%H%M%S")
+    if os.path.isdir(path) and any(f.endswith(".nmt") or f == META for f in os.listdir(path)):
+        raise NearmetalError(f"{path} already holds a trace: choose another --out")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise NearmetalError(f"cannot create trace directory {path}: {e.strerror}") from None
+    return path
+
+
+def staging():
+    shared = os.path.dirname(build.library())  # /tmp/nearmetal-<uid>, checked to be this user's
+    return tempfile.mkdtemp(prefix="trace-", dir=shared)
+
+
+def collect(stage, out, meta):
+    """Move the ranks' files into `out`, write meta.json; the number of trace files."""
+    moved = 0
+    for name in sorted(os.listdir(stage)):
+        if name.startswith("trace-") and name.endswith(".nmt"):
+            shutil.move(os.path.join(stage, name), os.path.join(out, name))
+            moved += 1
+    shutil.rmtree(stage, ignore_errors=True)
+    with open(os.path.join(out, META), "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+    return moved
+
+
+def report(trace_dir, fmt="html", out=None):
+    """Analyse a trace directory; md/json go to `out` (a stream), html to DIR/report.html.
+    Returns the path written, or None."""
+    if fmt not in render.FORMATS:
+        raise NearmetalError(f"unknown report format {fmt} (choose from: {', '.join(render.FORMATS)})")
+    if not os.path.isdir(trace_dir):
+        raise NearmetalError(f"{trace_dir} is not a trace directory (no such directory)")
+    analysis = callpath.analyze(reader.read(trace_dir))
+    meta_path = os.path.join(trace_dir, META)
+    if os.path.isfile(meta_path):
+        try:
+            with open(meta_path) as f:
+                analysis["run"] = json.load(f)
+        except (OSError, ValueError) as e:
+            raise NearmetalError(f"{meta_path} is not readable JSON: {e}") from None
+    if fmt == "json":
+        (out or sys.stdout).write(render.as_json(analysis))
+        return None
+    if fmt == "md":
+        (out or sys.stdout).write(render.markdown(analysis))
+        return None
+    path = os.path.join(trace_dir, "report.html")
+    with open(path, "w") as f:
+        f.write(render.page(analysis))
+    return path
+
+
+def summary_line(trace_dir):
+    t = reader.read(trace_dir)
+    events = sum(len(p.events) for p in t.processes)
+    ranks = sorted(p.rank for p in t.processes if p.rank >= 0)
+    return f"{events} I/O calls traced in {len(t.processes)} processes (ranks {', '.join(map(str, ranks)) or 'none'})"

@@ -1,0 +1,408 @@
+/* nm-trace core: per-thread buffers, clock, parent stack, flush, recursion guard, fork and
+ * exit handling; string ids and handle maps are in nm-intern.c, the MPI start and end (rank
+ * discovery) in nm-mpi.c. The layers (layer-*.c) only wrap.
+ *
+ * Nothing is written until a thread's 1 MiB buffer fills, at MPI_Finalize, at thread exit,
+ * or at process exit (destructor): then whole buffers go to DIR/trace-HOST-PID.nmt with the
+ * real write(). While the tracer works on a thread (guard set), intercepted calls on that
+ * thread pass straight through, so its own I/O and bookkeeping are never recorded.
+ */
+#include "nm-trace.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NM_VERSION 1
+#define NM_BUFFER (1 << 20)
+#define NM_DATA (NM_BUFFER - 64)
+#define NM_MAXDEPTH 32
+
+enum { REC_STRING = 1, REC_EVENT = 2, REC_RANK = 3, REC_HINTS = 4, REC_END = 5 };
+
+typedef struct { /* the file header: 128 bytes, then framed records (type, bytes) */
+    char magic[8];
+    uint32_t version, header_bytes;
+    int64_t pid;
+    int32_t rank, env_rank;
+    int64_t monotonic_ns, realtime_ns;
+    char host[64];
+    uint32_t layers, reserved32;
+    uint64_t reserved;
+} nm_header;
+
+typedef struct { /* REC_EVENT: fixed 80 bytes */
+    uint32_t type, bytes;
+    uint64_t seq, parent;
+    int64_t start_ns, end_ns, offset, size, result;
+    uint32_t tid;
+    uint16_t func;
+    uint8_t layer, flags;
+    uint32_t file, var;
+} nm_event;
+_Static_assert(sizeof(nm_header) == 128 && sizeof(nm_event) == 80, "record sizes are the format");
+
+typedef struct { uint32_t type, bytes, kind, id, layer, length; } nm_string_head; /* + text, padded to 8 */
+typedef struct { uint32_t type, bytes, file, length; uint64_t seq; } nm_hints_head; /* + key\0value\0... */
+typedef struct { uint32_t type, bytes; int32_t rank, size; } nm_rank_rec;
+typedef struct { uint32_t type, bytes; uint64_t events, dropped; } nm_end_rec;
+
+typedef struct nm_buf {
+    struct nm_buf *next;
+    volatile int lock, free;
+    size_t used;
+    char pad[64 - sizeof(void *) - 2 * sizeof(int) - sizeof(size_t)];
+    char data[NM_DATA];
+} nm_buf;
+
+typedef struct {
+    int guard, depth, tid;
+    int active[NM_NLAYERS]; /* calls of each layer in progress: nested ones are the library's own */
+    struct { uint64_t seq; int layer; } stack[NM_MAXDEPTH];
+    nm_buf *buf;
+} nm_thread;
+
+/* initial-exec: the library is preloaded at start-up, and its TLS costs no __tls_get_addr */
+static __thread nm_thread me __attribute__((tls_model("initial-exec")));
+
+int nm_enabled[NM_NLAYERS];
+static int tracing, closed, trace_fd = -1;
+static char trace_dir[PATH_MAX - 128], host[64];
+static int32_t env_rank = -1, mpi_rank = -1, mpi_size;
+volatile int nm_mpi_phase;
+static uint64_t seq_counter, events, dropped;
+static nm_buf *volatile buffers;
+static volatile int file_lock;
+static pid_t my_pid;
+static pthread_key_t exit_key;
+static int (*key_set)(pthread_key_t, const void *);
+static ssize_t (*real_write)(int, const void *, size_t);
+static int (*real_open)(const char *, int, ...), (*real_close)(int);
+
+static const char *const layer_names[NM_NLAYERS] = {"netcdf", "pnetcdf", "hdf5", "mpiio", "posix"};
+
+static int64_t now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void warn(const char *what, const char *detail)
+{
+    char line[PATH_MAX + 128];
+    int n = snprintf(line, sizeof line, "nm-trace: %s%s\n", what, detail);
+    if (n > 0 && syscall(SYS_write, 2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) return;
+}
+
+void *nm_real(const char *name) { return dlsym(RTLD_NEXT, name); }
+int nm_guarded(void) { return me.guard; }
+int nm_in_mpi_setup(void) { return nm_mpi_phase == 1 || nm_mpi_phase == 3; }
+
+/* ------------------------------------------------------------------ output */
+
+static void write_all(const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t k = real_write(trace_fd, c, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { warn("cannot write the trace file: events are lost", ""); closed = 1; return; }
+        c += k;
+        n -= (size_t)k;
+    }
+}
+
+/* Staging for the records written when the file is created (file_lock held). */
+static char stage[1 << 16];
+static size_t staged;
+static void stage_flush(void) { write_all(stage, staged); staged = 0; }
+static void stage_string(int kind, uint32_t id, int layer, const char *s)
+{
+    uint32_t len = (uint32_t)strlen(s), bytes = (uint32_t)((sizeof(nm_string_head) + len + 7) & ~7u);
+    if (bytes > sizeof stage) return;
+    if (staged + bytes > sizeof stage) stage_flush();
+    nm_string_head h = {REC_STRING, bytes, (uint32_t)kind, id, (uint32_t)layer, len};
+    memset(stage + staged, 0, bytes);
+    memcpy(stage + staged, &h, sizeof h);
+    memcpy(stage + staged + sizeof h, s, len);
+    staged += bytes;
+}
+
+static void stage_interned(int kind, uint32_t id, const char *text) { stage_string(kind, id, 0, text); }
+
+/* The file, created on the first flush: header, every function name, every string interned
+ * so far (a child after fork starts a new file with its parent's ids), the rank if known. */
+static int ensure_file(void)
+{
+    if (trace_fd >= 0 || closed) return !closed;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/trace-%s-%ld.nmt", trace_dir, host, (long)my_pid);
+    trace_fd = real_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (trace_fd < 0) { warn("cannot create ", path); closed = 1; return 0; }
+    nm_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, "NMTRACE", 8);
+    h.version = NM_VERSION;
+    h.header_bytes = sizeof h;
+    h.pid = my_pid;
+    h.rank = mpi_rank;
+    h.env_rank = env_rank;
+    h.monotonic_ns = now_ns(CLOCK_MONOTONIC);
+    h.realtime_ns = now_ns(CLOCK_REALTIME);
+    memcpy(h.host, host, sizeof h.host);
+    for (int l = 0; l < NM_NLAYERS; l++) h.layers |= (uint32_t)nm_enabled[l] << l;
+    write_all(&h, sizeof h);
+    const char *const *names[NM_NLAYERS] = {nm_names_netcdf, nm_names_pnetcdf, nm_names_hdf5, nm_names_mpiio,
+                                            nm_names_posix};
+    const int counts[NM_NLAYERS] = {nm_count_netcdf, nm_count_pnetcdf, nm_count_hdf5, nm_count_mpiio, nm_count_posix};
+    for (int l = 0; l < NM_NLAYERS; l++)
+        for (int k = 0; k < counts[l]; k++) stage_string(NM_STR_FUNCTION, NM_FUNC(l, k), l, names[l][k]);
+    nm_intern_each(stage_interned);
+    stage_flush();
+    if (nm_mpi_phase >= 2) {
+        nm_rank_rec r = {REC_RANK, sizeof r, mpi_rank, mpi_size};
+        write_all(&r, sizeof r);
+    }
+    return !closed;
+}
+
+static void flush_locked(nm_buf *b)
+{
+    if (!b->used) return;
+    nm_lock(&file_lock);
+    if (ensure_file()) write_all(b->data, b->used);
+    nm_unlock(&file_lock);
+    b->used = 0;
+}
+
+/* This thread's buffer: a free one left by an exited thread, else a new mapping. */
+static nm_buf *thread_buffer(void)
+{
+    nm_buf *b;
+    for (b = buffers; b; b = b->next)
+        if (b->free && __atomic_exchange_n(&b->free, 0, __ATOMIC_ACQUIRE)) break;
+    if (!b) {
+        void *p = mmap(NULL, sizeof(nm_buf), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        b = p;
+        b->next = buffers;
+        while (!__atomic_compare_exchange_n(&buffers, &b->next, b, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+    }
+    me.buf = b;
+    if (key_set) key_set(exit_key, b);
+    return b;
+}
+
+/* A record into this thread's buffer; 0 if it cannot be kept (counted as dropped). */
+static int emit(const void *rec, size_t n)
+{
+    nm_buf *b = me.buf ? me.buf : thread_buffer();
+    if (!b || closed || n > NM_DATA) { __atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED); return 0; }
+    nm_lock(&b->lock);
+    if (b->used + n > NM_DATA) flush_locked(b);
+    memcpy(b->data + b->used, rec, n);
+    b->used += n;
+    nm_unlock(&b->lock);
+    return 1;
+}
+
+static void thread_exit(void *p)
+{
+    nm_buf *b = p;
+    me.guard++;
+    nm_lock(&b->lock);
+    flush_locked(b);
+    nm_unlock(&b->lock);
+    me.buf = NULL;
+    __atomic_store_n(&b->free, 1, __ATOMIC_RELEASE);
+    me.guard--;
+}
+
+/* All threads' buffers to the file; final: also the end record, and no more events. */
+static void flush_all(int final)
+{
+    int saved = errno;
+    me.guard++;
+    for (nm_buf *b = buffers; b; b = b->next) {
+        nm_lock(&b->lock);
+        flush_locked(b);
+        nm_unlock(&b->lock);
+    }
+    if (final) {
+        nm_lock(&file_lock);
+        if (trace_fd >= 0 || nm_mpi_phase >= 2) {
+            nm_end_rec e = {REC_END, sizeof e, events, dropped};
+            if (ensure_file()) write_all(&e, sizeof e);
+        }
+        if (trace_fd >= 0) real_close(trace_fd);
+        trace_fd = -1;
+        closed = 1;
+        nm_unlock(&file_lock);
+    }
+    me.guard--;
+    errno = saved;
+}
+
+void nm_emit_string(int kind, uint32_t id, const char *text)
+{
+    char rec[sizeof(nm_string_head) + PATH_MAX + 8];
+    size_t len = strlen(text);
+    uint32_t n = len > PATH_MAX ? PATH_MAX : (uint32_t)len, bytes = (uint32_t)((sizeof(nm_string_head) + n + 7) & ~7u);
+    nm_string_head head = {REC_STRING, bytes, (uint32_t)kind, id, 0, n};
+    memset(rec, 0, bytes);
+    memcpy(rec, &head, sizeof head);
+    memcpy(rec + sizeof head, text, n);
+    emit(rec, bytes);
+}
+
+void nm_emit_hints(uint32_t file, uint64_t seq, const char *pairs, uint32_t len)
+{
+    char rec[sizeof(nm_hints_head) + 8192 + 8];
+    if (len > 8192) len = 8192;
+    uint32_t bytes = (uint32_t)((sizeof(nm_hints_head) + len + 7) & ~7u);
+    nm_hints_head h = {REC_HINTS, bytes, file, len, seq};
+    memset(rec, 0, bytes);
+    memcpy(rec, &h, sizeof h);
+    memcpy(rec + sizeof h, pairs, len);
+    emit(rec, bytes);
+}
+
+/* ------------------------------------------------------------------ calls */
+
+int nm_begin(nm_call *c, int layer, int index)
+{
+    nm_thread *t = &me;
+    if (!nm_enabled[layer] || t->guard || t->active[layer] || t->depth == NM_MAXDEPTH) return 0;
+    c->layer = layer;
+    c->func = NM_FUNC(layer, index);
+    c->seq = __atomic_add_fetch(&seq_counter, 1, __ATOMIC_RELAXED);
+    c->parent = 0;
+    for (int i = t->depth - 1; i >= 0; i--)
+        if (t->stack[i].layer < layer) { c->parent = t->stack[i].seq; break; }
+    t->stack[t->depth].seq = c->seq;
+    t->stack[t->depth].layer = layer;
+    t->depth++;
+    t->active[layer]++;
+    c->start = now_ns(CLOCK_MONOTONIC);
+    return 1;
+}
+
+void nm_stop(nm_call *c)
+{
+    c->end = now_ns(CLOCK_MONOTONIC);
+    c->saved_errno = errno;
+    me.depth--;
+    me.active[c->layer]--;
+    me.guard++;
+}
+
+void nm_end(nm_call *c, uint32_t file, uint32_t var, int64_t offset, int64_t size, int64_t result, int failed)
+{
+    if (!me.tid) me.tid = (int)syscall(SYS_gettid);
+    nm_event e = {REC_EVENT, sizeof e, c->seq, c->parent, c->start, c->end, offset, size, result,
+                  (uint32_t)me.tid, c->func, (uint8_t)c->layer, (uint8_t)(failed != 0), file, var};
+    if (emit(&e, sizeof e)) __atomic_add_fetch(&events, 1, __ATOMIC_RELAXED);
+    me.guard--;
+    errno = c->saved_errno;
+}
+
+void nm_drop(nm_call *c)
+{
+    me.guard--;
+    errno = c->saved_errno;
+}
+
+/* ------------------------------------------------------------------ for nm-mpi.c */
+
+int nm_tracing(void) { return tracing; }
+void nm_guard(int delta) { me.guard += delta; }
+void nm_flush(int final) { flush_all(final); }
+
+void nm_record_rank(int rank, int size)
+{
+    mpi_rank = rank;
+    mpi_size = size;
+    nm_rank_rec r = {REC_RANK, sizeof r, rank, size};
+    emit(&r, sizeof r);
+}
+
+/* ------------------------------------------------------------------ load, fork, exit */
+
+static void after_fork_child(void)
+{
+    my_pid = (pid_t)syscall(SYS_getpid);
+    file_lock = 0;
+    nm_intern_after_fork();
+    for (nm_buf *b = buffers; b; b = b->next) { /* the parent writes what was buffered */
+        b->lock = 0;
+        b->used = 0;
+        if (b != me.buf) b->free = 1;
+    }
+    if (trace_fd >= 0) real_close(trace_fd);
+    trace_fd = -1;
+}
+
+static void enable_layers(const char *list)
+{
+    char word[32];
+    while (*list) {
+        size_t n = strcspn(list, ",");
+        int l = NM_NLAYERS;
+        if (n < sizeof word) {
+            memcpy(word, list, n);
+            word[n] = '\0';
+            for (l = 0; l < NM_NLAYERS && strcmp(word, layer_names[l]); l++) {}
+        }
+        if (l < NM_NLAYERS) nm_enabled[l] = 1;
+        else if (n) warn("NM_TRACE_LAYERS: unknown layer ignored (known: netcdf pnetcdf hdf5 mpiio posix): ", list);
+        list += n + (list[n] == ',');
+    }
+}
+
+__attribute__((constructor)) static void nm_load(void)
+{
+    const char *dir = getenv("NM_TRACE_DIR");
+    struct stat st;
+    if (!dir || !*dir) return;
+    if (strlen(dir) >= sizeof trace_dir || syscall(SYS_stat, dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        warn("NM_TRACE_DIR is not a directory, not tracing: ", dir);
+        return;
+    }
+    real_write = (ssize_t (*)(int, const void *, size_t))nm_real("write");
+    real_open = (int (*)(const char *, int, ...))nm_real("open");
+    real_close = (int (*)(int))nm_real("close");
+    if (!real_write || !real_open || !real_close) return;
+    strcpy(trace_dir, dir);
+    if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "unknown");
+    for (char *c = host; *c; c++) if (*c == '/') *c = '_';
+    my_pid = getpid();
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
+    for (int i = 0; vars[i] && env_rank < 0; i++)
+        if (getenv(vars[i]) && *getenv(vars[i])) env_rank = atoi(getenv(vars[i]));
+    /* resolved at run time: pthread_key_create moved from libpthread to libc in glibc 2.34 */
+    int (*key_create)(pthread_key_t *, void (*)(void *)) =
+        (int (*)(pthread_key_t *, void (*)(void *)))dlsym(RTLD_DEFAULT, "pthread_key_create");
+    if (key_create && key_create(&exit_key, thread_exit) == 0)
+        key_set = (int (*)(pthread_key_t, const void *))dlsym(RTLD_DEFAULT, "pthread_setspecific");
+    pthread_atfork(NULL, NULL, after_fork_child);
+    const char *layers = getenv("NM_TRACE_LAYERS");
+    enable_layers(layers ? layers : "netcdf,pnetcdf,mpiio,posix");
+    tracing = 1;
+}
+
+__attribute__((destructor)) static void nm_unload(void)
+{
+    if (!tracing) return;
+    flush_all(1);
+    for (int l = 0; l < NM_NLAYERS; l++) nm_enabled[l] = 0;
+}

@@ -1,0 +1,192 @@
+"""Read a directory of nm-trace files (trace-HOST-PID.nmt, docs/trace-format.md) into Python.
+
+`read(dir)` gives a Trace: one Process per file, each with its events as a numpy structured
+array (one row per recorded call, sorted by sequence number) and the id -> name tables that
+the events' `function`, `file` and `var` columns refer to. Ids are resolved after the whole
+file is read: a string record may follow the events that use it (threads flush separately).
+"""
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import NearmetalError
+
+MAGIC = b"NMTRACE\0"
+VERSION = 1
+LAYERS = ("netcdf", "pnetcdf", "hdf5", "mpiio", "posix")  # highest first, as in the tracer
+REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END = 1, 2, 3, 4, 5
+STR_FUNCTION, STR_FILE, STR_VAR = 1, 2, 3
+
+HEADER = struct.Struct("<8sIIqiiqq64sIIQ")  # 128 bytes
+FRAME = struct.Struct("<II")  # every record: type, total bytes (a multiple of 8)
+STRING = struct.Struct("<IIIIII")  # + text
+HINTS = struct.Struct("<IIIIQ")  # + key\0value\0...
+RANK = struct.Struct("<IIii")
+END = struct.Struct("<IIQQ")
+EVENT = np.dtype([("type", "<u4"), ("bytes", "<u4"), ("seq", "<u8"), ("parent", "<u8"), ("start_ns", "<i8"),
+                  ("end_ns", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("result", "<i8"), ("tid", "<u4"),
+                  ("function", "<u2"), ("layer", "u1"), ("flags", "u1"), ("file", "<u4"), ("var", "<u4")])
+assert HEADER.size == 128 and EVENT.itemsize == 80
+FIELDS = EVENT.names[2:]  # what a Process's events carry (type and bytes are framing)
+EVENTS = np.dtype([(name, EVENT.fields[name][0]) for name in FIELDS])
+
+
+@dataclass
+class Process:
+    """One traced process. `events` columns: seq, parent (seq of the enclosing call of a higher
+    layer, 0 if none), start_ns/end_ns (CLOCK_MONOTONIC, one clock per node), offset and size
+    (-1: not applicable), result (the call's return value), tid, function, layer (index into
+    LAYERS), flags (bit 0: the call failed), file and var (ids; 0: none)."""
+
+    path: str
+    host: str
+    pid: int
+    rank: int  # MPI_Comm_rank(MPI_COMM_WORLD); -1: the process never initialised MPI
+    env_rank: int  # the launcher's rank variable, inherited by a rank's children too; -1: none
+    layers: tuple
+    events: np.ndarray
+    functions: dict = field(default_factory=dict)  # id -> name
+    function_layers: dict = field(default_factory=dict)  # id -> layer name
+    files: dict = field(default_factory=dict)  # id -> absolute path
+    variables: dict = field(default_factory=dict)  # id -> name
+    hints: dict = field(default_factory=dict)  # file path -> {key: value} of its last MPI_File_open
+    world_size: int = 0
+    monotonic_ns: int = 0  # clocks read together when the file was created
+    realtime_ns: int = 0
+    complete: bool = False  # the end record is there: the process exited normally
+    recorded: int = 0  # events the end record counts (all of them reached the file unless dropped)
+    truncated: bool = False  # the last record was cut short (a killed process) and dropped
+    dropped: int = 0  # events the tracer could not buffer
+
+    def function_names(self, events=None):
+        """The function name of each event (all of them, or those given), as a list."""
+        ids = self.events["function"] if events is None else [e["function"] for e in events]
+        return [self.functions.get(int(f), "?") for f in ids]
+
+    def function_name(self, event):
+        return self.functions.get(int(event["function"]), "?")
+
+    def calls(self, *names):
+        """The events of the functions named (any of them)."""
+        ids = [i for i, n in self.functions.items() if n in names]
+        return self.events[np.isin(self.events["function"], ids)]
+
+    def layer_events(self, layer):
+        return self.events[self.events["layer"] == LAYERS.index(layer)]
+
+    def file_of(self, event):
+        return self.files.get(int(event["file"]))
+
+    def var_of(self, event):
+        return self.variables.get(int(event["var"]))
+
+
+@dataclass
+class Trace:
+    directory: str
+    processes: list
+
+    def by_rank(self):
+        """{rank: Process} of the processes that know their MPI rank."""
+        return {p.rank: p for p in self.processes if p.rank >= 0}
+
+
+def _fail(path, what):
+    raise NearmetalError(f"trace file {path}: {what}")
+
+
+def _event_run(data, pos):
+    """How many consecutive event records start at pos (vectorised: events are most records)."""
+    m = (len(data) - pos) // EVENT.itemsize
+    types = np.ndarray((m,), "<u4", data, pos, (EVENT.itemsize,))
+    sizes = np.ndarray((m,), "<u4", data, pos + 4, (EVENT.itemsize,))
+    bad = np.flatnonzero((types != REC_EVENT) | (sizes != EVENT.itemsize))
+    return int(bad[0]) if bad.size else m
+
+
+def _text(data, start, length):
+    return data[start:start + length].decode("utf-8", "replace")
+
+
+def read_file(path):
+    """One trace file as a Process; NearmetalError if it is not one (bad magic, version, record)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < HEADER.size or data[:8] != MAGIC:
+        _fail(path, "not an nm-trace file (bad magic or shorter than its header)")
+    _, version, header_bytes, pid, rank, env_rank, mono, real, host, mask, _, _ = HEADER.unpack_from(data)
+    if version != VERSION:
+        _fail(path, f"format version {version}, this reader knows {VERSION}")
+    layers = tuple(name for k, name in enumerate(LAYERS) if mask >> k & 1)
+    proc = Process(path=str(path), host=host.split(b"\0")[0].decode("utf-8", "replace"), pid=pid, rank=rank,
+                   env_rank=env_rank, layers=layers, events=np.empty(0, EVENTS), monotonic_ns=mono, realtime_ns=real)
+    chunks, hint_files, mpi_rank, pos, n = [], [], None, header_bytes, len(data)
+    while pos < n:
+        if n - pos < FRAME.size:
+            proc.truncated = True
+            break
+        rtype, rbytes = FRAME.unpack_from(data, pos)
+        if rbytes < FRAME.size or rbytes % 8 or rtype not in (REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END):
+            _fail(path, f"corrupt record at byte {pos} (type {rtype}, {rbytes} bytes)")
+        if pos + rbytes > n:
+            proc.truncated = True  # the process was killed while writing its last record
+            break
+        if rtype == REC_EVENT:
+            if rbytes != EVENT.itemsize:
+                _fail(path, f"corrupt event record at byte {pos}")
+            k = _event_run(data, pos)
+            chunks.append(np.frombuffer(data, EVENT, k, pos))
+            pos += k * EVENT.itemsize
+            continue
+        if rtype == REC_STRING:
+            _, _, kind, sid, layer, length = STRING.unpack_from(data, pos)
+            if STRING.size + length > rbytes:
+                _fail(path, f"corrupt string record at byte {pos}")
+            text = _text(data, pos + STRING.size, length)
+            if kind == STR_FUNCTION:
+                proc.functions[sid] = text
+                proc.function_layers[sid] = LAYERS[layer] if layer < len(LAYERS) else "?"
+            elif kind == STR_FILE:
+                proc.files[sid] = text
+            elif kind == STR_VAR:
+                proc.variables[sid] = text
+        elif rtype == REC_RANK:
+            _, _, mpi_rank, proc.world_size = RANK.unpack_from(data, pos)
+        elif rtype == REC_HINTS:
+            _, _, fid, length, _seq = HINTS.unpack_from(data, pos)
+            if HINTS.size + length > rbytes:
+                _fail(path, f"corrupt hints record at byte {pos}")
+            words = data[pos + HINTS.size:pos + HINTS.size + length].split(b"\0")
+            pairs = {words[k].decode(): words[k + 1].decode("utf-8", "replace") for k in range(0, len(words) - 1, 2)}
+            hint_files.append((fid, pairs))
+        elif rtype == REC_END:
+            _, _, proc.recorded, proc.dropped = END.unpack_from(data, pos)
+            proc.complete = True
+        pos += rbytes
+    if mpi_rank is not None:
+        proc.rank = mpi_rank
+    for fid, pairs in hint_files:  # resolved now: the file's string may come after its hints
+        proc.hints[proc.files.get(fid, f"file#{fid}")] = pairs
+    if chunks:
+        raw = np.concatenate(chunks)
+        events = np.empty(len(raw), EVENTS)
+        for name in FIELDS:
+            events[name] = raw[name]
+        proc.events = events[np.argsort(events["seq"], kind="stable")]
+    return proc
+
+
+def read(trace_dir):
+    """Every trace-*.nmt in trace_dir, as a Trace (processes sorted by host, rank, pid)."""
+    try:
+        names = sorted(f for f in os.listdir(trace_dir) if f.startswith("trace-") and f.endswith(".nmt"))
+    except OSError as e:
+        raise NearmetalError(f"cannot read trace directory {trace_dir}: {e.strerror}") from None
+    if not names:
+        raise NearmetalError(f"no trace files (trace-*.nmt) in {trace_dir}")
+    procs = [read_file(os.path.join(trace_dir, name)) for name in names]
+    procs.sort(key=lambda p: (p.host, p.rank, p.pid))
+    return Trace(directory=str(trace_dir), processes=procs)

@@ -1,0 +1,127 @@
+"""`trace report` formats: JSON (the analysis dict as is), Markdown tables, and one
+self-contained HTML page with the call-path graph drawn by Graphviz (`dot -Tsvg`, Debian's
+graphviz) inline. Renders only: the numbers come from callpath.analyze."""
+
+import html
+import json
+import shutil
+import subprocess
+
+from ..errors import NearmetalError
+
+FORMATS = ("html", "md", "json")
+LAYER_COLOURS = {"app": "#eeeeee", "netcdf": "#dbe9f6", "pnetcdf": "#d6efe0", "hdf5": "#f6e7d0",
+                 "mpiio": "#f3d9e6", "posix": "#e4e0f3"}
+
+
+def _t(s):
+    """Seconds, readably: 1.23 s, 45.6 ms, 789 µs."""
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def _quote(text):
+    """A DOT string literal: only what the tracer recorded, quotes and backslashes escaped."""
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def dot(a):
+    """The call-path graph in Graphviz's language: one cluster per layer."""
+    ids = {}
+    lines = ["digraph callpath {", "  rankdir=TB; node [shape=box, style=filled, fontname=Helvetica, fontsize=10];",
+             "  edge [fontname=Helvetica, fontsize=9];"]
+    used = {(e["parent"]["layer"], e["parent"]["function"]) for e in a["edges"]} | \
+           {(e["child"]["layer"], e["child"]["function"]) for e in a["edges"]}
+    by_layer = {}
+    for n in a["nodes"]:
+        if (n["layer"], n["function"]) in used:
+            by_layer.setdefault(n["layer"], []).append(n)
+    ids[("app", "application")] = "root"
+    lines.append(f'  root [label="application ({len(a["ranks"])} ranks)", fillcolor="{LAYER_COLOURS["app"]}"];')
+    for k, (layer, nodes) in enumerate(by_layer.items()):
+        lines.append(f"  subgraph cluster_{k} {{ label={_quote(layer)}; style=dashed;")
+        for n in nodes:
+            nid = f"n{len(ids)}"
+            ids[(layer, n["function"])] = nid
+            label = _quote(n["function"])[:-1] + "\\n" + _t(n["max_rank_s"]) + '"'  # \n: DOT's line break
+            lines.append(f"    {nid} [label={label}, fillcolor=\"{LAYER_COLOURS.get(layer, '#ffffff')}\"];")
+        lines.append("  }")
+    for e in a["edges"]:
+        p = ids.get((e["parent"]["layer"], e["parent"]["function"]))
+        c = ids.get((e["child"]["layer"], e["child"]["function"]))
+        if p and c:
+            lines.append(f"  {p} -> {c} [label={_quote(_t(e['max_rank_s']) + ' [' + str(e['ranks']) + ']')}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def svg(a):
+    """The graph as SVG text, or None with the reason when Graphviz is not installed."""
+    exe = shutil.which("dot")
+    if not exe:
+        return None, "Graphviz is not installed (Debian: apt-get install graphviz): the graph is given as DOT text"
+    out = subprocess.run([exe, "-Tsvg"], input=dot(a), capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise NearmetalError(f"dot -Tsvg failed: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
+    text = out.stdout
+    return text[text.find("<svg"):], None
+
+
+def as_json(a):
+    return json.dumps(a, indent=1, sort_keys=True) + "\n"
+
+
+def markdown(a):
+    out = [f"# I/O trace: {a['directory']}", "",
+           f"{len(a['ranks'])} processes; layers seen: {', '.join(a['layers']) or 'none'}; "
+           f"{a['omitted_edges']} call paths under {a['threshold']:.0%} of the largest node's time omitted."]
+    if a["dropped_events"] or a["incomplete_ranks"]:
+        out.append(f"Warning: {a['dropped_events']} events dropped; ranks without a complete trace: "
+                   f"{', '.join(map(str, a['incomplete_ranks'])) or 'none'}.")
+    out += ["", "## Functions", "", "| layer | function | calls | bytes | ranks | max per rank | total |",
+            "|---|---|---|---|---|---|---|"]
+    out += [f"| {n['layer']} | {n['function']} | {n['calls']} | {n['bytes']} | {n['ranks']} | "
+            f"{_t(n['max_rank_s'])} | {_t(n['total_s'])} |" for n in a["nodes"]]
+    out += ["", "## Call paths (parent → child: max per-rank time [ranks])", ""]
+    out += [f"- {e['parent']['layer']}:{e['parent']['function']} → {e['child']['layer']}:{e['child']['function']}: "
+            f"{_t(e['max_rank_s'])} [{e['ranks']}], {e['calls']} calls" for e in a["edges"]]
+    out += ["", "## Main write path per layer (time per rank)", ""]
+    for w in a["write_paths"]:
+        per = ", ".join(f"{r['rank']}: {_t(r['s'])}" for r in w["per_rank_s"])
+        out.append(f"- {w['layer']} `{w['function']}` ({w['calls']} calls, {w['writing_ranks']} ranks write): {per}")
+    out += ["", "## Files", "", "| file | layer | calls | bytes written | bytes read |", "|---|---|---|---|---|"]
+    for f in a["files"]:
+        for layer, v in f["layers"].items():
+            out.append(f"| {f['path']} | {layer} | {v['calls']} | {v['bytes_written']} | {v['bytes_read']} |")
+    if a["hints"]:
+        out += ["", "## MPI-IO hints in effect", ""]
+        for path, pairs in a["hints"].items():
+            out.append(f"- {path}: " + ", ".join(f"{k}={v}" for k, v in sorted(pairs.items())))
+    return "\n".join(out) + "\n"
+
+
+def page(a):
+    """One HTML file: the graph first, then the tables (the Markdown's content, escaped)."""
+    graph, why = svg(a)
+    body = graph if graph else f"<p>{html.escape(why)}</p><pre>{html.escape(dot(a))}</pre>"
+    rows = "".join(f"<tr><td>{html.escape(n['layer'])}</td><td>{html.escape(n['function'])}</td><td>{n['calls']}</td>"
+                   f"<td>{n['bytes']}</td><td>{n['ranks']}</td><td>{_t(n['max_rank_s'])}</td></tr>" for n in a["nodes"])
+    paths = "".join(
+        f"<tr><td>{html.escape(w['layer'])}</td><td>{html.escape(w['function'])}</td><td>{w['writing_ranks']}</td><td>"
+        + " ".join(f"{html.escape(str(r['rank']))}: {_t(r['s'])}" for r in w["per_rank_s"]) + "</td></tr>"
+        for w in a["write_paths"])
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>nearmetal trace</title><style>"
+            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+            "padding:2px 6px}</style></head><body>"
+            f"<h1>I/O trace: {html.escape(a['directory'])}</h1><p>{len(a['ranks'])} processes; layers: "
+            f"{html.escape(', '.join(a['layers']))}; node: max per-rank time inside the function; edge: max per-rank "
+            f"time of the child under that parent [ranks on that path]; {a['omitted_edges']} paths under "
+            f"{a['threshold']:.0%} omitted.</p>{body}"
+            "<h2>Main write path per layer</h2><table><tr><th>layer</th><th>function</th><th>ranks writing</th>"
+            f"<th>time per rank</th></tr>{paths}</table>"
+            "<h2>Functions</h2><table><tr><th>layer</th><th>function</th><th>calls</th><th>bytes</th><th>ranks</th>"
+            f"<th>max per rank</th></tr>{rows}</table>"
+            f"<h2>Files, hints</h2><pre>{html.escape(markdown(a).split('## Files', 1)[-1])}</pre></body></html>\n")

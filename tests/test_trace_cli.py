@@ -1,0 +1,142 @@
+"""`nearmetal trace` and `trace report` (trace/command.py, callpath.py, render.py): the
+analysis on hand-made traces (unit), then real traced MPI runs of nm-iobench through the
+command line, and bad input."""
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import assert_one_line_error, nearmetal
+from nearmetal.trace import callpath, render
+from nearmetal.trace.reader import EVENTS, LAYERS, Process, Trace
+
+
+def _proc(rank, rows):
+    """A Process from rows (seq, parent, layer, function, start_us, end_us, size, file)."""
+    names = sorted({r[3] for r in rows})
+    fid = {n: k + 1 for k, n in enumerate(names)}
+    ev = np.zeros(len(rows), EVENTS)
+    for k, (seq, parent, layer, fn, t0, t1, size, path) in enumerate(rows):
+        ev[k] = (seq, parent, int(t0 * 1000), int(t1 * 1000), -1, size, 0, 1, fid[fn], LAYERS.index(layer), 0,
+                 1 if path else 0, 0)
+    return Process(path=f"r{rank}", host="h", pid=100 + rank, rank=rank, env_rank=rank, layers=LAYERS, events=ev,
+                   functions={v: k for k, v in fid.items()}, files={1: "/d/f.nc"}, complete=True)
+
+
+def _two_ranks():
+    # rank 0: nc_put_vara_double -> MPI_File_write_at_all -> pwrite (an aggregator);
+    # rank 1: the same netCDF and MPI-IO calls, no POSIX write of its own
+    r0 = [(1, 0, "netcdf", "nc_put_vara_double", 0, 100, 800, True),
+          (2, 1, "mpiio", "MPI_File_write_at_all", 10, 90, 800, True),
+          (3, 2, "posix", "pwrite", 20, 80, 1600, True),
+          (4, 0, "posix", "fstat", 200, 200.5, -1, False)]
+    r1 = [(1, 0, "netcdf", "nc_put_vara_double", 0, 60, 800, True),
+          (2, 1, "mpiio", "MPI_File_write_at_all", 5, 55, 800, True)]
+    return Trace(directory="t", processes=[_proc(0, r0), _proc(1, r1)])
+
+
+@pytest.mark.unit
+def test_the_call_path_graph_takes_the_largest_rank_and_counts_ranks_on_each_path():
+    a = callpath.analyze(_two_ranks())
+    nodes = {(n["layer"], n["function"]): n for n in a["nodes"]}
+    assert nodes[("netcdf", "nc_put_vara_double")]["max_rank_s"] == pytest.approx(100e-6)
+    assert nodes[("netcdf", "nc_put_vara_double")]["ranks"] == 2
+    assert nodes[("posix", "pwrite")]["ranks"] == 1 and nodes[("posix", "pwrite")]["bytes"] == 1600
+    edges = {(e["parent"]["function"], e["child"]["function"]): e for e in a["edges"]}
+    assert edges[("nc_put_vara_double", "MPI_File_write_at_all")]["ranks"] == 2
+    assert edges[("nc_put_vara_double", "MPI_File_write_at_all")]["max_rank_s"] == pytest.approx(80e-6)
+    assert edges[("MPI_File_write_at_all", "pwrite")]["ranks"] == 1
+    # the 0.5 µs fstat is under 1% of the largest node's 100 µs: omitted and counted
+    assert ("application", "fstat") not in edges and a["omitted_edges"] == 1
+    paths = {w["layer"]: w for w in a["write_paths"]}
+    assert paths["posix"]["writing_ranks"] == 1 and paths["mpiio"]["writing_ranks"] == 2
+    assert [r["s"] for r in paths["posix"]["per_rank_s"]] == pytest.approx([60e-6, 0.0])
+    f = a["files"][0]
+    assert f["path"] == "/d/f.nc" and f["layers"]["posix"]["bytes_written"] == 1600
+
+
+@pytest.mark.unit
+def test_the_reports_render_the_analysis():
+    a = callpath.analyze(_two_ranks())
+    text = render.dot(a)
+    assert text.startswith("digraph callpath {") and text.count("->") == len(a["edges"])
+    assert 'label="nc_put_vara_double\\n100 µs"' in text and 'label="80 µs [2]"' in text
+    md = render.markdown(a)
+    assert "| posix | pwrite | 1 | 1600 | 1 | 60 µs | 60 µs |" in md
+    assert json.loads(render.as_json(a))["omitted_edges"] == 1
+
+
+@pytest.mark.unit
+def test_dot_labels_cannot_break_out_of_their_quotes():
+    a = callpath.analyze(_two_ranks())
+    a["nodes"][0]["function"] = 'evil"]; x -> y; "'
+    a["edges"][0]["parent"] = {"layer": a["nodes"][0]["layer"], "function": a["nodes"][0]["function"]}
+    assert 'evil\\"]; x -> y; \\"' in render.dot(a)
+
+
+# ---------------------------------------------------------------------------- real runs
+
+@pytest.mark.parametrize("family", ["openmpi", "mpich"])
+def test_a_traced_iobench_run_writes_its_trace_and_reports(tmp_path, host_mpis, family):
+    from nearmetal.kernels.build import host_bin
+
+    kernel = os.path.join(host_bin(family), "nm-iobench")
+    out = tmp_path / "t"
+    r = nearmetal("trace", "-n", "2", "--mpi", family, "--out", out, "--", kernel, "-p", "shared", "-L", "mpiio",
+                  "-x", "64", "-y", "64", "-z", "4", "-t", "3", "-i", "2x1", "-d", "/dev/shm", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "verify ok" in r.stdout and f"report: {out}/report.html" in r.stdout
+    assert len(list(out.glob("trace-*.nmt"))) == 2
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["mpi"] == family and meta["exit_status"] == 0
+    assert meta["layers"] == ["netcdf", "pnetcdf", "mpiio", "posix"]
+    assert "<svg" in (out / "report.html").read_text()
+    j = nearmetal("trace", "report", out, "--format", "json")
+    assert j.returncode == 0, j.stderr
+    a = json.loads(j.stdout)
+    nodes = {(n["layer"], n["function"]): n for n in a["nodes"]}
+    # io_layout 2x1: both ranks root an I/O domain and write 3 records x 2 variables each
+    assert nodes[("mpiio", "MPI_File_write_at_all")]["calls"] == 2 * 3 * 2
+    assert nodes[("mpiio", "MPI_File_write_at_all")]["ranks"] == 2
+    assert any(e["parent"]["function"] == "MPI_File_write_at_all" and e["child"]["layer"] == "posix"
+               for e in a["edges"])
+    assert a["run"]["argv"][0] == kernel
+
+
+def test_bad_input_is_one_line(tmp_path):
+    static = tmp_path / "static"
+    (tmp_path / "s.c").write_text("int main(void) { return 0; }\n")
+    subprocess.run(["cc", "-static", "-o", str(static), str(tmp_path / "s.c")], check=True)
+    empty, junk = tmp_path / "empty", tmp_path / "junk"
+    empty.mkdir()
+    junk.mkdir()
+    (junk / "trace-x-1.nmt").write_bytes(b"not a trace")
+    cases = [
+        (["trace", "--layers", "netcdf,nfs", "--", "true"], "unknown value 'nfs'"),
+        (["trace", "--", static], "statically linked: preloading the tracer cannot work"),
+        (["trace", "report", empty], "no trace files (trace-*.nmt) in"),
+        (["trace", "report", tmp_path / "nope"], "is not a trace directory"),
+        (["trace", "report", junk], "not an nm-trace file"),
+        (["trace"], "no program to trace"),
+    ]
+    for argv, expect in cases:
+        err = assert_one_line_error(nearmetal(*argv, cwd=tmp_path))
+        assert expect in err, (argv, err)
+
+
+@pytest.mark.parametrize("family, mode", [("mpich", "hybrid"), ("openmpi", "bind")])
+def test_a_traced_run_in_a_container(tmp_path, default_image, family, mode):
+    """The tracer is host-built and placed under /tmp, which the containers show at the same
+    path: the ranks in the image preload it and write their trace there too."""
+    out = tmp_path / "t"
+    r = nearmetal("trace", "-n", "2", "--mode", mode, "--mpi", family, "--out", out, "--", "nm-iobench", "-p",
+                  "shared", "-L", "mpiio", "-x", "64", "-y", "64", "-z", "4", "-t", "2", "-i", "2x1", "-d", "/dev/shm",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    a = json.loads(nearmetal("trace", "report", out, "--format", "json", check=True).stdout)
+    nodes = {(n["layer"], n["function"]): n for n in a["nodes"]}
+    assert nodes[("mpiio", "MPI_File_write_at_all")]["calls"] == 2 * 2 * 2
+    assert a["run"]["mode"] == mode and a["run"]["runtime"] == "charliecloud"
