@@ -111,7 +111,7 @@ def decide(space, store, study_id, settings, metric="total"):
             continue
         anchor = t["anchor"]
         d["anchor"] = anchor.label()
-        ratios = {}      # value index -> [median ratio to the anchor, per variant]
+        ratios = {}      # value index -> [ratio to the anchor (stats.compare's), per variant]
         any_effect = False
         for vid in sorted(variants):
             mpi = variants[vid]["mpi"]
