@@ -350,6 +350,9 @@ def build_context(analysis):
 def render_html(analysis, path):
     """Write the HTML report of an analysis dict (docs/analysis.md) to path; returns path."""
     ctx = build_context(analysis)
+    here = os.path.dirname(os.path.abspath(path))  # each run's trace report, linked relative to this file
+    ctx["traces"] = [dict(t, href=os.path.relpath(t["report"] or t["dir"], here))
+                     for t in analysis.get("traces") or [] if isinstance(t, dict) and t.get("dir")]
     text = _template().render(**ctx)
     Path(path).write_text(text, encoding="utf-8")
     return path

@@ -150,6 +150,11 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
     if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
         out["io"] = io
+    from .traced import listing
+
+    traces = listing(store.path, study["name"])
+    if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)
+        out["traces"] = traces
     out["answers"] = answers(out)
     return out
 

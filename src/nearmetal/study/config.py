@@ -26,6 +26,7 @@ from ..choices import runtimes as _runtimes
 from ..choices import schedulers as _schedulers
 from ..errors import NearmetalError
 from .program import ProgramFields, check_inputs
+from .traced import TraceFields
 from .inputs import (check_image_spec, check_mpi_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
                      probe_path, read_text, validation_error)
 
@@ -228,7 +229,7 @@ class Matrix(_Strict):
         return self
 
 
-class Benchmark(_Strict, ProgramFields):
+class Benchmark(_Strict, ProgramFields, TraceFields):
     """One kernel with its arguments, or any program (command = [...], study/program.py);
     any matrix dimension may be overridden per benchmark."""
 
@@ -251,7 +252,6 @@ class Benchmark(_Strict, ProgramFields):
     @classmethod
     def _workdir(cls, v):
         return expand_dir(v)
-
 
     @field_validator("kernel")
     @classmethod

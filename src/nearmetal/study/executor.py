@@ -28,6 +28,7 @@ class Executor:
         self._contexts = {}   # cell key -> context id
         self._runtime_versions = {}
         self._static = None
+        self._traced = {}     # cell key -> (staging directory, layers) of a `trace = true` benchmark
 
     # -- planning, cached per cell: argv and environment do not change between repetitions
     def plan_for(self, row):
@@ -65,6 +66,11 @@ class Executor:
                 from ..witness import rank_env
 
                 env = rank_env(env)
+            if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
+                from .traced import staging_env
+
+                env, stage = staging_env(env, bench.trace_layers(), dry=self.store is None)
+                self._traced[key] = (stage, bench.trace_layers())
             scheduler = schedulers.get(self.config.study.scheduler)
             options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
             req = RunRequest(program, args, mode=variant["mode"],
@@ -171,6 +177,11 @@ class Executor:
             witnessed = [{k: w.get(k) for k in ("rank", "program", "library", "inode", "version")} for w in parse(err)]
         ctx = self.context_for(key, p.components[0], program=(bench, texts) if spec is None else None,
                                witnessed=witnessed)
+        if key in self._traced:
+            from .traced import keep
+
+            stage, layers = self._traced[key]
+            keep(stage, self.store.path, self.config.study.name, row, status, returncode, layers)
         tail = (err or "")[-STDERR_TAIL:] if status != "ok" else None
         self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records,
                               load=load)
@@ -248,6 +259,15 @@ class Executor:
         return [{"metric": r["metric"], "unit": r["unit"], "value": r["value"], "point": r["params"]}
                 for r in parsed if (not wanted or r["metric"] in wanted)
                 and all(str(r["params"].get(k)) == str(v) for k, v in bench.where.items())], err
+
+    def close(self):
+        """Remove the traced cells' staging directories (their files were moved after each run)."""
+        import shutil
+
+        for stage, _ in self._traced.values():
+            shutil.rmtree(stage, ignore_errors=True)
+        self._traced.clear()
+        self._plans.clear()  # their environments name those directories
 
     def cancel_leftover_jobs(self, say=None):
         """Batch jobs that a killed runner left queued or running: cancelled, and marked so;

@@ -92,10 +92,13 @@ def run(cfg, store, study_id, executor, say=print):
     extend() says the study is complete. The number of runs that did not succeed."""
     executor.cancel_leftover_jobs(say=say)
     failed = 0
-    while True:
-        failed += executor.run_all()[1]
-        if not extend(cfg, store, study_id, say=say):
-            return failed
+    try:
+        while True:
+            failed += executor.run_all()[1]
+            if not extend(cfg, store, study_id, say=say):
+                return failed
+    finally:
+        executor.close()
 
 
 def extend(cfg, store, study_id, say=print):
