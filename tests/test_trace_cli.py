@@ -5,13 +5,16 @@ command line, and bad input."""
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, nearmetal
+from conftest import assert_one_line_error, local_slurm_env, nearmetal
 from nearmetal.trace import callpath, render
 from nearmetal.trace.reader import EVENTS, LAYERS, Process, Trace
+
+NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
 
 
 def _proc(rank, rows):
@@ -140,3 +143,31 @@ def test_a_traced_run_in_a_container(tmp_path, default_image, family, mode):
     nodes = {(n["layer"], n["function"]): n for n in a["nodes"]}
     assert nodes[("mpiio", "MPI_File_write_at_all")]["calls"] == 2 * 2 * 2
     assert a["run"]["mode"] == mode and a["run"]["runtime"] == "charliecloud"
+
+
+@pytest.fixture(scope="module")
+def slurm_env(tmp_path_factory):
+    yield from local_slurm_env(tmp_path_factory, nodes=2)
+
+
+@pytest.mark.parametrize("allocation", [False, True])
+def test_under_slurm_only_the_ranks_are_traced(tmp_path, slurm_env, allocation):
+    """As a batch job (sbatch: its script's shell and srun inherit the job's environment) and
+    inside an allocation (srun directly): LD_PRELOAD goes on the ranks' command line, so
+    exactly the 2 ranks leave a trace, not sbatch, bash or srun."""
+    from nearmetal.trace.reader import read
+
+    out = tmp_path / "t"
+    argv = ["trace", "--scheduler", "slurm", "-n", "2", "--mpi", "mpich", "--out", out, "--", "nm-iobench", "-p",
+            "shared", "-L", "mpiio", "-x", "64", "-y", "64", "-z", "4", "-t", "2", "-i", "2x1", "-d", "/dev/shm"]
+    if allocation:  # salloc runs nearmetal inside a job: srun steps, no batch script
+        argv = ["salloc", "-n", "2", "--quiet", str(NEARMETAL)] + [str(a) for a in argv]
+        r = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, **slurm_env), timeout=300,
+                           cwd=tmp_path)
+    else:
+        r = nearmetal(*argv, env=slurm_env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    t = read(out)
+    assert sorted(p.rank for p in t.processes) == [0, 1], [(p.pid, p.rank) for p in t.processes]
+    calls = sum(len(p.calls("MPI_File_write_at_all")) for p in t.processes)
+    assert calls == 2 * 2 * 2

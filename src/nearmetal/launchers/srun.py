@@ -65,13 +65,26 @@ class Srun(Launcher):
 
     def command(self, req):
         # srun hands the caller's environment to the ranks (--export=ALL inside a job).
-        return self._common() + self._component(req) + req.rank_argv, dict(req.env)
+        env, rank_argv = _preload_on_ranks(req)
+        return self._common() + self._component(req) + rank_argv, env
 
     def command_mpmd(self, reqs):
         """A heterogeneous job step: `srun ... A : ... B` shares MPI_COMM_WORLD."""
         argv, env = self._common(), {}
         for i, r in enumerate(reqs):
-            argv += ([":"] if i else []) + self._component(r) + r.rank_argv
-            for k, v in r.env.items():
+            r_env, rank_argv = _preload_on_ranks(r)
+            argv += ([":"] if i else []) + self._component(r) + rank_argv
+            for k, v in r_env.items():
                 env.setdefault(k, v)
         return argv, env
+
+
+def _preload_on_ranks(req):
+    """(environment for srun, the rank's argv): LD_PRELOAD (the tracer, the witness) goes on
+    the rank's own command line through env(1), so that srun, a batch script's shell and
+    sbatch — which all inherit srun's environment — never load it: it reaches the ranks only."""
+    env = dict(req.env)
+    preload = env.pop("LD_PRELOAD", None)
+    if not preload:
+        return env, list(req.rank_argv)
+    return env, ["/usr/bin/env", f"LD_PRELOAD={preload}", *req.rank_argv]

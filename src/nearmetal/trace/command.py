@@ -22,7 +22,9 @@ META = "meta.json"
 def check_program(program, mode):
     """A native program must be a dynamically linked ELF file: preloading cannot reach a
     static one. (In a container the file is the image's: the runtime resolves it there.)"""
-    if mode != "native":
+    from ..models.program import is_kernel
+
+    if mode != "native" or is_kernel(program):  # nearmetal's kernels are dynamically linked
         return
     path = program if os.sep in program else shutil.which(program)
     if not path or not os.path.isfile(path):
