@@ -73,6 +73,23 @@ def test_the_reports_render_the_analysis():
 
 
 @pytest.mark.unit
+def test_a_short_run_has_a_timeline_per_rank(monkeypatch):
+    monkeypatch.setattr(render.shutil, "which", lambda name: None)  # the page without Graphviz: DOT text
+    a = callpath.analyze(_two_ranks())
+    tl = a["timeline"]
+    assert len(tl) == 6 and min(e["start_s"] for e in tl) == 0.0
+    first = next(e for e in tl if e["rank"] == 0 and e["function"] == "pwrite")
+    assert first["start_s"] == pytest.approx(20e-6) and first["end_s"] == pytest.approx(80e-6)
+    svg = render.timeline_svg(a)
+    assert svg.count("<rect") == 6 and "rank 0" in svg and "rank 1" in svg
+    page = render.page(a)
+    assert "<h2>Timeline per rank</h2>" in page and "Graphviz is not installed" in page and "digraph callpath" in page
+    monkeypatch.setattr(callpath, "TIMELINE_MAX", 5)  # a longer run: no timeline, and none drawn
+    b = callpath.analyze(_two_ranks())
+    assert b["timeline"] is None and render.timeline_svg(b) is None and "Timeline per rank" not in render.page(b)
+
+
+@pytest.mark.unit
 def test_dot_labels_cannot_break_out_of_their_quotes():
     a = callpath.analyze(_two_ranks())
     a["nodes"][0]["function"] = 'evil"]; x -> y; "'
@@ -104,8 +121,15 @@ def test_a_traced_iobench_run_writes_its_trace_and_reports(tmp_path, host_mpis, 
     # io_layout 2x1: both ranks root an I/O domain and write 3 records x 2 variables each
     assert nodes[("mpiio", "MPI_File_write_at_all")]["calls"] == 2 * 3 * 2
     assert nodes[("mpiio", "MPI_File_write_at_all")]["ranks"] == 2
-    assert any(e["parent"]["function"] == "MPI_File_write_at_all" and e["child"]["layer"] == "posix"
-               for e in a["edges"])
+    # the POSIX writes hang under the collective write (read from the events: the report's graph
+    # leaves out paths under 1% of its largest node, which a slow MPI_File_open can make this one)
+    from nearmetal.trace.reader import read
+
+    parents = set()
+    for p in read(out).processes:
+        names = dict(zip(p.events["seq"].tolist(), p.function_names()))
+        parents |= {names.get(int(e["parent"])) for e in p.calls("pwrite", "pwritev", "write")}
+    assert parents == {"MPI_File_write_at_all"}, parents
     assert a["run"]["argv"][0] == kernel
 
 

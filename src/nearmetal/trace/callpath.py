@@ -18,6 +18,7 @@ from .reader import LAYERS
 
 ROOT = ("app", "application")
 WRITE_WORDS = ("put", "write")
+TIMELINE_MAX = 5000  # events: a short run's per-rank timeline is kept (the HTML draws it)
 
 
 def _rank_label(proc):
@@ -87,7 +88,7 @@ def analyze(trace, threshold=0.01):
     return {"directory": trace.directory, "ranks": ranks, "layers": sorted({n["layer"] for n in nodes}, key=_layer_order),
             "threshold": threshold, "nodes": nodes, "edges": edges, "omitted_edges": omitted,
             "write_paths": _write_paths(node_t, node_n, ranks), "files": _files(files), "hints": hints,
-            "dropped_events": dropped, "incomplete_ranks": incomplete}
+            "dropped_events": dropped, "incomplete_ranks": incomplete, "timeline": _timeline(trace)}
 
 
 def _layer_order(layer):
@@ -114,3 +115,22 @@ def _write_paths(node_t, node_n, ranks):
 def _files(files):
     return [{"path": path, "layers": {layer: dict(v) for layer, v in sorted(by.items(), key=lambda kv: _layer_order(kv[0]))}}
             for path, by in sorted(files.items())]
+
+
+def _timeline(trace):
+    """[{rank, layer, function, start_s, end_s}] of a short run (at most TIMELINE_MAX events),
+    times from the earliest traced call of the same host (one clock per node); None if longer."""
+    procs = [p for p in trace.processes if len(p.events)]
+    if not procs or sum(len(p.events) for p in procs) > TIMELINE_MAX:
+        return None
+    t0 = {}
+    for p in procs:
+        t0[p.host] = min(t0.get(p.host, int(p.events["start_ns"].min())), int(p.events["start_ns"].min()))
+    out = []
+    for p in procs:
+        names = p.function_names()
+        for k, e in enumerate(p.events):
+            layer = LAYERS[e["layer"]] if e["layer"] < len(LAYERS) else "?"
+            out.append({"rank": _rank_label(p), "layer": layer, "function": names[k],
+                        "start_s": (int(e["start_ns"]) - t0[p.host]) / 1e9, "end_s": (int(e["end_ns"]) - t0[p.host]) / 1e9})
+    return out

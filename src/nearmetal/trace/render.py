@@ -70,6 +70,33 @@ def svg(a):
     return text[text.find("<svg"):], None
 
 
+def timeline_svg(a, width=900, row=16):
+    """A per-rank timeline of a short run: one row per rank, one bar per call, coloured by
+    layer (lower layers drawn over the calls that contain them); None without a timeline."""
+    events = a.get("timeline")
+    if not events:
+        return None
+    ranks = list(dict.fromkeys(str(e["rank"]) for e in events))
+    end = max(e["end_s"] for e in events) or 1e-9
+    left = 60
+    scale = (width - left - 10) / end
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{row * len(ranks) + 24}" '
+             f'font-family="sans-serif" font-size="10">']
+    for k, r in enumerate(ranks):
+        parts.append(f'<text x="2" y="{k * row + 12}">rank {html.escape(r)}</text>')
+    order = {layer: i for i, layer in enumerate(LAYER_COLOURS)}
+    for e in sorted(events, key=lambda e: order.get(e["layer"], 9)):
+        k = ranks.index(str(e["rank"]))
+        x, w = left + e["start_s"] * scale, max(0.5, (e["end_s"] - e["start_s"]) * scale)
+        colour = LAYER_COLOURS.get(e["layer"], "#999999")
+        title = html.escape(f"{e['layer']} {e['function']}: {_t(e['end_s'] - e['start_s'])} at {_t(e['start_s'])}")
+        parts.append(f'<rect x="{x:.2f}" y="{k * row + 2}" width="{w:.2f}" height="{row - 4}" fill="{colour}" '
+                     f'stroke="#555" stroke-width="0.3"><title>{title}</title></rect>')
+    parts.append(f'<text x="{left}" y="{row * len(ranks) + 18}">0</text>'
+                 f'<text x="{width - 60}" y="{row * len(ranks) + 18}">{html.escape(_t(end))}</text></svg>')
+    return "".join(parts)
+
+
 def as_json(a):
     return json.dumps(a, indent=1, sort_keys=True) + "\n"
 
@@ -120,7 +147,9 @@ def page(a):
             f"{html.escape(', '.join(a['layers']))}; node: max per-rank time inside the function; edge: max per-rank "
             f"time of the child under that parent [ranks on that path]; {a['omitted_edges']} paths under "
             f"{a['threshold']:.0%} omitted.</p>{body}"
-            "<h2>Main write path per layer</h2><table><tr><th>layer</th><th>function</th><th>ranks writing</th>"
+            + (f"<h2>Timeline per rank</h2><p>Each call as a bar, coloured by layer as in the graph (times from the "
+               f"first traced call on the node; hover for the call).</p>{timeline_svg(a)}" if a.get("timeline") else "")
+            + "<h2>Main write path per layer</h2><table><tr><th>layer</th><th>function</th><th>ranks writing</th>"
             f"<th>time per rank</th></tr>{paths}</table>"
             "<h2>Functions</h2><table><tr><th>layer</th><th>function</th><th>calls</th><th>bytes</th><th>ranks</th>"
             f"<th>max per rank</th></tr>{rows}</table>"
