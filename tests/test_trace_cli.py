@@ -154,19 +154,28 @@ def test_bad_input_is_one_line(tmp_path):
         assert expect in err, (argv, err)
 
 
-@pytest.mark.parametrize("family, mode", [("mpich", "hybrid"), ("openmpi", "bind")])
-def test_a_traced_run_in_a_container(tmp_path, default_image, family, mode):
-    """The tracer is host-built and placed under /tmp, which the containers show at the same
-    path: the ranks in the image preload it and write their trace there too."""
+@pytest.mark.parametrize("family, mode, runtime, image", [
+    ("mpich", "hybrid", "charliecloud", None), ("openmpi", "bind", "charliecloud", None),
+    ("mpich", "hybrid", "charliecloud", "nm-bullseye-mpich"),  # an older glibc (2.31) and the image's MPICH 3.4
+    ("openmpi", "hybrid", "apptainer", None), ("mpich", "bind", "podman", None)])
+def test_a_traced_run_in_a_container(tmp_path, default_image, bullseye_image, family, mode, runtime, image):
+    """The tracer is built once on the host (glibc 2.17 symbols at most) and placed under /tmp,
+    which every runtime shows at the same path: the ranks in the image preload it and write
+    their trace there too, whatever the image's glibc and MPI."""
+    if runtime == "apptainer":
+        from test_apptainer import _apptainer_or_skip
+
+        _apptainer_or_skip()
     out = tmp_path / "t"
-    r = nearmetal("trace", "-n", "2", "--mode", mode, "--mpi", family, "--out", out, "--", "nm-iobench", "-p",
-                  "shared", "-L", "mpiio", "-x", "64", "-y", "64", "-z", "4", "-t", "2", "-i", "2x1", "-d", "/dev/shm",
-                  cwd=tmp_path)
+    r = nearmetal("trace", "-n", "2", "--mode", mode, "--runtime", runtime, "--mpi", family, "--out", out,
+                  *(["--image", image] if image else []), "--", "nm-iobench", "-p", "shared", "-L", "mpiio",
+                  "-x", "64", "-y", "64", "-z", "4", "-t", "2", "-i", "2x1", "-d", "/dev/shm", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     a = json.loads(nearmetal("trace", "report", out, "--format", "json", check=True).stdout)
     nodes = {(n["layer"], n["function"]): n for n in a["nodes"]}
     assert nodes[("mpiio", "MPI_File_write_at_all")]["calls"] == 2 * 2 * 2
-    assert a["run"]["mode"] == mode and a["run"]["runtime"] == "charliecloud"
+    assert a["run"]["mode"] == mode and a["run"]["runtime"] == runtime
+    assert sorted(a["ranks"]) == [0, 1]
 
 
 @pytest.fixture(scope="module")
