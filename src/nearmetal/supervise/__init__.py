@@ -33,7 +33,8 @@ def build_tool(path, source, flags=("-O2", "-Wall")):
     return build(path, source, flags)
 
 
-def build(path, source=SOURCE, flags=("-O2", "-Wall")):
+def build(path, source=SOURCE, flags=("-O2", "-Wall"), libs=()):
+    """Compile `source` (one path, or a list of them) with the host's cc into `path`."""
     import subprocess
     import tempfile
 
@@ -41,8 +42,9 @@ def build(path, source=SOURCE, flags=("-O2", "-Wall")):
     name = os.path.basename(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{name}.")
     os.close(fd)
+    sources = [source] if isinstance(source, str) else list(source)
     try:
-        out = subprocess.run(["cc", *flags, "-o", tmp, source], capture_output=True, text=True)
+        out = subprocess.run(["cc", *flags, "-o", tmp, *sources, *libs], capture_output=True, text=True)
     except OSError as e:
         os.unlink(tmp)
         raise NearmetalError(f"cannot build {name} (a C compiler is needed: Debian's gcc): {e.strerror}")
@@ -75,3 +77,24 @@ def stop(proc, grace=GRACE_S):
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def place_shared(built, stem, suffix=".so"):
+    """A copy of a built library under /tmp/nearmetal-<uid>/, named by its build time, read-only:
+    /tmp is the path every runtime shows unchanged inside a container, so the ranks preload
+    the same file natively and in any image (the witness, the I/O tracer)."""
+    shared = os.path.join("/tmp", f"nearmetal-{os.getuid()}")
+    os.makedirs(shared, mode=0o700, exist_ok=True)
+    st = os.lstat(shared)
+    if not os.path.isdir(shared) or os.path.islink(shared) or st.st_uid != os.getuid():
+        raise NearmetalError(f"{shared} is not a directory of this user's: refusing to place {stem} there")
+    # nanoseconds: two builds within one second must not share a name
+    target = os.path.join(shared, f"{stem}-{os.stat(built).st_mtime_ns}{suffix}")
+    if not os.path.exists(target):
+        import shutil
+
+        tmp = f"{target}.{os.getpid()}"
+        shutil.copyfile(built, tmp)
+        os.chmod(tmp, 0o555)
+        os.replace(tmp, target)
+    return target

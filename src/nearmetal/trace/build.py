@@ -38,44 +38,16 @@ def built():
 
 
 def _compile(path):
-    import subprocess
-    import tempfile
+    from ..supervise import build
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".nm-trace.so.")
-    os.close(fd)
-    argv = ["cc", *FLAGS, "-o", tmp, *(os.path.join(CSRC, f) for f in SOURCES), *LIBS]
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True)
-    except OSError as e:
-        os.unlink(tmp)
-        raise NearmetalError(f"cannot build nm-trace.so (a C compiler is needed: Debian's gcc): {e.strerror}")
-    if out.returncode != 0:
-        os.unlink(tmp)
-        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NearmetalError(f"building nm-trace.so failed: {last}")
-    os.replace(tmp, path)  # atomic: concurrent first uses each install a complete library
-    return path
+    return build(path, [os.path.join(CSRC, f) for f in SOURCES], FLAGS, LIBS)
 
 
 def library():
     """The path, under /tmp, of a built nm-trace.so no older than its sources."""
-    built_path = built()
-    shared = os.path.join("/tmp", f"nearmetal-{os.getuid()}")
-    os.makedirs(shared, mode=0o700, exist_ok=True)
-    st = os.lstat(shared)
-    if not os.path.isdir(shared) or os.path.islink(shared) or st.st_uid != os.getuid():
-        raise NearmetalError(f"{shared} is not a directory of this user's: refusing to place the tracer there")
-    # nanoseconds: two builds within one second must not share a name
-    target = os.path.join(shared, f"nm-trace-{os.stat(built_path).st_mtime_ns}.so")
-    if not os.path.exists(target):
-        import shutil
+    from ..supervise import place_shared
 
-        tmp = f"{target}.{os.getpid()}"
-        shutil.copyfile(built_path, tmp)
-        os.chmod(tmp, 0o555)
-        os.replace(tmp, target)
-    return target
+    return place_shared(built(), "nm-trace")
 
 
 def rank_env(trace_dir, layers=None, env=None):

@@ -19,25 +19,10 @@ PREFIX = "nm-witness: "
 
 def library():
     """The path, under /tmp, of a built nm-witness.so no older than its source."""
-    from ..supervise import build_tool
+    from ..supervise import build_tool, place_shared
 
-    built = build_tool(os.path.join(home_str(), "tools", "nm-witness.so"), SOURCE, flags=FLAGS)
-    shared = os.path.join("/tmp", f"nearmetal-{os.getuid()}")
-    os.makedirs(shared, mode=0o700, exist_ok=True)
-    st = os.lstat(shared)
-    if not os.path.isdir(shared) or os.path.islink(shared) or st.st_uid != os.getuid():
-        from ..errors import NearmetalError
-
-        raise NearmetalError(f"{shared} is not a directory of this user's: refusing to place the witness there")
-    target = os.path.join(shared, f"nm-witness-{int(os.stat(built).st_mtime)}.so")
-    if not os.path.exists(target):
-        import shutil
-
-        tmp = f"{target}.{os.getpid()}"
-        shutil.copyfile(built, tmp)
-        os.chmod(tmp, 0o555)
-        os.replace(tmp, target)
-    return target
+    return place_shared(build_tool(os.path.join(home_str(), "tools", "nm-witness.so"), SOURCE, flags=FLAGS),
+                        "nm-witness")
 
 
 def rank_env(env=None):
