@@ -70,6 +70,8 @@ def test_the_reports_render_the_analysis():
     md = render.markdown(a)
     assert "| posix | pwrite | 1 | 1600 | 1 | 60 µs | 60 µs |" in md
     assert json.loads(render.as_json(a))["omitted_edges"] == 1
+    bars = render.write_paths_svg(a)  # Fig. 13: one bar per rank per layer's write path
+    assert bars.count("<rect") == 2 * len(a["write_paths"]) and "posix pwrite" in bars and ">60 µs<" in bars
 
 
 @pytest.mark.unit

@@ -97,6 +97,33 @@ def timeline_svg(a, width=900, row=16):
     return "".join(parts)
 
 
+def write_paths_svg(a, width=900, bar=14):
+    """Seed 004's Fig. 13: for each layer's main write path, one bar per rank (its time in
+    that function), on one scale, so the ranks that write at each layer (domain roots,
+    aggregators) and the gap between the layers (the aggregation overhead) show at a glance."""
+    paths = a.get("write_paths") or []
+    if not paths:
+        return None
+    top = max((r["s"] for w in paths for r in w["per_rank_s"]), default=0) or 1e-9
+    left, y = 230, 4
+    scale = (width - left - 90) / top
+    parts = []
+    for w in paths:
+        parts.append(f'<text x="2" y="{y + 11}" font-weight="bold">{html.escape(w["layer"])} '
+                     f'{html.escape(w["function"])}</text>')
+        y += bar + 2
+        for r in w["per_rank_s"]:
+            length = r["s"] * scale
+            parts.append(f'<text x="{left - 6}" y="{y + 10}" text-anchor="end">rank {html.escape(str(r["rank"]))}</text>'
+                         f'<rect x="{left}" y="{y}" width="{max(length, 0.5):.2f}" height="{bar - 3}" '
+                         f'fill="{LAYER_COLOURS.get(w["layer"], "#999999")}" stroke="#555" stroke-width="0.4"/>'
+                         f'<text x="{left + length + 4:.2f}" y="{y + 10}">{html.escape(_t(r["s"]))}</text>')
+            y += bar
+        y += 6
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y}" font-family="sans-serif" '
+            f'font-size="10">' + "".join(parts) + "</svg>")
+
+
 def as_json(a):
     return json.dumps(a, indent=1, sort_keys=True) + "\n"
 
@@ -149,7 +176,9 @@ def page(a):
             f"{a['threshold']:.0%} omitted.</p>{body}"
             + (f"<h2>Timeline per rank</h2><p>Each call as a bar, coloured by layer as in the graph (times from the "
                f"first traced call on the node; hover for the call).</p>{timeline_svg(a)}" if a.get("timeline") else "")
-            + "<h2>Main write path per layer</h2><table><tr><th>layer</th><th>function</th><th>ranks writing</th>"
+            + "<h2>Main write path per layer</h2><p>Time of each rank in each layer's busiest write function, on one "
+              f"scale.</p>{write_paths_svg(a) or ''}"
+              "<table><tr><th>layer</th><th>function</th><th>ranks writing</th>"
             f"<th>time per rank</th></tr>{paths}</table>"
             "<h2>Functions</h2><table><tr><th>layer</th><th>function</th><th>calls</th><th>bytes</th><th>ranks</th>"
             f"<th>max per rank</th></tr>{rows}</table>"
