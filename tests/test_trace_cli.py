@@ -62,6 +62,26 @@ def test_the_call_path_graph_takes_the_largest_rank_and_counts_ranks_on_each_pat
 
 
 @pytest.mark.unit
+def test_lengths_are_not_bytes_moved_and_write_paths_take_every_write_function():
+    """A new file length (set_size, ftruncate) is not data read or written; a layer's write
+    path adds all its write functions (doubles and floats), so layers compare fairly."""
+    rows = [(1, 0, "netcdf", "nc_put_vara_double", 0, 50, 800, True),
+            (2, 0, "netcdf", "nc_put_vara_float", 60, 80, 400, True),
+            (3, 0, "mpiio", "MPI_File_set_size", 90, 95, 999999, True),
+            (4, 3, "posix", "ftruncate", 91, 94, 999999, True),
+            (5, 0, "posix", "pread", 100, 110, 64, True)]
+    a = callpath.analyze(Trace(directory="t", processes=[_proc(0, rows)]), threshold=0)
+    f = a["files"][0]["layers"]
+    assert f["posix"] == {"calls": 2, "bytes_written": 0, "bytes_read": 64}
+    assert f["mpiio"] == {"calls": 1, "bytes_written": 0, "bytes_read": 0}
+    assert {n["function"]: n["bytes"] for n in a["nodes"]}["ftruncate"] == 0
+    nc = next(w for w in a["write_paths"] if w["layer"] == "netcdf")
+    assert nc["functions"] == ["nc_put_vara_double", "nc_put_vara_float"] and nc["calls"] == 2
+    assert nc["per_rank_s"] == [{"rank": 0, "s": pytest.approx(70e-6)}]
+    assert a["omitted_edges"] == 0 and len(a["edges"]) == 5  # threshold 0: every path
+
+
+@pytest.mark.unit
 def test_the_reports_render_the_analysis():
     a = callpath.analyze(_two_ranks())
     text = render.dot(a)
@@ -150,6 +170,7 @@ def test_bad_input_is_one_line(tmp_path):
         (["trace", "report", tmp_path / "nope"], "is not a trace directory"),
         (["trace", "report", junk], "not an nm-trace file"),
         (["trace"], "no program to trace"),
+        (["trace", "report", junk, "--threshold", "1.5"], "expected a share from 0 to below 1"),
     ]
     for argv, expect in cases:
         err = assert_one_line_error(nearmetal(*argv, cwd=tmp_path))
@@ -206,3 +227,24 @@ def test_under_slurm_only_the_ranks_are_traced(tmp_path, slurm_env, allocation):
     assert sorted(p.rank for p in t.processes) == [0, 1], [(p.pid, p.rank) for p in t.processes]
     calls = sum(len(p.calls("MPI_File_write_at_all")) for p in t.processes)
     assert calls == 2 * 2 * 2
+
+
+def test_netcdf4_file_size_queries_are_mpiio_calls(tmp_path, host_mpis):
+    """HDF5 asks MPI-IO for the file's size (MPI_File_get_size, which seeks): that call is
+    traced, so the lseek hangs under it, never straight under a netCDF call; with
+    --threshold 0 the report keeps nc_close's short paths."""
+    from nearmetal.trace.reader import read
+
+    out = tmp_path / "t"
+    r = nearmetal("trace", "-n", "2", "--mpi", "openmpi", "--threshold", "0", "--out", out, "--", "nm-iobench",
+                  "-p", "shared", "-L", "netcdf4", "-x", "64", "-y", "64", "-z", "4", "-t", "2", "-i", "2x1",
+                  "-d", "/dev/shm", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    parents = set()
+    for p in read(out).processes:
+        names = dict(zip(p.events["seq"].tolist(), p.function_names()))
+        parents |= {names.get(int(e["parent"])) for e in p.calls("lseek")}
+    assert parents == {"MPI_File_get_size"}, parents
+    a = json.loads(nearmetal("trace", "report", out, "--format", "json", "--threshold", "0", check=True).stdout)
+    assert a["omitted_edges"] == 0
+    assert any(e["parent"]["function"] == "nc_close" for e in a["edges"])

@@ -92,6 +92,16 @@ def _csv(choices):
     return parse
 
 
+def _share(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to below 1, got {text!r}")
+    return value
+
+
 def _add_doctor(sub):
     d = sub.add_parser("doctor", help="report MPI installations, container runtimes, CPU, hazards")
     d.add_argument("--image", help="also inspect an image (name or path)")
@@ -203,6 +213,9 @@ def _add_trace(sub):
     t.add_argument("--out", help="trace directory (default: trace-YYYYmmdd-HHMMSS here)")
     t.add_argument("--format", choices=FORMATS, default=FORMATS[0],
                    help="report format (default: html, written into the trace directory; md and json: printed)")
+    t.add_argument("--threshold", type=_share, default=0.01, metavar="SHARE",
+                   help="leave out of the graph the call paths under this share of the largest function's time "
+                        "(default: 0.01; 0: show every path)")
     t.add_argument("--timeout", type=_TIMEOUT, default=1800, help="seconds before the run is killed (default: 1800)")
     _launch_options(t)
     # PROGRAM [ARGS] (after "--") are split off before parsing: see cli.main.

@@ -304,7 +304,7 @@ def cmd_trace(args):
     if args.action == "report":
         if not args.trace_dir:
             raise NearmetalError("trace report needs a directory: nearmetal trace report DIR [--format html|md|json]")
-        path = tc.report(args.trace_dir, args.format)
+        path = tc.report(args.trace_dir, args.format, threshold=args.threshold)
         if path:
             print(f"report: {path}")
         return 0
@@ -337,7 +337,7 @@ def cmd_trace(args):
     if not files:
         raise NearmetalError(f"no trace was written by {program}'s ranks (is it an MPI program that ran?)")
     print(f"trace: {tc.summary_line(out)} in {out}")
-    print(f"report: {tc.report(out, 'html')}")
+    print(f"report: {tc.report(out, 'html', threshold=args.threshold)}")
     if outcome.exit_status:
         raise NearmetalError(f"{program} exited with status {outcome.exit_status} (its trace is in {out})")
     return 0

@@ -18,6 +18,17 @@ from .reader import LAYERS
 
 ROOT = ("app", "application")
 WRITE_WORDS = ("put", "write")
+READ_WORDS = ("get", "read")
+# sizes that are not data moved: a file's new length (set_size, ftruncate, preallocate), a
+# request's result (aio_return, counted at its aio_write/aio_read already)
+NOT_DATA = ("set_size", "truncate", "preallocate", "aio_return", "aio_error", "aio_suspend")
+
+
+def moves(name, words):
+    """Whether a function moves data in the direction `words` name (put/write or get/read)."""
+    low = name.lower()
+    return any(w in low for w in words) and not any(n in low for n in NOT_DATA)
+THRESHOLD = 0.01  # call paths under this share of the largest node's time are left out
 TIMELINE_MAX = 5000  # events: a short run's per-rank timeline is kept (the HTML draws it)
 
 
@@ -25,7 +36,7 @@ def _rank_label(proc):
     return proc.rank if proc.rank >= 0 else f"pid {proc.pid}"
 
 
-def analyze(trace, threshold=0.01):
+def analyze(trace, threshold=THRESHOLD):
     """The trace's analysis dict (docs/trace.md lists its keys)."""
     node_t = defaultdict(lambda: defaultdict(int))    # (layer, fn) -> rank -> ns
     node_n = defaultdict(int)
@@ -42,7 +53,8 @@ def analyze(trace, threshold=0.01):
         if not proc.complete:
             incomplete.append(label)
         for path, pairs in proc.hints.items():
-            hints.setdefault(path, pairs)
+            if pairs:  # OMPIO answers MPI_File_get_info with no hints at all
+                hints.setdefault(path, pairs)
         if not len(ev):
             continue
         names = proc.function_names()
@@ -54,7 +66,7 @@ def analyze(trace, threshold=0.01):
             d, size = int(dur[k]), int(ev["size"][k])
             node_t[node][label] += d
             node_n[node] += 1
-            if size > 0:
+            if size > 0 and (moves(names[k], WRITE_WORDS) or moves(names[k], READ_WORDS)):
                 node_b[node] += size
             parent = index.get(int(ev["parent"][k]))
             if parent is None:
@@ -68,9 +80,9 @@ def analyze(trace, threshold=0.01):
             if path:
                 f = files[path][layer]
                 f["calls"] += 1
-                if size > 0 and any(w in names[k].lower() for w in WRITE_WORDS):
+                if size > 0 and moves(names[k], WRITE_WORDS):
                     f["bytes_written"] += size
-                elif size > 0:
+                elif size > 0 and moves(names[k], READ_WORDS):
                     f["bytes_read"] += size
     top = max((max(t.values()) for t in node_t.values()), default=0)
     nodes = [{"layer": layer, "function": fn, "max_rank_s": max(t.values()) / 1e9, "total_s": sum(t.values()) / 1e9,
@@ -96,19 +108,22 @@ def _layer_order(layer):
 
 
 def _write_paths(node_t, node_n, ranks):
-    """Per layer, the write function with the most time (the main write path), and the time
-    each rank spent in it: which ranks write at each layer (domain roots, aggregators) and how
-    much longer the layer above takes (the aggregation overhead), as in seed 004's Fig. 13."""
+    """Per layer, the time each rank spent in the layer's data writes (every put/write function
+    of the layer together: a study writing doubles and floats has two netCDF put functions,
+    and their MPI-IO writes share one), with the functions named: which ranks write at each
+    layer (domain roots, aggregators) and how much longer the layer above takes (the
+    aggregation overhead), as in seed 004's Fig. 13."""
     out = []
     for layer in LAYERS:
-        cands = [(fn, t) for (lay, fn), t in node_t.items()
-                 if lay == layer and any(w in fn.lower() for w in WRITE_WORDS)]
-        if not cands:
+        fns = sorted((fn for (lay, fn) in node_t if lay == layer and moves(fn, WRITE_WORDS)),
+                     key=lambda fn: -sum(node_t[(layer, fn)].values()))
+        if not fns:
             continue
-        fn, t = max(cands, key=lambda c: sum(c[1].values()))
-        out.append({"layer": layer, "function": fn, "calls": node_n[(layer, fn)],
-                    "per_rank_s": [{"rank": r, "s": t.get(r, 0) / 1e9} for r in ranks],
-                    "writing_ranks": sum(1 for r in ranks if t.get(r, 0) > 0)})
+        per = {r: sum(node_t[(layer, fn)].get(r, 0) for fn in fns) for r in ranks}
+        out.append({"layer": layer, "function": " + ".join(fns), "functions": fns,
+                    "calls": sum(node_n[(layer, fn)] for fn in fns),
+                    "per_rank_s": [{"rank": r, "s": per[r] / 1e9} for r in ranks],
+                    "writing_ranks": sum(1 for r in ranks if per[r] > 0)})
     return out
 
 

@@ -70,14 +70,15 @@ def collect(stage, out, meta):
     return moved
 
 
-def report(trace_dir, fmt="html", out=None):
+def report(trace_dir, fmt="html", out=None, threshold=callpath.THRESHOLD):
     """Analyse a trace directory; md/json go to `out` (a stream), html to DIR/report.html.
-    Returns the path written, or None."""
+    Returns the path written, or None. threshold: the share of the largest node's time
+    under which a call path is left out of the graph (0: none left out)."""
     if fmt not in render.FORMATS:
         raise NearmetalError(f"unknown report format {fmt} (choose from: {', '.join(render.FORMATS)})")
     if not os.path.isdir(trace_dir):
         raise NearmetalError(f"{trace_dir} is not a trace directory (no such directory)")
-    analysis = callpath.analyze(reader.read(trace_dir))
+    analysis = callpath.analyze(reader.read(trace_dir), threshold=threshold)
     meta_path = os.path.join(trace_dir, META)
     if os.path.isfile(meta_path):
         try:

@@ -17,7 +17,7 @@
 /* X(category, name): the category picks the prototype. */
 #define MPIIO_FUNCS(X)                                                                            \
     X(OPEN, open) X(CLOSE, close) X(DELETE, delete) X(SET_VIEW, set_view) X(SIZE, set_size)       \
-    X(SIZE, preallocate) X(FH, sync) X(SEEK, seek) X(SEEK, seek_shared) X(AT, read_at)            \
+    X(SIZE, preallocate) X(GET_SIZE, get_size) X(FH, sync) X(SEEK, seek) X(SEEK, seek_shared) X(AT, read_at)            \
     X(AT, read_at_all) X(AT, write_at) X(AT, write_at_all) X(IAT, iread_at) X(IAT, iwrite_at)     \
     X(IAT, iread_at_all) X(IAT, iwrite_at_all) X(PLAIN, read) X(PLAIN, read_all) X(PLAIN, write)  \
     X(PLAIN, write_all) X(PLAIN, read_shared) X(PLAIN, write_shared) X(PLAIN, read_ordered)      \
@@ -140,6 +140,11 @@ static void record_hints(nm_handle fh, uint32_t file, uint64_t seq)
     BOTH(name, (nm_handle fh, long long size))                                                       \
     {                                                                                                 \
         CALL(name, int (*)(nm_handle, long long), (fh, size), FILE_OF(fh), -1, size)                 \
+    }
+#define DEF_GET_SIZE(name) /* get_size: its lseek/fstat are its children, not the caller's */      \
+    BOTH(name, (nm_handle fh, long long *size))                                                      \
+    {                                                                                                 \
+        CALL(name, int (*)(nm_handle, long long *), (fh, size), FILE_OF(fh), -1, -1)                 \
     }
 #define DEF_FH(name) \
     BOTH(name, (nm_handle fh)) { CALL(name, int (*)(nm_handle), (fh), FILE_OF(fh), -1, -1) }
