@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from conftest import nearmetal
+from test_trace_tracer import assert_parents_innermost, merged
 from nearmetal.trace import callpath, reader
 
 NX, NY, NZ, STEPS = 64, 32, 2, 2
@@ -72,16 +73,6 @@ def is_write(name):
     return "put" in name or "write" in name
 
 
-def merged(ranges):
-    out = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [tuple(r) for r in out]
-
-
 def gaps(ranges, size):
     """The parts of [0, size) that no range covers."""
     out, at = [], 0
@@ -90,17 +81,6 @@ def gaps(ranges, size):
             out.append((at, min(lo, size)))
         at = max(at, hi)
     return out + ([(at, size)] if at < size else [])
-
-
-def assert_parents_innermost(proc):
-    """Every event lying within calls of higher layers on its thread has the innermost of them
-    (the one that started last) as parent; every other event has none."""
-    ev = proc.events
-    for e in ev:
-        around = ev[(ev["tid"] == e["tid"]) & (ev["layer"] < e["layer"]) & (ev["start_ns"] <= e["start_ns"])
-                    & (ev["end_ns"] >= e["end_ns"])]
-        want = int(around["seq"][np.argmax(around["start_ns"])]) if len(around) else 0
-        assert int(e["parent"]) == want, (proc.rank, proc.function_name(e), int(e["parent"]), want)
 
 
 def posix_written(proc, paths, under=None):
