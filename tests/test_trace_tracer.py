@@ -542,3 +542,94 @@ def test_reader_refuses_bad_files(tmp_path):
     bad.write_bytes(_trace_bytes()[:100])
     with pytest.raises(NearmetalError, match="bad magic or shorter"):
         reader.read(tmp_path)
+
+
+def _ticks_trace(pairs, events, version=2, clock=reader.CLOCK_TSC):
+    """A version-2 file whose event times are ticks: the header's pair, then clock records."""
+    (t0, ns0), rest = pairs[0], pairs[1:]
+    header = reader.HEADER.pack(reader.MAGIC, version, 128, 7, 0, 0, ns0, 0, b"n", 1 << 4, clock, t0)
+    body = _string(1, (4 << 12) | 2, "pwrite", 4)
+    for t, ns in rest:
+        body += _record(reader.REC_CLOCK, struct.pack("<Qq", t, ns))
+    for seq, (start, end) in events:
+        body += struct.pack("<IIQQqqqqqIHBBII", reader.REC_EVENT, 80, seq, 0, start, end, 0, 1, 1, 7,
+                            (4 << 12) | 2, 4, 0, 0, 0)
+    return header + body
+
+
+@pytest.mark.unit
+def test_reader_converts_tsc_ticks_with_the_clock_pairs(tmp_path):
+    """3 ticks per ns from (1000 ticks, 5e9 ns): the line through the pairs (one slightly off,
+    as a real reading is) puts each event at its ns; events come back in start order."""
+    pairs = [(1000, 5_000_000_000), (3_001_000, 5_001_000_000), (30_001_003, 5_010_000_001)]
+    events = [(1 << 40 | 2, (1000 + 3 * 400_000, 1000 + 3 * 400_100)), (1 << 40 | 1, (1000 + 3 * 10, 1000 + 3 * 20))]
+    (tmp_path / "trace-n-7.nmt").write_bytes(_ticks_trace(pairs, events))
+    (p,) = reader.read(tmp_path).processes
+    assert p.events["seq"].tolist() == [1 << 40 | 1, 1 << 40 | 2]
+    got = np.stack([p.events["start_ns"], p.events["end_ns"]], 1) - 5_000_000_000
+    assert np.abs(got - np.array([[10, 20], [400_000, 400_100]])).max() <= 1
+    (tmp_path / "trace-n-7.nmt").write_bytes(_ticks_trace(pairs[:1], events))  # no second reading
+    with pytest.raises(NearmetalError, match="no second clock reading"):
+        reader.read(tmp_path)
+    (tmp_path / "trace-n-7.nmt").write_bytes(_ticks_trace(pairs, events, clock=5))
+    with pytest.raises(NearmetalError, match="unknown clock 5"):
+        reader.read(tmp_path)
+    (tmp_path / "trace-n-7.nmt").write_bytes(_ticks_trace(pairs, events, version=3))
+    with pytest.raises(NearmetalError, match="format version 3, this reader knows 1, 2"):
+        reader.read(tmp_path)
+
+
+SLEEPER = r"""
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    struct timespec ms50 = {0, 50000000};
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    for (int k = 0; k < 3; k++) {
+        if (write(fd, "x", 1) != 1) return 1;
+        nanosleep(&ms50, 0);
+    }
+    return close(fd);
+}
+"""
+
+
+def _tsc_expected():
+    """What the tracer should pick here: ticks where the TSC is invariant and the kernel's clock."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+        source = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text().strip()
+    except OSError:
+        return False
+    return "nonstop_tsc" in flags and "constant_tsc" in flags and source == "tsc"
+
+
+@pytest.mark.parametrize("choice", ["default", "monotonic"])
+def test_event_times_are_monotonic_ns_whatever_the_clock(choice, tracer, tmp_path):
+    """Writes 50 ms apart (nanosleep, untraced) are 50 ms apart in the trace, and lie between
+    the tracer's load and now on CLOCK_MONOTONIC, with the TSC (where usable) or without."""
+    import time
+
+    src = tmp_path / "s.c"
+    src.write_text(SLEEPER)
+    exe = tmp_path / "s"
+    subprocess.run(["cc", "-O1", "-o", exe, src], check=True, capture_output=True)
+    trace_dir = tmp_path / "trace"
+    trace_dir.mkdir()
+    env = dict(os.environ, LD_PRELOAD=tracer, NM_TRACE_DIR=str(trace_dir), NM_TRACE_LAYERS="posix")
+    if choice == "monotonic":
+        env["NM_TRACE_CLOCK"] = "monotonic"
+    subprocess.run([exe, tmp_path / "out"], check=True, env=env)
+    now = time.monotonic_ns()
+    data = next(trace_dir.iterdir()).read_bytes()
+    clock = reader.HEADER.unpack_from(data)[10]
+    assert clock == (reader.CLOCK_TSC if choice == "default" and _tsc_expected() else reader.CLOCK_NS)
+    (p,) = reader.read(trace_dir).processes
+    w = p.calls("write")
+    assert len(w) == 3
+    gaps = np.diff(w["start_ns"]) / 1e6
+    assert ((gaps > 49.9) & (gaps < 80)).all(), gaps
+    assert p.monotonic_ns < int(w["start_ns"][0]) and int(w["end_ns"][-1]) < now
+    assert ((w["end_ns"] - w["start_ns"]) < 1_000_000).all()

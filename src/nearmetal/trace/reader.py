@@ -1,7 +1,7 @@
 """Read a directory of nm-trace files (trace-HOST-PID.nmt, docs/trace-format.md) into Python.
 
 `read(dir)` gives a Trace: one Process per file, each with its events as a numpy structured
-array (one row per recorded call, sorted by sequence number) and the id -> name tables that
+array (one row per recorded call, in order of start time) and the id -> name tables that
 the events' `function`, `file` and `var` columns refer to. Ids are resolved after the whole
 file is read: a string record may follow the events that use it (threads flush separately).
 """
@@ -15,9 +15,10 @@ import numpy as np
 from ..errors import NearmetalError
 
 MAGIC = b"NMTRACE\0"
-VERSION = 1
+VERSIONS = (1, 2)  # 2: event times may be TSC ticks, converted here with the file's clock pairs
 LAYERS = ("netcdf", "pnetcdf", "hdf5", "mpiio", "posix")  # highest first, as in the tracer
-REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END = 1, 2, 3, 4, 5
+REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END, REC_CLOCK = 1, 2, 3, 4, 5, 6
+CLOCK_NS, CLOCK_TSC = 0, 1
 STR_FUNCTION, STR_FILE, STR_VAR = 1, 2, 3
 
 HEADER = struct.Struct("<8sIIqiiqq64sIIQ")  # 128 bytes
@@ -26,6 +27,7 @@ STRING = struct.Struct("<IIIIII")  # + text
 HINTS = struct.Struct("<IIIIQ")  # + key\0value\0...
 RANK = struct.Struct("<IIii")
 END = struct.Struct("<IIQQ")
+CLOCK = struct.Struct("<IIQq")  # ticks, CLOCK_MONOTONIC ns read together
 EVENT = np.dtype([("type", "<u4"), ("bytes", "<u4"), ("seq", "<u8"), ("parent", "<u8"), ("start_ns", "<i8"),
                   ("end_ns", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("result", "<i8"), ("tid", "<u4"),
                   ("function", "<u2"), ("layer", "u1"), ("flags", "u1"), ("file", "<u4"), ("var", "<u4")])
@@ -54,7 +56,7 @@ class Process:
     variables: dict = field(default_factory=dict)  # id -> name
     hints: dict = field(default_factory=dict)  # file path -> {key: value} of its last MPI_File_open
     world_size: int = 0
-    monotonic_ns: int = 0  # clocks read together when the file was created
+    monotonic_ns: int = 0  # clocks read together when the tracer was loaded
     realtime_ns: int = 0
     complete: bool = False  # the end record is there: the process exited normally
     recorded: int = 0  # events the end record counts (all of them reached the file unless dropped)
@@ -117,19 +119,23 @@ def read_file(path):
         data = f.read()
     if len(data) < HEADER.size or data[:8] != MAGIC:
         _fail(path, "not an nm-trace file (bad magic or shorter than its header)")
-    _, version, header_bytes, pid, rank, env_rank, mono, real, host, mask, _, _ = HEADER.unpack_from(data)
-    if version != VERSION:
-        _fail(path, f"format version {version}, this reader knows {VERSION}")
+    _, version, header_bytes, pid, rank, env_rank, mono, real, host, mask, clock, ticks = HEADER.unpack_from(data)
+    if version not in VERSIONS:
+        _fail(path, f"format version {version}, this reader knows {', '.join(map(str, VERSIONS))}")
+    clock = clock if version >= 2 else CLOCK_NS
+    if clock not in (CLOCK_NS, CLOCK_TSC):
+        _fail(path, f"unknown clock {clock} in the header")
     layers = tuple(name for k, name in enumerate(LAYERS) if mask >> k & 1)
     proc = Process(path=str(path), host=host.split(b"\0")[0].decode("utf-8", "replace"), pid=pid, rank=rank,
                    env_rank=env_rank, layers=layers, events=np.empty(0, EVENTS), monotonic_ns=mono, realtime_ns=real)
     chunks, hint_files, mpi_rank, pos, n = [], [], None, header_bytes, len(data)
+    clock_pairs = [(ticks, mono)]
     while pos < n:
         if n - pos < FRAME.size:
             proc.truncated = True
             break
         rtype, rbytes = FRAME.unpack_from(data, pos)
-        if rbytes < FRAME.size or rbytes % 8 or rtype not in (REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END):
+        if rbytes < FRAME.size or rbytes % 8 or rtype not in (REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END, REC_CLOCK):
             _fail(path, f"corrupt record at byte {pos} (type {rtype}, {rbytes} bytes)")
         if pos + rbytes > n:
             proc.truncated = True  # the process was killed while writing its last record
@@ -162,6 +168,8 @@ def read_file(path):
             words = data[pos + HINTS.size:pos + HINTS.size + length].split(b"\0")
             pairs = {words[k].decode(): words[k + 1].decode("utf-8", "replace") for k in range(0, len(words) - 1, 2)}
             hint_files.append((fid, pairs))
+        elif rtype == REC_CLOCK:
+            clock_pairs.append(CLOCK.unpack_from(data, pos)[2:])
         elif rtype == REC_END:
             _, _, proc.recorded, proc.dropped = END.unpack_from(data, pos)
             proc.complete = True
@@ -175,8 +183,29 @@ def read_file(path):
         events = np.empty(len(raw), EVENTS)
         for name in FIELDS:
             events[name] = raw[name]
-        proc.events = events[np.argsort(events["seq"], kind="stable")]
+        if clock == CLOCK_TSC:
+            to_ns = _tick_converter(path, clock_pairs)
+            events["start_ns"] = to_ns(events["start_ns"])
+            events["end_ns"] = to_ns(events["end_ns"])
+        proc.events = events[np.lexsort((events["seq"], events["start_ns"]))]
     return proc
+
+
+def _tick_converter(path, pairs):
+    """ticks -> CLOCK_MONOTONIC ns: the least-squares line through the file's (ticks, ns) pairs
+    (one at load, one at every flush; the kernel's CLOCK_MONOTONIC is itself linear in the TSC)."""
+    t = np.array([p[0] for p in pairs], np.float64)
+    ns = np.array([p[1] for p in pairs], np.float64)
+    if len(pairs) < 2 or np.ptp(t) <= 0:
+        _fail(path, "event times are clock ticks but the file has no second clock reading to convert them")
+    t0, ns0 = t[0], ns[0]
+    slope = np.polyfit(t - t0, ns - ns0, 1)[0]
+    if not slope > 0:
+        _fail(path, "its clock readings do not advance together")
+
+    def to_ns(ticks):
+        return (ns0 + (ticks.astype(np.float64) - t0) * slope).astype(np.int64)
+    return to_ns
 
 
 def read(trace_dir):

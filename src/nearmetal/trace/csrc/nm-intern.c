@@ -81,16 +81,29 @@ void nm_map_put(nm_map *m, int64_t key, uint32_t value)
         m->slot[i].key = key;
         m->slot[i].value = value;
     }
+    __atomic_add_fetch(&m->generation, 1, __ATOMIC_RELEASE);
     nm_unlock(&m->lock);
 }
 
+/* A data call asks for the same handle again and again: each thread remembers its last
+ * answer per map until a put or del changes the map (saves the lock on the hot path). */
+static __thread struct { nm_map *map; int64_t key; uint32_t value, generation; } recent[4]
+    __attribute__((tls_model("initial-exec")));
+
 uint32_t nm_map_get(nm_map *m, int64_t key)
 {
-    uint32_t v = 0;
+    unsigned k = (unsigned)((uintptr_t)m >> 6) & 3;
+    uint32_t generation = __atomic_load_n(&m->generation, __ATOMIC_ACQUIRE), v = 0;
+    if (recent[k].map == m && recent[k].key == key && recent[k].generation == generation) return recent[k].value;
     nm_lock(&m->lock);
+    generation = m->generation;
     for (int i = 0; i < m->n; i++)
         if (m->slot[i].key == key) { v = m->slot[i].value; break; }
     nm_unlock(&m->lock);
+    recent[k].map = m;
+    recent[k].key = key;
+    recent[k].value = v;
+    recent[k].generation = generation;
     return v;
 }
 
@@ -99,6 +112,7 @@ void nm_map_del(nm_map *m, int64_t key)
     nm_lock(&m->lock);
     for (int i = 0; i < m->n; i++)
         if (m->slot[i].key == key) { m->slot[i] = m->slot[--m->n]; break; }
+    __atomic_add_fetch(&m->generation, 1, __ATOMIC_RELEASE);
     nm_unlock(&m->lock);
 }
 

@@ -22,12 +22,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NM_VERSION 1
+#define NM_VERSION 2
 #define NM_BUFFER (1 << 20)
 #define NM_DATA (NM_BUFFER - 64)
 #define NM_MAXDEPTH 32
 
-enum { REC_STRING = 1, REC_EVENT = 2, REC_RANK = 3, REC_HINTS = 4, REC_END = 5 };
+enum { REC_STRING = 1, REC_EVENT = 2, REC_RANK = 3, REC_HINTS = 4, REC_END = 5, REC_CLOCK = 6 };
+enum { CLOCK_NS = 0, CLOCK_TSC = 1 }; /* what event times count: CLOCK_MONOTONIC ns, or TSC ticks */
 
 typedef struct { /* the file header: 128 bytes, then framed records (type, bytes) */
     char magic[8];
@@ -36,8 +37,8 @@ typedef struct { /* the file header: 128 bytes, then framed records (type, bytes
     int32_t rank, env_rank;
     int64_t monotonic_ns, realtime_ns;
     char host[64];
-    uint32_t layers, reserved32;
-    uint64_t reserved;
+    uint32_t layers, clock;
+    uint64_t ticks; /* the TSC read with monotonic_ns (CLOCK_TSC) */
 } nm_header;
 
 typedef struct { /* REC_EVENT: fixed 80 bytes */
@@ -55,17 +56,20 @@ typedef struct { uint32_t type, bytes, kind, id, layer, length; } nm_string_head
 typedef struct { uint32_t type, bytes, file, length; uint64_t seq; } nm_hints_head; /* + key\0value\0... */
 typedef struct { uint32_t type, bytes; int32_t rank, size; } nm_rank_rec;
 typedef struct { uint32_t type, bytes; uint64_t events, dropped; } nm_end_rec;
+typedef struct { uint32_t type, bytes; uint64_t ticks; int64_t monotonic_ns; } nm_clock_rec;
 
 typedef struct nm_buf {
     struct nm_buf *next;
     volatile int lock, free;
     size_t used;
-    char pad[64 - sizeof(void *) - 2 * sizeof(int) - sizeof(size_t)];
+    uint64_t events; /* event records written into it (its lock held) */
+    char pad[64 - sizeof(void *) - 2 * sizeof(int) - sizeof(size_t) - sizeof(uint64_t)];
     char data[NM_DATA];
 } nm_buf;
 
 typedef struct {
     int guard, depth, tid;
+    uint64_t seq; /* this thread's last sequence number: its slot << 40 | calls begun */
     int active[NM_NLAYERS]; /* calls of each layer in progress: nested ones are the library's own */
     struct { uint64_t seq; int layer; } stack[NM_MAXDEPTH];
     nm_buf *buf;
@@ -79,7 +83,11 @@ static int tracing, closed, trace_fd = -1;
 static char trace_dir[PATH_MAX - 128], host[64];
 static int32_t env_rank = -1, mpi_rank = -1, mpi_size;
 volatile int nm_mpi_phase;
-static uint64_t seq_counter, events, dropped;
+static uint64_t dropped;
+static uint32_t thread_slots; /* threads that began a call: each numbers its own calls */
+static uint32_t clock_kind;
+static int64_t load_monotonic, load_realtime;
+static uint64_t load_ticks;
 static nm_buf *volatile buffers;
 static volatile int file_lock;
 static pid_t my_pid;
@@ -95,6 +103,48 @@ static int64_t now_ns(clockid_t clock)
     struct timespec ts;
     clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Event times: the TSC where it is invariant and the kernel's own clocksource (then
+ * CLOCK_MONOTONIC is a linear function of it), read in a few ns; the reader converts ticks to
+ * CLOCK_MONOTONIC ns with the (ticks, ns) pairs written at load and at every flush. Elsewhere
+ * clock_gettime (about 20 ns here, twice per call: the largest part of the tracer's cost). */
+static inline int64_t stamp(void)
+{
+#if defined(__x86_64__)
+    if (clock_kind == CLOCK_TSC) return (int64_t)__builtin_ia32_rdtsc();
+#endif
+    return now_ns(CLOCK_MONOTONIC);
+}
+
+/* A (ticks, ns) pair, the ticks read on both sides of the clock_gettime and averaged. */
+static void clock_pair(uint64_t *ticks, int64_t *ns)
+{
+    uint64_t before = (uint64_t)stamp();
+    *ns = now_ns(CLOCK_MONOTONIC);
+    *ticks = before + ((uint64_t)stamp() - before) / 2;
+}
+
+static int tsc_usable(void)
+{
+#if defined(__x86_64__)
+    const char *choice = getenv("NM_TRACE_CLOCK");
+    if (choice && strcmp(choice, "monotonic") == 0) return 0;
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
+    if (a < 0x80000007u) return 0;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
+    if (!(d & (1u << 8))) return 0; /* invariant TSC: constant rate, runs in every C-state */
+    char source[32] = "";
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                          O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    long n = syscall(SYS_read, fd, source, sizeof source - 1);
+    syscall(SYS_close, fd);
+    return n >= 3 && strncmp(source, "tsc", 3) == 0 && (source[3] == '\n' || source[3] == '\0');
+#else
+    return 0;
+#endif
 }
 
 static void warn(const char *what, const char *detail)
@@ -157,8 +207,10 @@ static int ensure_file(void)
     h.pid = my_pid;
     h.rank = mpi_rank;
     h.env_rank = env_rank;
-    h.monotonic_ns = now_ns(CLOCK_MONOTONIC);
-    h.realtime_ns = now_ns(CLOCK_REALTIME);
+    h.monotonic_ns = load_monotonic;
+    h.realtime_ns = load_realtime;
+    h.clock = clock_kind;
+    h.ticks = load_ticks;
     memcpy(h.host, host, sizeof h.host);
     for (int l = 0; l < NM_NLAYERS; l++) h.layers |= (uint32_t)nm_enabled[l] << l;
     write_all(&h, sizeof h);
@@ -176,11 +228,23 @@ static int ensure_file(void)
     return !closed;
 }
 
+/* A (ticks, ns) pair into the file (file_lock held): the reader's tick conversion. */
+static void write_clock(void)
+{
+    if (clock_kind != CLOCK_TSC) return;
+    nm_clock_rec r = {REC_CLOCK, sizeof r, 0, 0};
+    clock_pair(&r.ticks, &r.monotonic_ns);
+    write_all(&r, sizeof r);
+}
+
 static void flush_locked(nm_buf *b)
 {
     if (!b->used) return;
     nm_lock(&file_lock);
-    if (ensure_file()) write_all(b->data, b->used);
+    if (ensure_file()) {
+        write_clock();
+        write_all(b->data, b->used);
+    }
     nm_unlock(&file_lock);
     b->used = 0;
 }
@@ -203,17 +267,31 @@ static nm_buf *thread_buffer(void)
     return b;
 }
 
-/* A record into this thread's buffer; 0 if it cannot be kept (counted as dropped). */
-static int emit(const void *rec, size_t n)
+/* Room for an n-byte record in this thread's buffer, its lock held (release_room() gives it
+ * back); NULL if the record cannot be kept (counted as dropped). */
+static char *room(size_t n, nm_buf **held)
 {
     nm_buf *b = me.buf ? me.buf : thread_buffer();
-    if (!b || closed || n > NM_DATA) { __atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED); return 0; }
+    if (!b || closed || n > NM_DATA) { __atomic_add_fetch(&dropped, 1, __ATOMIC_RELAXED); return NULL; }
     nm_lock(&b->lock);
     if (b->used + n > NM_DATA) flush_locked(b);
-    memcpy(b->data + b->used, rec, n);
+    *held = b;
+    return b->data + b->used;
+}
+
+static void release_room(nm_buf *b, size_t n)
+{
     b->used += n;
     nm_unlock(&b->lock);
-    return 1;
+}
+
+static void emit(const void *rec, size_t n)
+{
+    nm_buf *b;
+    char *p = room(n, &b);
+    if (!p) return;
+    memcpy(p, rec, n);
+    release_room(b, n);
 }
 
 static void thread_exit(void *p)
@@ -241,8 +319,12 @@ static void flush_all(int final)
     if (final) {
         nm_lock(&file_lock);
         if (trace_fd >= 0 || nm_mpi_phase >= 2) {
-            nm_end_rec e = {REC_END, sizeof e, events, dropped};
-            if (ensure_file()) write_all(&e, sizeof e);
+            nm_end_rec e = {REC_END, sizeof e, 0, dropped};
+            for (nm_buf *b = buffers; b; b = b->next) e.events += b->events;
+            if (ensure_file()) {
+                write_clock();
+                write_all(&e, sizeof e);
+            }
         }
         if (trace_fd >= 0) real_close(trace_fd);
         trace_fd = -1;
@@ -285,7 +367,8 @@ int nm_begin(nm_call *c, int layer, int index)
     if (!nm_enabled[layer] || t->guard || t->active[layer] || t->depth == NM_MAXDEPTH) return 0;
     c->layer = layer;
     c->func = NM_FUNC(layer, index);
-    c->seq = __atomic_add_fetch(&seq_counter, 1, __ATOMIC_RELAXED);
+    if (!t->seq) t->seq = (uint64_t)__atomic_add_fetch(&thread_slots, 1, __ATOMIC_RELAXED) << 40;
+    c->seq = ++t->seq;
     c->parent = 0;
     for (int i = t->depth - 1; i >= 0; i--)
         if (t->stack[i].layer < layer) { c->parent = t->stack[i].seq; break; }
@@ -293,13 +376,13 @@ int nm_begin(nm_call *c, int layer, int index)
     t->stack[t->depth].layer = layer;
     t->depth++;
     t->active[layer]++;
-    c->start = now_ns(CLOCK_MONOTONIC);
+    c->start = stamp();
     return 1;
 }
 
 void nm_stop(nm_call *c)
 {
-    c->end = now_ns(CLOCK_MONOTONIC);
+    c->end = stamp();
     c->saved_errno = errno;
     me.depth--;
     me.active[c->layer]--;
@@ -309,9 +392,14 @@ void nm_stop(nm_call *c)
 void nm_end(nm_call *c, uint32_t file, uint32_t var, int64_t offset, int64_t size, int64_t result, int failed)
 {
     if (!me.tid) me.tid = (int)syscall(SYS_gettid);
-    nm_event e = {REC_EVENT, sizeof e, c->seq, c->parent, c->start, c->end, offset, size, result,
-                  (uint32_t)me.tid, c->func, (uint8_t)c->layer, (uint8_t)(failed != 0), file, var};
-    if (emit(&e, sizeof e)) __atomic_add_fetch(&events, 1, __ATOMIC_RELAXED);
+    nm_buf *b;
+    nm_event *e = (nm_event *)room(sizeof *e, &b); /* written in place: no copy on the hot path */
+    if (e) {
+        *e = (nm_event){REC_EVENT, sizeof *e, c->seq, c->parent, c->start, c->end, offset, size, result,
+                        (uint32_t)me.tid, c->func, (uint8_t)c->layer, (uint8_t)(failed != 0), file, var};
+        b->events++;
+        release_room(b, sizeof *e);
+    }
     me.guard--;
     errno = c->saved_errno;
 }
@@ -346,6 +434,7 @@ static void after_fork_child(void)
     for (nm_buf *b = buffers; b; b = b->next) { /* the parent writes what was buffered */
         b->lock = 0;
         b->used = 0;
+        b->events = 0;
         if (b != me.buf) b->free = 1;
     }
     if (trace_fd >= 0) real_close(trace_fd);
@@ -386,6 +475,9 @@ __attribute__((constructor)) static void nm_load(void)
     if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "unknown");
     for (char *c = host; *c; c++) if (*c == '/') *c = '_';
     my_pid = getpid();
+    clock_kind = tsc_usable() ? CLOCK_TSC : CLOCK_NS;
+    load_realtime = now_ns(CLOCK_REALTIME);
+    clock_pair(&load_ticks, &load_monotonic);
     const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
     for (int i = 0; vars[i] && env_rank < 0; i++)
         if (getenv(vars[i]) && *getenv(vars[i])) env_rank = atoi(getenv(vars[i]));

@@ -44,6 +44,10 @@ typedef struct {
     uint16_t func;
 } nm_call;
 
+/* The core's interface is internal to nm-trace.so: direct calls, no PLT, and a program's own
+ * symbols of these names cannot interpose on them. (The wrappers keep default visibility.) */
+#pragma GCC visibility push(hidden)
+
 /* Set once at load time from NM_TRACE_DIR / NM_TRACE_LAYERS; all zero: forward only. */
 extern int nm_enabled[NM_NLAYERS];
 
@@ -88,6 +92,7 @@ void nm_record_rank(int rank, int size);
 typedef struct {
     volatile int lock;
     int n;
+    volatile uint32_t generation; /* bumped by every put and del: readers' cached lookups expire */
     struct { int64_t key; uint32_t value; } slot[1024];
 } nm_map;
 void nm_map_put(nm_map *m, int64_t key, uint32_t value);
@@ -103,5 +108,7 @@ void nm_map_del(nm_map *m, int64_t key);
             return fail;                                                \
         }                                                               \
     } while (0)
+
+#pragma GCC visibility pop
 
 #endif
