@@ -31,6 +31,11 @@ def cmd_run(args):
 
         for r in [req] + more:
             r.env = rank_env(r.env)
+    if args.audit:  # every component's ranks under the rtld-audit library (audit/)
+        from .audit import rank_env as audited
+
+        for r in [req] + more:
+            r.env = audited(r.env)
     p = plan(req, more)
     if req.mode != "native" or any(r.mode != "native" for r in more):
         from .run import unseen_host_files
@@ -139,7 +144,8 @@ class _Args:
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
                    "--workdir": "workdir", "--runtime-arg": "runtime_args"}
-_RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose", "--witness": "witness"}
+_RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose", "--witness": "witness",
+              "--audit": "audit"}
 
 
 def _run_choices(key):
@@ -160,8 +166,8 @@ def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", image=None, mpi=None, ranks=2, ranks_per_node=None,
-             threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False, program_argv=[],
-             command="run",
+             threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False,
+             audit=False, program_argv=[], command="run",
              dashes_taken=False)
     i = 0
     while i < len(argv):

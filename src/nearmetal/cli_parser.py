@@ -166,6 +166,9 @@ def _launch_options(r):
     r.add_argument("-v", "--verbose", action="store_true", help="print the argv and environment before running")
     r.add_argument("--witness", action="store_true",
                    help="each MPI rank says at exit which MPI library it really ran (path, inode, version)")
+    r.add_argument("--audit", action="store_true",
+                   help="run the ranks under an rtld-audit library that sees every object and symbol binding "
+                        "(LD_AUDIT interception, as seed 002's Titan jobs ran: measure what it costs)")
 
 
 def _add_run(sub):

@@ -21,12 +21,17 @@ def _planned(args, program, program_args, ranks):
 
 
 def _rank_env(args):
-    """--env, with the witness preloaded under --witness."""
-    if not args.witness:
-        return dict(args.env)
-    from .witness import rank_env
+    """--env, with the witness preloaded under --witness and the auditor under --audit."""
+    env = dict(args.env)
+    if args.witness:
+        from .witness import rank_env
 
-    return rank_env(dict(args.env))
+        env = rank_env(env)
+    if getattr(args, "audit", False):
+        from .audit import rank_env as audited
+
+        env = audited(env)
+    return env
 
 
 def cmd_bench(args):

@@ -4,7 +4,8 @@ import os
 
 CHECKS = (
     ("LD_AUDIT", "library-call interception through LD_AUDIT slowed ATLAS jobs 3x on Titan (rtld-audit on every symbol binding)",
-     "unset LD_AUDIT for benchmark and production runs"),
+     "unset LD_AUDIT for benchmark and production runs; measure what an auditor costs here with "
+     "`nearmetal run --audit` or examples/seeds/002-image-audit.toml"),
     ("SINGULARITYENV_LD_AUDIT", "is passed into Singularity/Apptainer containers as LD_AUDIT (the 3x ATLAS slowdown on Titan)",
      "unset SINGULARITYENV_LD_AUDIT"),
     ("APPTAINERENV_LD_AUDIT", "is passed into Apptainer containers as LD_AUDIT (the 3x ATLAS slowdown on Titan)",

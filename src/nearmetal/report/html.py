@@ -324,6 +324,7 @@ def build_context(analysis):
         "dropped": style.dropped,
         "colors": style.color,
         "answer": S.answer(analysis),
+        "findings": S.findings(analysis),
         "summaries": summaries,
         "verdicts": PT.VERDICTS,
         "grid_cols": grid_cols,

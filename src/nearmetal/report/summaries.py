@@ -194,3 +194,34 @@ def answer(analysis):
                                 "title": _answer_title(v, level)} for v in by_v]})
     return {"sentences": sentences, "note": note, "cols": [v.get("name") or v.get("variant") for v in by_v],
             "rows": rows}
+
+
+FINDING_TONE = {"reproduced": "equivalent", "not reproduced": "slower", "undecided": "inconclusive",
+                "not measurable here": "baseline"}
+
+
+def findings(analysis):
+    """The study's published findings and this study's verdict on each (analysis['findings'],
+    study/findings.py), for every format: [{"verdict", "tone", "statement", "source",
+    "compared", "result", "paper"}], or [] when the study states none."""
+    out = []
+    for f in analysis.get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        verdict = str(f.get("verdict") or "?")
+        compared = f"{f.get('variant')} {f.get('benchmark')} vs {f.get('reference')}"
+        if f.get("reference") and str(f.get("reference")).startswith(f"{f.get('variant')} "):
+            compared = f"{f.get('benchmark')} vs {str(f.get('reference'))[len(str(f.get('variant'))) + 1:]} " \
+                       f"({f.get('variant')})"
+        out.append({"verdict": verdict, "tone": FINDING_TONE.get(verdict, "inconclusive"), "id": f.get("id"),
+                    "statement": str(f.get("statement") or ""), "source": str(f.get("source") or ""),
+                    "compared": compared, "expect": f.get("expect"), "result": str(f.get("why") or ""),
+                    "paper": str(f.get("paper") or "")})
+    return out
+
+
+def finding_line(f):
+    """One finding in one line of text: verdict, statement, what was compared and measured."""
+    tail = f" (paper: {f['paper']})" if f["paper"] else ""
+    src = f" [{f['source']}]" if f["source"] else ""
+    return f"{f['verdict'].upper()}: {f['statement']}{src}. Here, {f['compared']}: {f['result']}{tail}."

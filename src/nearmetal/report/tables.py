@@ -28,6 +28,9 @@ def render_markdown(analysis):
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
     out = [f"# nearmetal report: {_md(study.get('name', '?'))}", ""]
+    found = S.findings(analysis)
+    if found:
+        out += ["## Findings", ""] + [f"- {_md(S.finding_line(f))}" for f in found] + [""]
     out += _markdown_answer(analysis)
     if study.get("description"):
         out += [_md(study["description"]), ""]

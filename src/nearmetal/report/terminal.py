@@ -40,6 +40,7 @@ def _verdict_text(p, is_baseline):
 
 def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     """Print the report of an analysis dict (docs/analysis.md) on a rich Console."""
+    _render_findings(analysis, console)
     _render_answer(analysis, console)
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
@@ -134,6 +135,17 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     if any_cut:
         console.print(Text("Long tables show representative points only: the full table is in the HTML report "
                            "(report.html).", style="dim"))
+
+
+def _render_findings(analysis, console):
+    """The published findings the study checks, and whether this machine reproduces each."""
+    rows = S.findings(analysis)
+    if not rows:
+        return
+    console.print(Text("Findings", style="bold"))
+    for f in rows:
+        console.print(Text(S.finding_line(f), style=VERDICT_STYLE.get(f["tone"], "")))
+    console.print()
 
 
 def _render_answer(analysis, console):

@@ -156,6 +156,10 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)
         out["traces"] = traces
     out["answers"] = answers(out)
+    if cfg is not None and cfg.finding:  # [[finding]]: does this study reproduce them? (study/findings.py)
+        from .findings import evaluate
+
+        out["findings"] = evaluate(out, cfg)
     return out
 
 

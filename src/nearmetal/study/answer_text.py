@@ -200,6 +200,23 @@ def _grouped(eq, cells):
     return out
 
 
+FORMAT_WORDS = {"dir": "directory image", "squashfs": "SquashFS image", "sif": "SIF image"}
+
+
+def _optional_words(d):
+    """The variant dimensions that are off unless asked for (study/plan.py OPTIONAL_DIMS)."""
+    out = []
+    if d.get("image_format") in FORMAT_WORDS:
+        out.append(FORMAT_WORDS[d["image_format"]])
+    if d.get("image_place"):
+        out.append(f"image copied to {d['image_place']}")
+    if d.get("cold"):
+        out.append("cold page cache")
+    if d.get("audit"):
+        out.append("under LD_AUDIT")
+    return out
+
+
 def variant_words(analysis, vmeta):
     """Variant id -> words: a named variant's name as is; a matrix variant as mode, runtime
     and MPI in words ('Bind mode on Charliecloud (Open MPI)'), with its image where the
@@ -223,6 +240,7 @@ def variant_words(analysis, vmeta):
         bits = [_mpi_title(d.get("mpi"))] if d.get("mpi") else []
         if len(images) > 1 and d.get("image"):
             bits.append(f"image {d['image']}")
+        bits += _optional_words(d)
         out[vid] = s + (f" ({', '.join(bits)})" if bits else "")
     for vid in ids:
         base = (vmeta.get(vid) or {}).get("baseline")

@@ -1,19 +1,17 @@
 """Study files: TOML, validated before anything runs.
 
 A study names its variants (mode x runtime x MPI x image), the benchmarks with their
-arguments, the placement matrix (ranks x threads), repetitions, warm-up runs, timeout,
-the run order and the baseline. Matrices are full cross products, with zipped
-dimensions (varying together, as Ramble's `zips`) and exclusions.
+arguments, the placement matrix (ranks x threads), repetitions, warm-up runs, timeout, the
+run order, the baseline and the findings it checks (finding_spec.py). Matrices are full
+cross products, with zipped dimensions (as Ramble's `zips`) and exclusions.
 
-Errors name the file, the key path, what was expected and what was found, for every
-problem, on one line. Integers are strict (`repetitions = true` is not 1), numbers finite
-and bounded, strings free of NUL bytes, and arguments and environment values small enough
-for exec(2). Parsing creates nothing: working directories are made absolute here (so a
-dry run can show them), checked by check_paths(), created when the first run is planned.
+Errors name the file, the key path, what was expected and what was found, one line each.
+Integers are strict (`repetitions = true` is not 1), numbers finite and bounded, strings free
+of NUL bytes, arguments and environment values small enough for exec(2). Parsing creates
+nothing: working directories are made absolute (check_paths() checks them before a run).
 """
 
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -23,74 +21,19 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, 
 from ..choices import modes as _modes
 from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
-from ..choices import schedulers as _schedulers
 from ..errors import NearmetalError
+from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
+                     Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
+from .finding_spec import Finding
 from .program import ProgramFields, check_inputs
 from .traced import TraceFields
-from .inputs import (check_image_spec, check_mpi_spec, check_workdir, expand_dir, make_workdir, one_line, parse_toml,  # noqa: F401
-                     probe_path, read_text, validation_error)
+from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
+                     validation_error)
 
-DIMENSIONS = ("mode", "runtime", "mpi", "image", "ranks", "threads")
-
-# Sane limits: beyond them a value is a typo or an attack, and would fail much later
-# (OverflowError in a timeout, E2BIG from exec, an mpirun asked for 1e30 ranks).
-MAX_RANKS, MAX_THREADS = 1_000_000, 1024
-MAX_TIMEOUT = 7 * 24 * 3600          # seconds: a week
-MAX_EXEC_STRING = 64 << 10           # bytes per argument or environment value (Linux allows 128 KiB)
-MAX_EXEC_TOTAL = 1 << 20             # bytes of a benchmark's arguments and environment together
-
-
-def _fits_exec(v):
-    n = len(v.encode())
-    if n > MAX_EXEC_STRING:
-        raise ValueError(f"{n} bytes; an argument or environment value is at most {MAX_EXEC_STRING} bytes")
-    return v
-
-
-def _nonblank(v):
-    if not v.strip():
-        raise ValueError("expected a non-empty string")
-    return v
-
-
-ExecString = Annotated[StrictStr, AfterValidator(_fits_exec)]
-Ranks = Annotated[StrictInt, Field(ge=1, le=MAX_RANKS)]
-Threads = Annotated[StrictInt, Field(ge=1, le=MAX_THREADS)]
-ImageName = Annotated[StrictStr, Field(max_length=4096), AfterValidator(check_image_spec)]
-
-
-def _choices(names):
-    """A string that must be one of names() — asked at validation time, so a backend
-    registered after this module was imported (a plugin, a test) is accepted too."""
-
-    def check(v):
-        have = names()
-        if v not in have:
-            quoted = [f"'{n}'" for n in have]
-            listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
-            raise ValueError(f"Input should be {listed}")
-        return v
-
-    return Annotated[StrictStr, AfterValidator(check)]
-
-
-Mode = _choices(_modes)
-Runtime = _choices(_runtimes)
-Mpi = Annotated[StrictStr, AfterValidator(check_mpi_spec)]  # FAMILY or FAMILY@/PREFIX
-Scheduler = _choices(_schedulers)
-
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _env_names(env):
-    """Variable names only: a name is written into launcher and runtime arguments."""
-    for key in env:
-        if not _ENV_NAME.match(key):
-            raise ValueError(f"{key!r:.60} is not an environment variable name")
-    return env
-
-
-EnvMap = Annotated[dict[str, ExecString], AfterValidator(_env_names)]
+DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "ranks", "threads")
+ImageFormat = Literal["default", "dir", "squashfs", "sif"]  # default: the format the image's name or path gives
+# the directory a copy of the image is placed in for the runs ("": used where it is)
+ImagePlace = Annotated[StrictStr, Field(max_length=4096), AfterValidator(lambda v: expand_dir(v) if v else v)]
 
 
 def _check_zip_names(zips):
@@ -196,6 +139,10 @@ class Matrix(_Strict):
     runtime: list[Runtime] = Field(default_factory=lambda: _runtimes()[:1])
     mpi: list[Mpi] = Field(default_factory=lambda: list(_mpis()))
     image: list[ImageName] = ["default"]
+    image_format: list[ImageFormat] = ["default"]
+    image_place: list[ImagePlace] = [""]
+    cold: list[StrictBool] = [False]    # the page cache dropped before each run (root)
+    audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
     zips: list[list[StrictStr]] = []
@@ -208,7 +155,7 @@ class Matrix(_Strict):
             raise ValueError("expected a non-empty list of positive integers")
         return v
 
-    @field_validator("mode", "runtime", "mpi", "image")
+    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit")
     @classmethod
     def _nonempty(cls, v):
         if not v:
@@ -242,6 +189,10 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
     runtime: list[Runtime] | None = None
     mpi: list[Mpi] | None = None
     image: list[ImageName] | None = None
+    image_format: list[ImageFormat] | None = None
+    image_place: list[ImagePlace] | None = None
+    cold: list[StrictBool] | None = None
+    audit: list[StrictBool] | None = None
     ranks: list[Ranks] | None = None
     threads: list[Threads] | None = None
     zips: list[list[StrictStr]] | None = None
@@ -262,7 +213,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
             raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))})")
         return v
 
-    @field_validator("mode", "runtime", "mpi", "image", "ranks", "threads")
+    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "ranks", "threads")
     @classmethod
     def _override_nonempty(cls, v):
         if v is not None and not v:
@@ -293,6 +244,10 @@ class Variant(_Strict):
     runtime: Runtime | None = None        # container modes: the first runtime when not given
     mpi: Mpi
     image: ImageName | None = None        # container modes: "default" when not given
+    image_format: ImageFormat = "default"
+    image_place: ImagePlace = ""
+    cold: StrictBool = False
+    audit: StrictBool = False             # the ranks under the rtld-audit library (audit/)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
 
@@ -301,6 +256,7 @@ class Variant(_Strict):
     def _container_fields(self):
         if self.mode == "native":
             given = [k for k in ("runtime", "image") if getattr(self, k) is not None]
+            given += [k for k in ("image_format", "image_place") if getattr(self, k) not in ("default", "")]
             if self.runtime_args:
                 given.append("runtime_args")
             if given:
@@ -313,6 +269,9 @@ class Variant(_Strict):
     def as_dict(self):
         """The variant as planned and stored (runs.variant_json)."""
         d = {"name": self.name, "mode": self.mode, "runtime": self.runtime, "mpi": self.mpi, "image": self.image}
+        from .plan import OPTIONAL_DIMS, is_set
+
+        d.update({dim: getattr(self, dim) for dim in OPTIONAL_DIMS if is_set(getattr(self, dim))})
         if self.env:
             d["env"] = dict(self.env)
         if self.runtime_args:
@@ -329,11 +288,12 @@ class Baseline(_Strict):
     runtime: Runtime | None = None
     mpi: Mpi | None = None
     image: ImageName | None = None
+    audit: StrictBool = False  # the baseline runs unaudited unless told
 
     @model_validator(mode="after")
     def _one_kind(self):
-        if self.variant is not None and self.model_fields_set & {"mode", "runtime", "mpi", "image"}:
-            raise ValueError("give either variant (a named variant) or mode/runtime/mpi/image, not both")
+        if self.variant is not None and self.model_fields_set & {"mode", "runtime", "mpi", "image", "audit"}:
+            raise ValueError("give either variant (a named variant) or mode/runtime/mpi/image/audit, not both")
         return self
 
 
@@ -344,6 +304,7 @@ class StudyConfig(_Strict):
     matrix: Matrix = Matrix()
     variant: list[Variant] = []                        # named variants; unique names: plan.check
     benchmark: list[Benchmark] = Field(min_length=1)   # unique names: plan.check (it names the key)
+    finding: list[Finding] = []                        # published findings the report evaluates
 
     def workdir_of(self, bench):
         """A benchmark's working directory (its own, else [study]'s): absolute since the file

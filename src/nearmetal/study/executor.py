@@ -29,6 +29,10 @@ class Executor:
         self._runtime_versions = {}
         self._static = None
         self._traced = {}     # cell key -> (staging directory, layers) of a `trace = true` benchmark
+        self._image_ctx = {}  # cell key -> how its image is read: format, placement, cold cache
+        from .image_variant import Placer
+
+        self._placer = Placer(dry=store is None)
 
     # -- planning, cached per cell: argv and environment do not change between repetitions
     def plan_for(self, row):
@@ -54,9 +58,6 @@ class Executor:
                 spec = kernels.get(bench.kernel)
                 program, args = spec.program, list(bench.args or spec.default_args)
                 workdir = bench.workdir or self.config.study.workdir
-            image = variant["image"]
-            if image == "default":
-                image = None
             env = {}
             if self.config.study.pin:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
@@ -66,6 +67,10 @@ class Executor:
                 from ..witness import rank_env
 
                 env = rank_env(env)
+            if variant.get("audit"):  # the ranks under the rtld-audit library (audit/)
+                from ..audit import rank_env as audited
+
+                env = audited(env)
             if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
                 from .traced import staging_env
 
@@ -74,13 +79,14 @@ class Executor:
             scheduler = schedulers.get(self.config.study.scheduler)
             options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
             req = RunRequest(program, args, mode=variant["mode"],
-                             runtime=variant["runtime"], image=image, mpi=variant["mpi"],
+                             runtime=variant["runtime"], image=None, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
                              runtime_args=variant.get("runtime_args", ()))
             if spec is None:
                 req.workdir_binds = [(p, os.path.basename(p.rstrip("/"))) for p in large_inputs(bench.inputs)]
             try:
+                req.image = self._image_of(key, variant)
                 req.slurm = scheduler.options(options, self.config.study.timeout)
                 dry = self.store is None
                 if workdir and not dry:  # created when first planned; a dry run creates nothing
@@ -91,6 +97,24 @@ class Executor:
             except (OSError, ValueError, RuntimeError) as e:  # a path or value no check foresaw: cannot run
                 self._plans[key] = NearmetalError(f"cannot plan this run: {getattr(e, 'strerror', None) or e}")
         return key, self._plans[key]
+
+    def _image_of(self, key, variant):
+        """The image a variant's runs use (its format, a placed copy), and whether the page
+        cache is dropped before each run (study/image_variant.py)."""
+        from .image_variant import check_cold, named_format
+
+        spec = self._placer.image_spec(variant)
+        extra = {}
+        if variant.get("cold"):
+            why = check_cold()
+            if why:
+                raise NearmetalError(why)
+            extra["cold_cache"] = True
+        if spec is not None and (variant.get("image_format") or variant.get("image_place")):
+            extra["image"] = {"format": named_format(spec) if not os.path.isdir(spec) else "dir", "path": spec,
+                              "place": variant.get("image_place") or None}
+        self._image_ctx[key] = extra
+        return spec
 
     def _static_context(self):
         if self._static is None:
@@ -125,6 +149,9 @@ class Executor:
                 ctx["program"] = of_program(resolved, *program)
             if witnessed is not None:
                 ctx["witness"] = witnessed
+            extra = self._image_ctx.get(key) or {}
+            if extra.get("cold_cache"):
+                ctx["cold_cache"] = True
             ctx["mode"] = resolved.mode
             if resolved.in_container:
                 name = resolved.runtime.name
@@ -135,6 +162,7 @@ class Executor:
                                 "sqfs": resolved.use_sqfs}
                 if resolved.use_sif:
                     ctx["image"].update(sif=str(image.sif), sif_digest=image.meta.get("sif_digest"))
+                ctx["image"].update(extra.get("image") or {})
             self._contexts[key] = self.store.context_id(ctx)
         return self._contexts[key]
 
@@ -148,6 +176,10 @@ class Executor:
             key, planned = self.plan_for(row)
             if isinstance(planned, NearmetalError):
                 raise planned
+            if (self._image_ctx.get(key) or {}).get("cold_cache"):
+                from .image_variant import drop_caches
+
+                drop_caches()
             outcome = self._launch(row, planned)
         except NearmetalError as e:
             self.store.finish_run(row["id"], "failed", None, [], {}, None, started, 0.0, f"not started: {e}", [])
@@ -261,12 +293,14 @@ class Executor:
                 and all(str(r["params"].get(k)) == str(v) for k, v in bench.where.items())], err
 
     def close(self):
-        """Remove the traced cells' staging directories (their files were moved after each run)."""
+        """Remove the traced cells' staging directories (their files were moved after each run)
+        and the image copies placed for the runs."""
         import shutil
 
         for stage, _ in self._traced.values():
             shutil.rmtree(stage, ignore_errors=True)
         self._traced.clear()
+        self._placer.close()  # the image copies placed for the runs
         self._plans.clear()  # their environments name those directories
 
     def cancel_leftover_jobs(self, say=None):

@@ -14,7 +14,24 @@ import random
 from ..errors import NearmetalError
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
-DIMS = VARIANT_DIMS + ("ranks", "threads")
+# Variant dimensions that are off unless asked for: in a variant's dict (and id) only when on,
+# so the ids and stored variants of studies that do not use them stay as they were.
+OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit")
+CONTAINER_ONLY = ("runtime", "image", "image_format", "image_place")  # nothing to say for native runs
+DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads")
+
+
+def is_set(value):
+    """An optional dimension's value that asks for something (not off, not its default)."""
+    return value not in (False, None, "", "default")
+
+
+def _id_part(dim, value):
+    if dim == "image_format":
+        return f"+{value}"
+    if dim == "image_place":
+        return f"+in-{image_label(value.rstrip('/') or '/')}"
+    return f"+{dim}"
 MAX_CELLS = 100_000      # a study this size is a typo: planning it would take minutes and gigabytes
 MAX_RUNS = 1_000_000
 
@@ -25,9 +42,10 @@ def variant_id(v):
     everything after the third '/' is the image."""
     if v.get("name"):
         return v["name"]
+    extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d)))
     if v["mode"] == "native":
-        return f"native/{mpi_label(v['mpi'])}"
-    return f"{v['mode']}/{v['runtime']}/{mpi_label(v['mpi'])}/{image_label(v['image'])}"
+        return f"native/{mpi_label(v['mpi'])}{extra}"
+    return f"{v['mode']}/{v['runtime']}/{mpi_label(v['mpi'])}/{image_label(v['image'])}{extra}"
 
 
 def mpi_label(spec):
@@ -119,7 +137,8 @@ def _matrix_variants(config, bench):
     dimension itself (a study of named variants alone need not exclude the defaults)."""
     if not config.variant:
         return True
-    return bool(config.matrix.model_fields_set & set(VARIANT_DIMS)) or any(getattr(bench, d) for d in VARIANT_DIMS)
+    dims = set(VARIANT_DIMS + OPTIONAL_DIMS)
+    return bool(config.matrix.model_fields_set & dims) or any(getattr(bench, d) for d in dims)
 
 
 def cells(config):
@@ -150,14 +169,17 @@ def matrix_cells(config):
         if _matrix_variants(config, bench):
             for row in _expand(dims, zips, config.matrix.exclude):
                 variant = {d: row[d] for d in VARIANT_DIMS}
-                if variant["mode"] == "native":  # runtime and image do not apply
-                    variant["runtime"] = variant["image"] = None
+                variant.update({d: row[d] for d in OPTIONAL_DIMS if is_set(row[d])})
+                if variant["mode"] == "native":  # runtime, image and how it is placed do not apply
+                    for d in CONTAINER_ONLY:
+                        variant[d] = None
+                    variant = {d: v for d, v in variant.items() if d in VARIANT_DIMS or v is not None}
                 add(variant, row)
         placements = {d: dims[d] for d in ("ranks", "threads")}
         for named in config.variant:
             fields = named.as_dict()
             for row in _expand(placements, zips, []):
-                row = {**{d: fields[d] for d in VARIANT_DIMS}, **row}
+                row = {**{d: fields[d] for d in VARIANT_DIMS}, **{d: fields.get(d) for d in OPTIONAL_DIMS}, **row}
                 if not any(all(row.get(k) == v for k, v in ex.items()) for ex in config.matrix.exclude):
                     add(fields, row)
     return out
@@ -184,6 +206,7 @@ def baseline_of(config, variant):
     if b.variant is not None:
         return next(v.as_dict() for v in config.variant if v.name == b.variant)
     base = {d: variant[d] for d in VARIANT_DIMS}
+    base.update({d: getattr(b, d) for d in OPTIONAL_DIMS if is_set(getattr(b, d, None))})
     base["mode"] = b.mode
     for dim in ("runtime", "mpi", "image"):
         if getattr(b, dim) is not None:
@@ -256,6 +279,10 @@ def check(config):
     except NearmetalError as e:
         raise NearmetalError(f"matrix.exclude: {e}") from None
     check_baselines(config, all_cells)
+    if config.finding:
+        from .finding_spec import check as check_findings
+
+        check_findings(config)
 
 
 def check_kernel_ranks(config):

@@ -19,7 +19,7 @@ from ..errors import NearmetalError
 
 
 def _exec_sized(v):
-    from .config import _fits_exec
+    from .fields import _fits_exec
 
     return _fits_exec(v)
 

@@ -1,0 +1,72 @@
+"""Value types of study files (and of `nearmetal io` studies): strict integers and strings
+within the limits of what can run, names checked against the registries at validation time.
+"""
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, StrictInt, StrictStr
+
+from ..choices import modes as _modes
+from ..choices import runtimes as _runtimes
+from ..choices import schedulers as _schedulers
+from .inputs import check_image_spec, check_mpi_spec
+
+# Beyond these a value is a typo or an attack that would fail late (E2BIG, OverflowError).
+MAX_RANKS, MAX_THREADS = 1_000_000, 1024
+MAX_TIMEOUT = 7 * 24 * 3600          # seconds: a week
+MAX_EXEC_STRING = 64 << 10           # bytes per argument or environment value (Linux allows 128 KiB)
+MAX_EXEC_TOTAL = 1 << 20             # bytes of a benchmark's arguments and environment together
+
+
+def _fits_exec(v):
+    n = len(v.encode())
+    if n > MAX_EXEC_STRING:
+        raise ValueError(f"{n} bytes; an argument or environment value is at most {MAX_EXEC_STRING} bytes")
+    return v
+
+
+def _nonblank(v):
+    if v.strip():
+        return v
+    raise ValueError("expected a non-empty string")
+
+
+ExecString = Annotated[StrictStr, AfterValidator(_fits_exec)]
+Ranks = Annotated[StrictInt, Field(ge=1, le=MAX_RANKS)]
+Threads = Annotated[StrictInt, Field(ge=1, le=MAX_THREADS)]
+ImageName = Annotated[StrictStr, Field(max_length=4096), AfterValidator(check_image_spec)]
+
+
+def _choices(names):
+    """A string that must be one of names() — asked at validation time, so a backend
+    registered after this module was imported (a plugin, a test) is accepted too."""
+
+    def check(v):
+        have = names()
+        if v not in have:
+            quoted = [f"'{n}'" for n in have]
+            listed = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + f" or {quoted[-1]}"
+            raise ValueError(f"Input should be {listed}")
+        return v
+
+    return Annotated[StrictStr, AfterValidator(check)]
+
+
+Mode = _choices(_modes)
+Runtime = _choices(_runtimes)
+Mpi = Annotated[StrictStr, AfterValidator(check_mpi_spec)]  # FAMILY or FAMILY@/PREFIX
+Scheduler = _choices(_schedulers)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _env_names(env):
+    """Variable names only: a name is written into launcher and runtime arguments."""
+    for key in env:
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"{key!r:.60} is not an environment variable name")
+    return env
+
+
+EnvMap = Annotated[dict[str, ExecString], AfterValidator(_env_names)]

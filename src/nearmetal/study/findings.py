@@ -1,0 +1,156 @@
+"""Does this study reproduce the published findings its file states ([[finding]],
+study/finding_spec.py)? One verdict per finding, from the study's own points:
+
+- the subject's and the reference's points are paired by block, point by point (same metric,
+  point parameters and placement), and summarised as answers.py summarises a variant: the
+  trimmed-mean cost ratio of each point, their geometric mean, its interval at the study's
+  level and the verdict under the study's margin;
+- `reproduced`: for `same`, the interval lies within ±margin; for `slower`/`faster`, it lies
+  wholly on the expected side of 1 and the estimate reaches `at_least` (default: the margin);
+- `not reproduced`: for `same`, the interval lies wholly beyond the margin; otherwise it
+  shows any difference in the expected direction smaller than `at_least` (none, or the other
+  way round);
+- `undecided`: the interval allows both (more repetitions, or a quieter machine);
+- `not measurable here`: what the finding needs is missing (NEEDS), or one side never ran.
+"""
+
+import math
+
+from .answers import answers
+
+NEEDS = {}
+
+
+def need(name):
+    def register(fn):
+        NEEDS[name] = fn
+        return fn
+    return register
+
+
+def _hosts(analysis):
+    return {c.get("host") or c.get("hostname") for c in analysis.get("environment") or [] if isinstance(c, dict)}
+
+
+@need("multi-node")
+def _multi_node(analysis):
+    hosts = _hosts(analysis) - {None}
+    if len(hosts) > 1:
+        return None
+    return "the runs used one node; the finding concerns communication between nodes"
+
+
+@need("interconnect")
+def _interconnect(analysis):
+    fabrics = {str(c.get("fabric")) for c in analysis.get("environment") or [] if isinstance(c, dict) and c.get("fabric")}
+    if fabrics - {"none", "tcp", "shm"}:
+        return None
+    return "no high-speed interconnect was recorded (shared memory and TCP only)"
+
+
+@need("setuid")
+def _setuid(analysis):
+    for c in analysis.get("environment") or []:
+        if isinstance(c, dict) and (c.get("runtime_info") or {}).get("setuid"):
+            return None
+    return "no runtime here runs setuid (Apptainer here is built without its setuid starter)"
+
+
+def evaluate(analysis, config):
+    """[{id, statement, ..., verdict, measured, why}] for the study's findings."""
+    why_absent = _absent_runtimes(config)
+    return [_one(analysis, f, why_absent) for f in config.finding]
+
+
+def _absent_runtimes(config):
+    """{variant id: why it cannot run here} for variants whose container runtime is missing."""
+    from .. import runtimes
+    from .plan import matrix_cells, variant_id
+
+    out = {}
+    for c in matrix_cells(config):
+        name = c.variant.get("runtime")
+        if name and name in runtimes.names() and not runtimes.get(name).path():
+            out[variant_id(c.variant)] = f" (its runtime, {name}, is not installed here)"
+    return out
+
+
+def _one(analysis, f, why_absent):
+    out = {"id": f.id, "statement": f.statement, "source": f.source, "paper": f.paper, "expect": f.expect,
+           "benchmark": f.benchmark, "variant": f.variant, "measured": None}
+    missing = [why for why in (NEEDS[n](analysis) for n in f.needs) if why]
+    subject, reference, ref_name = _sides(analysis, f)
+    out["reference"] = ref_name
+    if not missing and not subject:
+        missing.append(f"{f.variant} has no {f.benchmark} results here{why_absent.get(f.variant, '')}")
+    if not missing and not reference:
+        missing.append(f"the reference ({ref_name}) has no results here{why_absent.get(ref_name, '')}")
+    if missing:
+        return {**out, "verdict": "not measurable here", "why": "; ".join(missing)}
+    sub = {"study": analysis.get("study"), "sequential": analysis.get("sequential"),
+           "variants": [{"id": "subject"}, {"id": "reference"}], "points": subject + reference}
+    summary = next(iter(answers(sub)["by_variant"]), None)
+    if summary is None or summary.get("ci_low") is None:
+        return {**out, "verdict": "undecided", "why": "no pair of runs measured both sides in one block"}
+    margin = float((analysis.get("study") or {}).get("margin") or 0.03)
+    out["measured"] = {k: summary.get(k) for k in ("cost_ratio", "ci_low", "ci_high", "verdict", "n_points",
+                                                   "n_blocks")}
+    verdict, why = _decide(f, summary, margin)
+    return {**out, "verdict": verdict, "why": why}
+
+
+def _decide(f, s, margin):
+    """The verdict from the interval itself, at the study's level: a difference counts once
+    the interval is wholly on one side, and its size once the estimate reaches `at_least`."""
+    r, lo, hi = s["cost_ratio"], s["ci_low"], s["ci_high"]
+    at_least = f.at_least if f.at_least is not None else margin
+    pct = f"{(r - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f} to {(hi - 1) * 100:+.1f}%]"
+    within = f"±{margin * 100:.0f}%"
+    if f.expect == "same":
+        if 1 - margin <= lo and hi <= 1 + margin and s.get("verdict") == "equivalent":
+            return "reproduced", f"{pct}: equivalent within {within}"
+        if lo > 1 + margin or hi < 1 - margin:
+            return "not reproduced", f"{pct}: {'slower' if lo > 1 else 'faster'} by more than {within}"
+        return "undecided", f"{pct}: neither shown within {within} nor beyond it"
+    # slower: cost ratios above 1 + at_least; faster: below 1 / (1 + at_least)
+    sign = 1 if f.expect == "slower" else -1
+    est, near, far = (math.log(x) * sign for x in (r, lo if sign > 0 else hi, hi if sign > 0 else lo))
+    need = math.log1p(at_least)
+    size = f"{at_least * 100:.0f}%"
+    if near > 0 and est >= need:
+        return "reproduced", f"{pct}: {f.expect}"
+    if far < need:
+        shown = f"{f.expect}, but by less than" if near > 0 else "any difference is smaller than"
+        return "not reproduced", f"{pct}: {shown} the {size} the finding needs"
+    return "undecided", f"{pct}: not decided (more repetitions, or a quieter machine)"
+
+
+def _sides(analysis, f):
+    """(subject points, reference points, the reference's name), each relabelled so that
+    answers() pairs them: the subject as variant "subject" compared with "reference"."""
+    points = analysis.get("points") or []
+    variants = {v.get("id"): v for v in analysis.get("variants") or []}
+    ref_variant = f.variant if f.baseline_benchmark else (f.baseline or (variants.get(f.variant) or {}).get("baseline"))
+    ref_bench = f.baseline_benchmark or f.benchmark
+    ref_name = f"{f.variant} {ref_bench}" if f.baseline_benchmark else str(ref_variant)
+
+    def chosen(p, variant, bench):
+        if p.get("variant") != variant or p.get("benchmark") != bench:
+            return False
+        if f.metric is not None and p.get("metric") != f.metric:
+            return False
+        if f.ranks is not None and p.get("ranks") != f.ranks:
+            return False
+        if f.threads is not None and p.get("threads") != f.threads:
+            return False
+        point = p.get("point") or {}
+        return all(str(point.get(k)) == str(v) for k, v in f.where.items())
+
+    def relabel(p, role):
+        return {**p, "variant": role, "benchmark": f.benchmark, "baseline": "reference" if role == "subject" else None,
+                "comparison": {} if role == "subject" else None}
+
+    subject = [relabel(p, "subject") for p in points if chosen(p, f.variant, f.benchmark)]
+    reference = [relabel(p, "reference") for p in points if ref_variant and chosen(p, ref_variant, ref_bench)]
+    return subject, reference, ref_name
+
