@@ -119,6 +119,8 @@ def _decide(f, s, margin):
     size = f"{at_least * 100:.0f}%"
     if near > 0 and est >= need:
         return "reproduced", f"{pct}: {f.expect}"
+    if far < 0:
+        return "not reproduced", f"{pct}: {'faster' if f.expect == 'slower' else 'slower'}, not {f.expect}"
     if far < need:
         shown = f"{f.expect}, but by less than" if near > 0 else "any difference is smaller than"
         return "not reproduced", f"{pct}: {shown} the {size} the finding needs"
@@ -146,11 +148,29 @@ def _sides(analysis, f):
         point = p.get("point") or {}
         return all(str(point.get(k)) == str(v) for k, v in f.where.items())
 
-    def relabel(p, role):
-        return {**p, "variant": role, "benchmark": f.benchmark, "baseline": "reference" if role == "subject" else None,
-                "comparison": {} if role == "subject" else None}
+    kernel = next((p.get("kernel") for p in points if p.get("benchmark") == f.benchmark), None)
+
+    def relabel(p, role):  # one benchmark and kernel name for both sides (cg-portable vs cg pair up)
+        return {**p, "variant": role, "benchmark": f.benchmark, "kernel": kernel,
+                "baseline": "reference" if role == "subject" else None, "comparison": {} if role == "subject" else None}
 
     subject = [relabel(p, "subject") for p in points if chosen(p, f.variant, f.benchmark)]
     reference = [relabel(p, "reference") for p in points if ref_variant and chosen(p, ref_variant, ref_bench)]
+    if f.baseline_benchmark:  # parameters that name the build (cg-portable's simd = sse2) do not pair
+        own = _identity_keys(subject, reference)
+        subject, reference = ([{**p, "point": {k: v for k, v in (p.get("point") or {}).items() if k not in own}}
+                               for p in side] for side in (subject, reference))
     return subject, reference, ref_name
+
+
+def _identity_keys(a, b):
+    """Point parameters constant on each side and different between them."""
+    def constant(side):
+        values = {}
+        for p in side:
+            for k, v in (p.get("point") or {}).items():
+                values.setdefault(k, set()).add(str(v))
+        return {k: next(iter(v)) for k, v in values.items() if len(v) == 1}
+    ca, cb = constant(a), constant(b)
+    return {k for k in ca.keys() & cb.keys() if ca[k] != cb[k]}
 
