@@ -160,8 +160,49 @@ def test_reports_open_with_the_findings():
     (row,) = findings(a)
     assert row["verdict"] == "reproduced" and row["compared"] == f"{BIND} allgather vs native/openmpi"
     md = render_markdown(a)
-    assert md.index("## Findings") < md.index("REPRODUCED: Bind performs like native. [seed 000, Fig. 3]. Here,")
+    assert md.index("## Findings") < md.index("REPRODUCED: Bind performs like native [seed 000, Fig. 3]. Here,")
     console = Console(record=True, width=200)
     render_terminal(a, console)
     text = console.export_text()
-    assert text.startswith("Findings\nREPRODUCED: Bind performs like native.")
+    assert text.startswith("Findings\nREPRODUCED: Bind performs like native [seed 000")
+
+
+def test_findings_on_a_runtime_missing_here_parse_and_say_why(monkeypatch):
+    """seed 001 names Apptainer variants: where Apptainer is not installed the study still
+    parses, and those findings are not measurable here, saying why."""
+    from pathlib import Path
+
+    from nearmetal import runtimes
+
+    monkeypatch.setattr(type(runtimes.get("apptainer")), "path", lambda self: None)
+    text = (Path(__file__).resolve().parents[1] / "examples" / "seeds" / "001-runtimes.toml").read_text()
+    cfg = parse(text, source="001.toml")
+    a = {"study": {"margin": 0.1}, "variants": [], "points": [], "environment": []}
+    found = {f["id"]: f for f in evaluate(a, cfg)}
+    assert found["cpu-same-apptainer"]["verdict"] == "not measurable here"
+    assert found["cpu-same-apptainer"]["why"].endswith("(its runtime, apptainer, is not installed here)")
+
+
+def test_a_finding_never_compares_a_variant_with_itself():
+    for entry in (finding(id="x", statement="s", benchmark="allgather", variant="native/openmpi", expect="same"),
+                  finding(id="x", statement="s", benchmark="allgather", variant=BIND, baseline=BIND, expect="same")):
+        with pytest.raises(NearmetalError) as e:
+            parse(STUDY + entry, source="s.toml")
+        assert "would be compared with itself" in str(e.value)
+
+
+def test_needs_are_met_by_what_the_contexts_record():
+    from nearmetal.study.findings import NEEDS
+
+    alone = {"environment": [{"nodes": 1, "fabrics": [], "runtime": {"name": "apptainer", "setuid": False}}]}
+    cluster = {"environment": [{"nodes": 4, "fabrics": ["mlx5_0"], "runtime": {"name": "apptainer", "setuid": True}}]}
+    assert all(NEEDS[n](alone) for n in ("multi-node", "interconnect", "setuid"))
+    assert not any(NEEDS[n](cluster) for n in ("multi-node", "interconnect", "setuid"))
+
+
+def test_a_filter_that_matches_nothing_says_so():
+    cfg = parse(STUDY + finding(id="a", statement="s", benchmark="allgather", variant=BIND, metric="latncy",
+                                expect="same"))
+    (f,) = evaluate(analysis_of({}), cfg)
+    assert f["verdict"] == "not measurable here"
+    assert "has allgather results, but none with metric 'latncy'" in f["why"] and "its metrics: latency" in f["why"]

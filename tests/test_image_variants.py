@@ -4,8 +4,8 @@ container's own mount table says so), a SquashFS variant runs from the .sqfs, ev
 removed when the study ends, and a cold variant's context records the dropped page cache."""
 
 import json
+import os
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -48,13 +48,13 @@ def test_the_ranks_read_the_image_from_where_it_was_placed(tmp_path, default_ima
     assert len(roots) == 4, roots
     (line,) = [t for k, t in roots.items() if "in-fs-under-test" in k and "squashfs" not in k]
     # mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT ...: the bind's ROOT is the copy's path in its fs
-    assert f"{place}/nearmetal-images/nm-" in line.split(" - ")[0] or " /nearmetal-images/nm-" in line, line
+    assert f"{place}/nearmetal-images-" in line.split(" - ")[0] or " /nearmetal-images-" in line, line
     (home,) = [t for k, t in roots.items() if k.endswith("_default")]
-    assert "/nearmetal-images/" not in home and "/rootfs / " in home
+    assert "/nearmetal-images-" not in home and "/rootfs / " in home
     assert all(" - fuse" in t for k, t in roots.items() if "squashfs" in k)  # ch-run's squashfuse
     ctx = [c["image"] for c in contexts(tmp_path / "r" / "study.db") if "image" in c]
     paths = sorted(c["path"] for c in ctx if "path" in c)  # the default image as it is records no path
-    assert len(paths) == 3 and sum(p.startswith(f"{place}/nearmetal-images/") for p in paths) == 2
+    assert len(paths) == 3 and sum(p.startswith(f"{place}/nearmetal-images-") for p in paths) == 2
     assert sum(p.endswith(".sqfs") for p in paths) == 2 and {c.get("format") for c in ctx} == {None, "dir", "squashfs"}
     assert list(place.iterdir()) == []  # the copies are gone with the study
 
@@ -69,7 +69,9 @@ def test_cold_runs_drop_the_page_cache_first_and_say_so(tmp_path, default_image)
     assert out.returncode == 0, out.stderr + out.stdout
     ctx = contexts(tmp_path / "r" / "study.db")
     assert len(ctx) == 6 and sum(c.get("cold_cache") is True for c in ctx) == 3  # native, hybrid x 2 places
-    assert not list(Path("/dev/shm").glob("nearmetal-images/nm-*"))
+    placed = [c["image"]["path"] for c in ctx if (c.get("image") or {}).get("place") == "/dev/shm"]
+    assert len(placed) == 2 and all(p.startswith("/dev/shm/nearmetal-images-") for p in placed)
+    assert not any(os.path.exists(os.path.dirname(p)) for p in placed)  # removed with the study
 
 
 def test_an_image_without_the_asked_format_refuses_its_runs(tmp_path, bullseye_image):
@@ -127,3 +129,78 @@ kernel = "startup"
         with pytest.raises(NearmetalError) as e:
             parse(f'[study]\nname = "a"\n[matrix]\n{bad}\n[[benchmark]]\nkernel = "startup"\n', source="a.toml")
         assert key in str(e.value)
+
+
+@pytest.mark.unit
+def test_exclusions_reach_the_optional_dimensions():
+    from nearmetal.study.config import parse
+    from nearmetal.study.plan import cells, variant_id
+
+    cfg = parse("""
+[study]
+name = "a"
+repetitions = 2
+[matrix]
+mode = ["native", "hybrid"]
+mpi = ["mpich"]
+image_place = ["", "/dev/shm/"]
+cold = [false, true]
+exclude = [{mode = "native", cold = true}, {image_place = "/dev/shm/", cold = false}]
+[[variant]]
+name = "named-warm"
+mode = "hybrid"
+mpi = "mpich"
+[[benchmark]]
+kernel = "startup"
+""")
+    ids = sorted({variant_id(c.variant) for c in cells(cfg)})
+    assert "native/mpich+cold" not in ids and "named-warm" in ids
+    placed = [i for i in ids if "+in-shm-" in i]
+    assert placed and all(i.endswith("+cold") for i in placed)
+
+
+@pytest.mark.unit
+def test_cold_and_placement_are_refused_with_a_batch_scheduler():
+    from nearmetal.errors import NearmetalError
+    from nearmetal.study.config import parse
+
+    with pytest.raises(NearmetalError) as e:
+        parse('[study]\nname = "a"\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\ncold = [false, true]\n'
+              '[[benchmark]]\nkernel = "startup"\n', source="a.toml")
+    assert "study.scheduler: cold act on this machine" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.unit
+def test_a_placed_copy_is_removed_even_when_cut_short(tmp_path, monkeypatch):
+    import shutil
+
+    from nearmetal.errors import NearmetalError
+    from nearmetal.study import image_variant
+
+    source = tmp_path / "img.sqfs"
+    source.write_bytes(b"x" * 4096)
+    place = tmp_path / "place"
+    place.mkdir()
+    placer = image_variant.Placer()
+    target = placer.place(str(source), str(place), "../evil/name", "squashfs")
+    assert os.path.dirname(os.path.dirname(target)) == str(place) and "/../" not in target
+    assert os.path.basename(target).startswith("_evil_name-") and open(target, "rb").read() == source.read_bytes()
+    assert placer.place(str(source), str(place), "../evil/name", "squashfs") == target  # made once
+    placer.close()
+    assert list(place.iterdir()) == []
+
+    def cut_short(src, dst, **kw):
+        with open(dst, "wb") as f:
+            f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "copy2", cut_short)
+    placer = image_variant.Placer()
+    with pytest.raises(KeyboardInterrupt):
+        placer.place(str(source), str(place), "img", "squashfs")
+    placer.close()  # what the executor does on the way out
+    assert list(place.iterdir()) == []
+    with pytest.raises(NearmetalError, match="no such directory"):
+        image_variant.Placer().place(str(source), str(tmp_path / "missing"), "img", "squashfs")
+    assert image_variant.Placer(dry=True).place(str(source), str(place), "img", "squashfs") == str(source)
+    assert list(place.iterdir()) == []

@@ -568,6 +568,11 @@ def test_reader_converts_tsc_ticks_with_the_clock_pairs(tmp_path):
     assert p.events["seq"].tolist() == [1 << 40 | 1, 1 << 40 | 2]
     got = np.stack([p.events["start_ns"], p.events["end_ns"]], 1) - 5_000_000_000
     assert np.abs(got - np.array([[10, 20], [400_000, 400_100]])).max() <= 1
+    # the clock slewed by 100 ppm between two flushes: each segment has its own slope
+    slewed = [(0, 10**9), (3 * 10**9, 2 * 10**9), (6 * 10**9 + 300_000, 3 * 10**9)]
+    (tmp_path / "trace-n-7.nmt").write_bytes(_ticks_trace(slewed, [(1, (15 * 10**8, 45 * 10**8 + 150_000))]))
+    (q,) = reader.read(tmp_path).processes
+    assert q.events["start_ns"].tolist() == [15 * 10**8 // 3 + 10**9] and q.events["end_ns"].tolist() == [25 * 10**8]
     (tmp_path / "trace-n-7.nmt").write_bytes(_ticks_trace(pairs[:1], events))  # no second reading
     with pytest.raises(NearmetalError, match="no second clock reading"):
         reader.read(tmp_path)

@@ -78,7 +78,8 @@ def short_variant_labels(analysis):
     for vid in ids:
         parts = vid.split("/")
         if len(parts) == 4:
-            parsed[vid] = dict(zip(("mode", "runtime", "mpi", "image"), parts))
+            image, plus, rest = parts[3].partition("+")  # +squashfs, +cold, ...: the optional dimensions
+            parsed[vid] = dict(zip(("mode", "runtime", "mpi", "image"), parts[:3] + [image]), extra=plus + rest)
         elif len(parts) == 2:
             parsed[vid] = {"mode": parts[0], "runtime": None, "mpi": parts[1], "image": None}
         else:
@@ -96,7 +97,7 @@ def short_variant_labels(analysis):
             labels[vid] = vid
             continue
         keep = [d["mode"]] + [d[k] for k in ("runtime", "mpi", "image") if k not in dict(drop) or k == "mpi"]
-        labels[vid] = "/".join(keep)
+        labels[vid] = "/".join(keep) + d.get("extra", "")
     if len(set(labels.values())) != len(labels):  # never ambiguous
         return {vid: vid for vid in ids}, ""
     return labels, ", ".join(f"{dim} {val}" for dim, val in drop)

@@ -224,4 +224,4 @@ def finding_line(f):
     """One finding in one line of text: verdict, statement, what was compared and measured."""
     tail = f" (paper: {f['paper']})" if f["paper"] else ""
     src = f" [{f['source']}]" if f["source"] else ""
-    return f"{f['verdict'].upper()}: {f['statement']}{src}. Here, {f['compared']}: {f['result']}{tail}."
+    return f"{f['verdict'].upper()}: {f['statement'].rstrip('.')}{src}. Here, {f['compared']}: {f['result']}{tail}."

@@ -126,8 +126,26 @@ class Apptainer(Runtime):
         return out
 
     def context(self, runtime_args):
-        return {"drop_caps": self.drop_caps(), "userns": self.separates_ranks(runtime_args),
-                "options": list(runtime_args)}
+        userns = self.separates_ranks(runtime_args)
+        return {"drop_caps": self.drop_caps(), "userns": userns, "options": list(runtime_args),
+                "setuid": not userns and self.has_setuid_starter()}
+
+    def has_setuid_starter(self):
+        """Whether this installation has its setuid starter (libexec/apptainer/bin/starter-suid,
+        root's and setuid): without it Apptainer always runs in a user namespace."""
+        import os
+        import stat
+
+        exe = self.path()
+        if not exe:
+            return False
+        starter = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(exe))), "libexec", "apptainer",
+                               "bin", "starter-suid")
+        try:
+            st = os.stat(starter)
+        except OSError:
+            return False
+        return st.st_uid == 0 and bool(st.st_mode & stat.S_ISUID)
 
     def rank_env(self, spec):
         # Set by the launcher for each rank, read by apptainer inside: exact values, commas and all.

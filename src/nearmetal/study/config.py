@@ -146,7 +146,7 @@ class Matrix(_Strict):
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
     zips: list[list[StrictStr]] = []
-    exclude: list[dict[str, StrictStr | StrictInt]] = []
+    exclude: list[dict[str, StrictBool | StrictStr | StrictInt]] = []
 
     @field_validator("ranks", "threads")
     @classmethod
@@ -173,6 +173,8 @@ class Matrix(_Strict):
             for dim in ex:
                 if dim not in DIMENSIONS:
                     raise ValueError(f"exclude[{ei}]: unknown dimension {dim!r:.60} (dimensions: {', '.join(DIMENSIONS)})")
+            if isinstance(ex.get("image_place"), str) and ex["image_place"]:  # as the matrix's values are
+                ex["image_place"] = expand_dir(ex["image_place"])
         return self
 
 

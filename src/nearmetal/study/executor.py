@@ -103,13 +103,13 @@ class Executor:
         cache is dropped before each run (study/image_variant.py)."""
         from .image_variant import check_cold, named_format
 
-        spec = self._placer.image_spec(variant)
         extra = {}
         if variant.get("cold"):
             why = check_cold()
             if why:
                 raise NearmetalError(why)
             extra["cold_cache"] = True
+        spec = self._placer.image_spec(variant)
         if spec is not None and (variant.get("image_format") or variant.get("image_place")):
             extra["image"] = {"format": named_format(spec) if not os.path.isdir(spec) else "dir", "path": spec,
                               "place": variant.get("image_place") or None}
@@ -124,6 +124,7 @@ class Executor:
             u = platform.uname()
             self._static = {
                 "host": u.node, "kernel": f"{u.system} {u.release}", "machine": u.machine,
+                "fabrics": _rdma_devices(),
                 "cpu": cpu.describe(), "nearmetal_version": __version__,
                 "mpi": {f: {"version": m["version"], "library": m["library"]} for f, m in discover().items()},
             }
@@ -149,6 +150,8 @@ class Executor:
                 ctx["program"] = of_program(resolved, *program)
             if witnessed is not None:
                 ctx["witness"] = witnessed
+            # the job's nodes: one where the job runs on this machine, else the nodes it asked for
+            ctx["nodes"] = 1 if resolved.scheduler.job_is_child else int((resolved.options or {}).get("nodes") or 1)
             extra = self._image_ctx.get(key) or {}
             if extra.get("cold_cache"):
                 ctx["cold_cache"] = True
@@ -176,11 +179,7 @@ class Executor:
             key, planned = self.plan_for(row)
             if isinstance(planned, NearmetalError):
                 raise planned
-            if (self._image_ctx.get(key) or {}).get("cold_cache"):
-                from .image_variant import drop_caches
-
-                drop_caches()
-            outcome = self._launch(row, planned)
+            outcome = self._launch(row, planned, cold=(self._image_ctx.get(key) or {}).get("cold_cache", False))
         except NearmetalError as e:
             self.store.finish_run(row["id"], "failed", None, [], {}, None, started, 0.0, f"not started: {e}", [])
             return "failed"
@@ -219,7 +218,7 @@ class Executor:
                               load=load)
         return status
 
-    def _launch(self, row, planned):
+    def _launch(self, row, planned, cold=False):
         """(status, exit status, stdout, stderr, wall seconds, load) of one run. A batch job's id
         is stored while it is queued, so that a runner killed meanwhile leaves a trace that
         --resume cancels. load: how busy the machine was around the run (contention.figures;
@@ -240,6 +239,10 @@ class Executor:
             if study.quiet:
                 quiet, waited = contention.wait_quiet(study.quiet_wait)
             before = contention.snapshot()
+        if cold:  # last, after staging inputs and waiting: nothing the run reads is in memory
+            from .image_variant import drop_caches
+
+            drop_caches()
 
         def submitted(job_id):
             jobs.append(job_id)
@@ -371,3 +374,11 @@ class _PlainProgress:
 
     def stop(self):
         pass
+
+
+def _rdma_devices():
+    """The host's RDMA devices (InfiniBand, Omni-Path, RoCE: /sys/class/infiniband), sorted."""
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []

@@ -48,13 +48,15 @@ class Finding(BaseModel):
 
 
 def check(config):
-    """Findings name benchmarks of the study and variants it can run (named variants by name,
-    others by id); ids are unique. Raises ValueError-like NearmetalError with the key path."""
+    """Findings name benchmarks of the study and variants of its matrix (named variants by
+    name, others by id; those of a runtime not installed here too: their verdict says so),
+    never compare a variant with itself, and have unique ids. A NearmetalError names the key."""
     from ..errors import NearmetalError
-    from .plan import cells, variant_id
+    from .plan import baseline_of, matrix_cells, variant_id
 
     labels = {b.label for b in config.benchmark}
-    ids = {variant_id(c.variant) for c in cells(config)} | {v.name for v in config.variant}
+    variants = {variant_id(c.variant): c.variant for c in matrix_cells(config)}
+    ids = set(variants) | {v.name for v in config.variant}
     seen = {}
     for i, f in enumerate(config.finding):
         if f.id in seen:
@@ -70,3 +72,9 @@ def check(config):
             if name is not None and name not in ids:
                 raise NearmetalError(f"finding[{i}].{key}: the study has no variant {name!r:.60} "
                                      f"(variants: {', '.join(sorted(ids))})")
+        if f.baseline_benchmark is None:
+            reference = f.baseline or (variant_id(baseline_of(config, variants[f.variant]))
+                                       if f.variant in variants else None)
+            if reference == f.variant:
+                raise NearmetalError(f"finding[{i}].baseline: {f.variant!r:.60} would be compared with itself "
+                                     f"(give baseline = another variant, or baseline_benchmark)")

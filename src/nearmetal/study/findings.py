@@ -5,7 +5,7 @@ study/finding_spec.py)? One verdict per finding, from the study's own points:
   point parameters and placement), and summarised as answers.py summarises a variant: the
   trimmed-mean cost ratio of each point, their geometric mean, its interval at the study's
   level and the verdict under the study's margin;
-- `reproduced`: for `same`, the interval lies within ±margin; for `slower`/`faster`, it lies
+- `reproduced`: for `same`, the interval lies within ±margin (on at least 4 blocks); for `slower`/`faster`, it lies
   wholly on the expected side of 1 and the estimate reaches `at_least` (default: the margin);
 - `not reproduced`: for `same`, the interval lies wholly beyond the margin; otherwise it
   shows any difference in the expected direction smaller than `at_least` (none, or the other
@@ -28,32 +28,32 @@ def need(name):
     return register
 
 
-def _hosts(analysis):
-    return {c.get("host") or c.get("hostname") for c in analysis.get("environment") or [] if isinstance(c, dict)}
+def _contexts(analysis):
+    return [c for c in analysis.get("environment") or [] if isinstance(c, dict)]
 
 
 @need("multi-node")
 def _multi_node(analysis):
-    hosts = _hosts(analysis) - {None}
-    if len(hosts) > 1:
+    """A run's context says how many nodes its job had (executor: the scheduler's nodes)."""
+    if any(isinstance(c.get("nodes"), int) and c["nodes"] > 1 for c in _contexts(analysis)):
         return None
     return "the runs used one node; the finding concerns communication between nodes"
 
 
 @need("interconnect")
 def _interconnect(analysis):
-    fabrics = {str(c.get("fabric")) for c in analysis.get("environment") or [] if isinstance(c, dict) and c.get("fabric")}
-    if fabrics - {"none", "tcp", "shm"}:
+    """The RDMA devices (/sys/class/infiniband: InfiniBand, Omni-Path, RoCE) the runner's host has."""
+    if any(c.get("fabrics") for c in _contexts(analysis)):
         return None
     return "no high-speed interconnect was recorded (shared memory and TCP only)"
 
 
 @need("setuid")
 def _setuid(analysis):
-    for c in analysis.get("environment") or []:
-        if isinstance(c, dict) and (c.get("runtime_info") or {}).get("setuid"):
-            return None
-    return "no runtime here runs setuid (Apptainer here is built without its setuid starter)"
+    """A container runtime that ran setuid (Apptainer's context: its setuid starter, no --userns)."""
+    if any((c.get("runtime") or {}).get("setuid") for c in _contexts(analysis) if isinstance(c.get("runtime"), dict)):
+        return None
+    return "no runtime here ran setuid (Apptainer here is built without its setuid starter)"
 
 
 def evaluate(analysis, config):
@@ -82,9 +82,9 @@ def _one(analysis, f, why_absent):
     subject, reference, ref_name = _sides(analysis, f)
     out["reference"] = ref_name
     if not missing and not subject:
-        missing.append(f"{f.variant} has no {f.benchmark} results here{why_absent.get(f.variant, '')}")
+        missing.append(_absent(analysis, f, f.variant, f.benchmark, why_absent))
     if not missing and not reference:
-        missing.append(f"the reference ({ref_name}) has no results here{why_absent.get(ref_name, '')}")
+        missing.append(f"the reference: {_absent(analysis, f, ref_name, f.baseline_benchmark or f.benchmark, why_absent)}")
     if missing:
         return {**out, "verdict": "not measurable here", "why": "; ".join(missing)}
     sub = {"study": analysis.get("study"), "sequential": analysis.get("sequential"),
@@ -99,6 +99,16 @@ def _one(analysis, f, why_absent):
     return {**out, "verdict": verdict, "why": why}
 
 
+def _absent(analysis, f, variant, bench, why_absent):
+    """Why a side has no points: it never ran here, or the finding's filter matches none."""
+    mine = [p for p in analysis.get("points") or [] if p.get("variant") == variant and p.get("benchmark") == bench]
+    if not mine:
+        return f"{variant} has no {bench} results here{why_absent.get(variant, '')}"
+    metrics = sorted({str(p.get("metric")) for p in mine})
+    return (f"{variant} has {bench} results, but none with metric {f.metric!r}, {f.where or {}}"
+            f"{'' if f.ranks is None else f', {f.ranks} ranks'} (its metrics: {', '.join(metrics)})")
+
+
 def _decide(f, s, margin):
     """The verdict from the interval itself, at the study's level: a difference counts once
     the interval is wholly on one side, and its size once the estimate reaches `at_least`."""
@@ -111,6 +121,8 @@ def _decide(f, s, margin):
             return "reproduced", f"{pct}: equivalent within {within}"
         if lo > 1 + margin or hi < 1 - margin:
             return "not reproduced", f"{pct}: {'slower' if lo > 1 else 'faster'} by more than {within}"
+        if 1 - margin <= lo and hi <= 1 + margin:  # inside, but on fewer blocks than equivalence needs
+            return "undecided", f"{pct}: within {within} on {s.get('n_blocks')} blocks, too few to show it"
         return "undecided", f"{pct}: neither shown within {within} nor beyond it"
     # slower: cost ratios above 1 + at_least; faster: below 1 / (1 + at_least)
     sign = 1 if f.expect == "slower" else -1
@@ -134,7 +146,7 @@ def _sides(analysis, f):
     variants = {v.get("id"): v for v in analysis.get("variants") or []}
     ref_variant = f.variant if f.baseline_benchmark else (f.baseline or (variants.get(f.variant) or {}).get("baseline"))
     ref_bench = f.baseline_benchmark or f.benchmark
-    ref_name = f"{f.variant} {ref_bench}" if f.baseline_benchmark else str(ref_variant)
+    ref_name = f"{f.variant} {ref_bench}" if f.baseline_benchmark else (ref_variant or "no baseline")
 
     def chosen(p, variant, bench):
         if p.get("variant") != variant or p.get("benchmark") != bench:

@@ -4,8 +4,9 @@ ext3 images on NFS, Lustre or a RAM disk; placement only matters when the page c
 - `image_format = "dir" | "squashfs" | "sif"`: the image's directory, its SquashFS file or its
   SIF file (built with `nearmetal image build --format ...`); "default": as its name or path
   says.
-- `image_place = DIR`: the runs use a copy of that file (or directory) in DIR, made once per
-  study and removed when the study ends, so the image is read from the file system under test.
+- `image_place = DIR`: the runs use a copy of that file (or directory) in a directory of the
+  runner's own in DIR (DIR/nearmetal-images-XXXXXXXX/), made before the variant's first run
+  and removed when the study ends, so the image is read from the file system under test.
 - `cold = true`: the page cache is dropped (sync, then /proc/sys/vm/drop_caches = 3) before
   each run, so the image, libraries and program come from their file system, not from memory.
   Needs root; the context of such runs says `cold_cache`.
@@ -13,8 +14,10 @@ ext3 images on NFS, Lustre or a RAM disk; placement only matters when the page c
 
 import hashlib
 import os
+import re
 import shutil
 import stat
+import tempfile
 
 from ..errors import NearmetalError
 
@@ -28,10 +31,12 @@ def named_format(spec):
 
 
 class Placer:
-    """Copies of images placed for a study's runs; close() removes them."""
+    """Copies of images placed for a study's runs, in a directory of this runner's own under
+    each place (two studies placing the same image never share or remove each other's copy);
+    close() removes them, also after a copy that was interrupted."""
 
     def __init__(self, dry=False):
-        self.dry, self.placed = dry, {}
+        self.dry, self.placed, self.dirs = dry, {}, {}
 
     def image_spec(self, variant):
         """The image to hand to `run` for a variant (None: the default image, unchanged)."""
@@ -52,37 +57,46 @@ class Placer:
         return self.place(str(source), place, image.name, fmt) if place else str(source)
 
     def place(self, source, place, name, fmt):
-        """The copy of `source` in directory `place` (made now unless it exists unchanged)."""
+        """The copy of `source` in directory `place`, made on first use."""
         if self.dry:  # nothing is copied: a dry run shows the image where it is
             return source
-        digest = hashlib.sha256(source.encode()).hexdigest()[:8]
-        target = os.path.join(place, "nearmetal-images", f"{name}-{digest}{SUFFIX[fmt]}")
-        if target in self.placed:
-            return target
+        for target, src in self.placed.items():
+            if src == source and os.path.dirname(target) == self.dirs.get(place):
+                return target
         if not os.path.isdir(place):
             raise NearmetalError(f"image_place {place}: no such directory")
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "image"  # a name from image.json
+        digest = hashlib.sha256(source.encode()).hexdigest()[:8]
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if os.path.lexists(target):
-                _remove(target)
+            if place not in self.dirs:
+                self.dirs[place] = tempfile.mkdtemp(prefix="nearmetal-images-", dir=place)
+            target = os.path.join(self.dirs[place], f"{safe}-{digest}{SUFFIX[fmt]}")
+            self.placed[target] = source  # before copying: close() removes a copy cut short
             if fmt == "dir":
                 shutil.copytree(source, target, symlinks=True, copy_function=_copy_regular)
             else:
                 shutil.copy2(source, target)
         except OSError as e:
-            _remove(target)
+            self.close()
             raise NearmetalError(f"cannot place image '{name}' in {place}: {e.strerror or e}") from None
-        self.placed[target] = source
         return target
 
     def close(self):
+        left = []
         for target in list(self.placed):
-            _remove(target)
+            if not _remove(target):
+                left.append(target)
             self.placed.pop(target)
+        for d in list(self.dirs.values()):
             try:
-                os.rmdir(os.path.dirname(target))  # the nearmetal-images directory, when empty
+                os.rmdir(d)
             except OSError:
-                pass
+                left.append(d)
+        self.dirs.clear()
+        if left:
+            import sys
+
+            print(f"nearmetal: could not remove the image copies {', '.join(left)}", file=sys.stderr)
 
 
 def _copy_regular(src, dst):
@@ -94,10 +108,22 @@ def _copy_regular(src, dst):
 
 
 def _remove(path):
+    """Remove a placed copy; True when nothing is left (read-only directories made writable)."""
+    def writable_then_retry(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            func(p)
+        except OSError:
+            pass
+
     if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(path, onerror=writable_then_retry)
     elif os.path.lexists(path):
-        os.unlink(path)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return not os.path.lexists(path)
 
 
 def check_cold():

@@ -39,7 +39,8 @@ MAX_RUNS = 1_000_000
 def variant_id(v):
     """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
     for any image name: mode, runtime and MPI are validated words without '/', so
-    everything after the third '/' is the image."""
+    everything after the third '/' is the image, then the optional dimensions that are set
+    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`; image labels have no '+')."""
     if v.get("name"):
         return v["name"]
     extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d)))
@@ -75,6 +76,7 @@ def image_label(image):
     base = os.path.basename(path)
     if base == "rootfs":
         base = os.path.basename(os.path.dirname(path)) or base
+    base = base.replace("+", "_")  # '+' starts the optional dimensions in a variant id
     return f"{base or 'image'}-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
 
 
@@ -179,7 +181,7 @@ def matrix_cells(config):
         for named in config.variant:
             fields = named.as_dict()
             for row in _expand(placements, zips, []):
-                row = {**{d: fields[d] for d in VARIANT_DIMS}, **{d: fields.get(d) for d in OPTIONAL_DIMS}, **row}
+                row = {**{d: fields[d] for d in VARIANT_DIMS}, **{d: getattr(named, d) for d in OPTIONAL_DIMS}, **row}
                 if not any(all(row.get(k) == v for k, v in ex.items()) for ex in config.matrix.exclude):
                     add(fields, row)
     return out
@@ -279,6 +281,14 @@ def check(config):
     except NearmetalError as e:
         raise NearmetalError(f"matrix.exclude: {e}") from None
     check_baselines(config, all_cells)
+    from .. import schedulers
+
+    if not schedulers.get(config.study.scheduler).job_is_child:  # the runs happen elsewhere
+        node_side = sorted({d for c in all_cells for d in ("cold", "image_place") if is_set(c.variant.get(d))})
+        if node_side:
+            raise NearmetalError(f"study.scheduler: {' and '.join(node_side)} act on this machine (its page cache, "
+                                 f"its file systems), not on the nodes {config.study.scheduler} runs the job on: "
+                                 f"use them where the runs start on this machine (scheduler = \"local\")")
     if config.finding:
         from .finding_spec import check as check_findings
 

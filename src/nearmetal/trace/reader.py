@@ -192,19 +192,26 @@ def read_file(path):
 
 
 def _tick_converter(path, pairs):
-    """ticks -> CLOCK_MONOTONIC ns: the least-squares line through the file's (ticks, ns) pairs
-    (one at load, one at every flush; the kernel's CLOCK_MONOTONIC is itself linear in the TSC)."""
-    t = np.array([p[0] for p in pairs], np.float64)
-    ns = np.array([p[1] for p in pairs], np.float64)
-    if len(pairs) < 2 or np.ptp(t) <= 0:
+    """ticks -> CLOCK_MONOTONIC ns, piecewise linear between the file's (ticks, ns) pairs (one
+    at load, one before every buffer written), extended past either end with the nearest
+    segment's slope: NTP slews CLOCK_MONOTONIC, so one line for a long run would drift."""
+    t = np.array([p[0] for p in pairs], np.int64)
+    ns = np.array([p[1] for p in pairs], np.int64)
+    order = np.argsort(t, kind="stable")
+    t, ns = t[order], ns[order]
+    keep = np.concatenate(([True], np.diff(t) > 0))  # one pair per tick value
+    t, ns = t[keep], ns[keep]
+    if len(t) < 2:
         _fail(path, "event times are clock ticks but the file has no second clock reading to convert them")
-    t0, ns0 = t[0], ns[0]
-    slope = np.polyfit(t - t0, ns - ns0, 1)[0]
-    if not slope > 0:
+    if np.any(np.diff(ns) < 0):
         _fail(path, "its clock readings do not advance together")
 
     def to_ns(ticks):
-        return (ns0 + (ticks.astype(np.float64) - t0) * slope).astype(np.int64)
+        x = ticks.astype(np.int64) - t[0]  # small integers before any floating point
+        xs, ys = (t - t[0]).astype(np.float64), (ns - ns[0]).astype(np.float64)
+        k = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, len(xs) - 2)
+        slope = (ys[k + 1] - ys[k]) / (xs[k + 1] - xs[k])
+        return ns[0] + np.rint(ys[k] + (x - xs[k]) * slope).astype(np.int64)
     return to_ns
 
 

@@ -87,12 +87,21 @@ void nm_map_put(nm_map *m, int64_t key, uint32_t value)
 
 /* A data call asks for the same handle again and again: each thread remembers its last
  * answer per map until a put or del changes the map (saves the lock on the hot path). */
-static __thread struct { nm_map *map; int64_t key; uint32_t value, generation; } recent[4]
+#define NM_CACHED_MAPS 8 /* more than the layers have maps: each map keeps its own entry */
+static __thread struct { nm_map *map; int64_t key; uint32_t value, generation; } recent[NM_CACHED_MAPS]
     __attribute__((tls_model("initial-exec")));
+static uint32_t cached_maps;
 
 uint32_t nm_map_get(nm_map *m, int64_t key)
 {
-    unsigned k = (unsigned)((uintptr_t)m >> 6) & 3;
+    uint32_t slot = __atomic_load_n(&m->cache_slot, __ATOMIC_RELAXED);
+    if (!slot) { /* first lookup in this map: take the next entry (a race only wastes one) */
+        uint32_t mine = __atomic_add_fetch(&cached_maps, 1, __ATOMIC_RELAXED);
+        uint32_t none = 0;
+        __atomic_compare_exchange_n(&m->cache_slot, &none, mine, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        slot = __atomic_load_n(&m->cache_slot, __ATOMIC_RELAXED);
+    }
+    unsigned k = (slot - 1) % NM_CACHED_MAPS;
     uint32_t generation = __atomic_load_n(&m->generation, __ATOMIC_ACQUIRE), v = 0;
     if (recent[k].map == m && recent[k].key == key && recent[k].generation == generation) return recent[k].value;
     nm_lock(&m->lock);

@@ -93,6 +93,7 @@ typedef struct {
     volatile int lock;
     int n;
     volatile uint32_t generation; /* bumped by every put and del: readers' cached lookups expire */
+    volatile uint32_t cache_slot; /* this map's entry in each thread's lookup cache, 1-based; 0: not yet */
     struct { int64_t key; uint32_t value; } slot[1024];
 } nm_map;
 void nm_map_put(nm_map *m, int64_t key, uint32_t value);
