@@ -134,3 +134,14 @@ def _unit_starts_no_process(request, monkeypatch):
             monkeypatch.setattr(os, name, refuse(f"os.{name}"))
     yield
     assert not tried, f"a unit test started processes: {tried}"
+
+
+def planned_variants(matrix_lines, extra=""):
+    """(config, sorted variant ids) of a start-up study on native and hybrid MPICH whose
+    [matrix] also has `matrix_lines` (and `extra` tables after it): planning, nothing run."""
+    from nearmetal.study.config import parse
+    from nearmetal.study.plan import cells, variant_id
+
+    cfg = parse(f'[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native", "hybrid"]\nmpi = ["mpich"]\n'
+                f'{matrix_lines}\n{extra}[[benchmark]]\nkernel = "startup"\n')
+    return cfg, sorted({variant_id(c.variant) for c in cells(cfg)})

@@ -39,26 +39,11 @@ def test_dry_run_shows_ld_audit_for_the_ranks_only():
 
 @pytest.mark.unit
 def test_a_study_plans_audited_variants_against_unaudited_baselines():
-    from nearmetal.study.config import parse as parse_study
+    from conftest import planned_variants
     from nearmetal.study.plan import baseline_of, cells, variant_id
 
-    cfg = parse_study("""
-[study]
-name = "a"
-repetitions = 2
-[matrix]
-mode = ["native", "hybrid"]
-mpi = ["mpich"]
-audit = [false, true]
-[[variant]]
-name = "named-audited"
-mode = "hybrid"
-mpi = "mpich"
-audit = true
-[[benchmark]]
-kernel = "startup"
-""")
-    ids = sorted({variant_id(c.variant) for c in cells(cfg)})
+    cfg, ids = planned_variants("audit = [false, true]",
+                                '[[variant]]\nname = "named-audited"\nmode = "hybrid"\nmpi = "mpich"\naudit = true\n')
     assert ids == ["hybrid/charliecloud/mpich/default", "hybrid/charliecloud/mpich/default+audit", "named-audited",
                    "native/mpich", "native/mpich+audit"]
     by_id = {variant_id(c.variant): c.variant for c in cells(cfg)}

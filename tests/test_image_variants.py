@@ -102,58 +102,29 @@ kernel = "startup"
 
 @pytest.mark.unit
 def test_image_dimensions_name_their_variants_and_stay_off_for_native():
-    from nearmetal.study.config import parse
-    from nearmetal.study.plan import cells, variant_id
+    from conftest import planned_variants
 
-    cfg = parse("""
-[study]
-name = "a"
-repetitions = 2
-[matrix]
-mode = ["native", "hybrid"]
-mpi = ["mpich"]
-image_format = ["default", "squashfs"]
-image_place = ["", "/dev/shm"]
-cold = [false, true]
-[[benchmark]]
-kernel = "startup"
-""")
-    ids = sorted({variant_id(c.variant) for c in cells(cfg)})
+    _, ids = planned_variants('image_format = ["default", "squashfs"]\nimage_place = ["", "/dev/shm"]\n'
+                              'cold = [false, true]')
     assert "native/mpich" in ids and "native/mpich+cold" in ids and not any(i.startswith("native/mpich+squashfs")
                                                                             for i in ids)
     assert "hybrid/charliecloud/mpich/default+squashfs+in-shm-" in " ".join(ids)
     assert len(ids) == 2 + 8
-    for bad, key in (('image_format = ["ext3"]', "matrix.image_format[0]"), ("cold = [1]", "matrix.cold[0]")):
-        from nearmetal.errors import NearmetalError
+    from nearmetal.errors import NearmetalError
 
+    for bad, key in (('image_format = ["ext3"]', "matrix.image_format[0]"), ("cold = [1]", "matrix.cold[0]")):
         with pytest.raises(NearmetalError) as e:
-            parse(f'[study]\nname = "a"\n[matrix]\n{bad}\n[[benchmark]]\nkernel = "startup"\n', source="a.toml")
+            planned_variants(bad)
         assert key in str(e.value)
 
 
 @pytest.mark.unit
 def test_exclusions_reach_the_optional_dimensions():
-    from nearmetal.study.config import parse
-    from nearmetal.study.plan import cells, variant_id
+    from conftest import planned_variants
 
-    cfg = parse("""
-[study]
-name = "a"
-repetitions = 2
-[matrix]
-mode = ["native", "hybrid"]
-mpi = ["mpich"]
-image_place = ["", "/dev/shm/"]
-cold = [false, true]
-exclude = [{mode = "native", cold = true}, {image_place = "/dev/shm/", cold = false}]
-[[variant]]
-name = "named-warm"
-mode = "hybrid"
-mpi = "mpich"
-[[benchmark]]
-kernel = "startup"
-""")
-    ids = sorted({variant_id(c.variant) for c in cells(cfg)})
+    _, ids = planned_variants('image_place = ["", "/dev/shm/"]\ncold = [false, true]\n'
+                              'exclude = [{mode = "native", cold = true}, {image_place = "/dev/shm/", cold = false}]',
+                              '[[variant]]\nname = "named-warm"\nmode = "hybrid"\nmpi = "mpich"\n')
     assert "native/mpich+cold" not in ids and "named-warm" in ids
     placed = [i for i in ids if "+in-shm-" in i]
     assert placed and all(i.endswith("+cold") for i in placed)
