@@ -114,7 +114,10 @@ def _decide(f, s, margin):
     the interval is wholly on one side, and its size once the estimate reaches `at_least`."""
     r, lo, hi = s["cost_ratio"], s["ci_low"], s["ci_high"]
     at_least = f.at_least if f.at_least is not None else margin
-    pct = f"{(r - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f} to {(hi - 1) * 100:+.1f}%]"
+    if max(r, hi) >= 2 or min(r, lo) <= 0.5:  # a factor reads better than +600% (as the answers write it)
+        pct = f"×{r:.3g} [×{lo:.3g} to ×{hi:.3g}]"
+    else:
+        pct = f"{(r - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f} to {(hi - 1) * 100:+.1f}%]"
     within = f"±{margin * 100:.0f}%"
     if f.expect == "same":
         if 1 - margin <= lo and hi <= 1 + margin and s.get("verdict") == "equivalent":
