@@ -10,19 +10,15 @@ audit with the same file).
 
 import os
 
-from ..home import home_str
-
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-audit.c")
-FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
 PREFIX = "nm-audit: "
 
 
 def library():
     """The path, under /tmp, of a built nm-audit.so no older than its source."""
-    from ..supervise import build_tool, place_shared
+    from ..supervise import preloaded_library
 
-    return place_shared(build_tool(os.path.join(home_str(), "tools", "nm-audit.so"), SOURCE, flags=FLAGS),
-                        "nm-audit")
+    return preloaded_library("nm-audit", SOURCE)
 
 
 def rank_env(env=None):

@@ -64,15 +64,12 @@ def evaluate(analysis, config):
 
 def _absent_runtimes(config):
     """{variant id: why it cannot run here} for variants whose container runtime is missing."""
-    from .. import runtimes
-    from .plan import matrix_cells, variant_id
+    from .plan import matrix_cells, missing_runtimes, variant_id
 
-    out = {}
-    for c in matrix_cells(config):
-        name = c.variant.get("runtime")
-        if name and name in runtimes.names() and not runtimes.get(name).path():
-            out[variant_id(c.variant)] = f" (its runtime, {name}, is not installed here)"
-    return out
+    all_cells = matrix_cells(config)
+    missing = missing_runtimes(config, all_cells)
+    return {variant_id(c.variant): f" (its runtime, {c.variant['runtime']}, is not installed here)"
+            for c in all_cells if c.variant.get("runtime") in missing}
 
 
 def _one(analysis, f, why_absent):

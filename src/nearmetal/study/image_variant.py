@@ -5,7 +5,7 @@ ext3 images on NFS, Lustre or a RAM disk; placement only matters when the page c
   SIF file (built with `nearmetal image build --format ...`); "default": as its name or path
   says.
 - `image_place = DIR`: the runs use a copy of that file (or directory) in a directory of the
-  runner's own in DIR (DIR/nearmetal-images-XXXXXXXX/), made before the variant's first run
+  runner's own in DIR (DIR/nearmetal-images-<random suffix>/, mkdtemp), made before the variant's first run
   and removed when the study ends, so the image is read from the file system under test.
 - `cold = true`: the page cache is dropped (sync, then /proc/sys/vm/drop_caches = 3) before
   each run, so the image, libraries and program come from their file system, not from memory.

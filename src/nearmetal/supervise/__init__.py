@@ -98,3 +98,14 @@ def place_shared(built, stem, suffix=".so"):
         os.chmod(tmp, 0o555)
         os.replace(tmp, target)
     return target
+
+
+# One-source libraries the ranks load (the witness, the auditor): no stack protector or
+# fortified calls, whose newer glibc symbol versions older images lack.
+PRELOAD_FLAGS = ("-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE")
+
+
+def preloaded_library(stem, source):
+    """The path under /tmp of tools/STEM.so built from `source` (rebuilt when older), placed
+    where every runtime shows it at the same path (place_shared)."""
+    return place_shared(build_tool(os.path.join(home_str(), "tools", f"{stem}.so"), source, flags=PRELOAD_FLAGS), stem)

@@ -10,19 +10,15 @@ container the ranks preload the same file, read-only.
 
 import os
 
-from ..home import home_str
-
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-witness.c")
-FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
 PREFIX = "nm-witness: "
 
 
 def library():
     """The path, under /tmp, of a built nm-witness.so no older than its source."""
-    from ..supervise import build_tool, place_shared
+    from ..supervise import preloaded_library
 
-    return place_shared(build_tool(os.path.join(home_str(), "tools", "nm-witness.so"), SOURCE, flags=FLAGS),
-                        "nm-witness")
+    return preloaded_library("nm-witness", SOURCE)
 
 
 def rank_env(env=None):

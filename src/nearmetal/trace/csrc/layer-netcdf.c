@@ -188,18 +188,7 @@ int nc_open_par(const char *path, int mode, nm_handle comm, nm_handle info, int 
     {                                                                              \
         static int (*real)(int);                                                   \
         NM_REAL(real, "nc_" #fn, NC_ERR);                                          \
-        nm_call c;                                                                 \
-        if (!nm_begin(&c, NM_NETCDF, N_##fn)) {                                    \
-            int rc = real(ncid);                                                   \
-            if (forget && rc == 0) nm_map_del(&files, ncid);                       \
-            return rc;                                                             \
-        }                                                                          \
-        int rc = real(ncid);                                                       \
-        nm_stop(&c);                                                               \
-        uint32_t file = file_of(ncid);                                             \
-        if (forget && rc == 0) nm_map_del(&files, ncid);                           \
-        nm_end(&c, file, 0, -1, -1, rc, rc != 0);                                  \
-        return rc;                                                                 \
+        return nm_id_call(real, NM_NETCDF, N_##fn, ncid, &files, file_of, forget); \
     }
 NCID_CALL(close, 1)
 NCID_CALL(enddef, 0)

@@ -204,23 +204,14 @@ PN_FLEX(DEF_FLEX)
 OPEN_CALL(create)
 OPEN_CALL(open)
 
-#define NCID_CALL(fn, forget)                                                      \
-    int ncmpi_##fn(int ncid)                                                       \
-    {                                                                              \
-        static int (*real)(int);                                                   \
-        NM_REAL(real, "ncmpi_" #fn, NC_ERR);                                       \
-        nm_call c;                                                                 \
-        if (!nm_begin(&c, NM_PNETCDF, P_##fn)) {                                   \
-            int rc = real(ncid);                                                   \
-            if (forget && rc == 0) nm_map_del(&files, ncid);                       \
-            return rc;                                                             \
-        }                                                                          \
-        int rc = real(ncid);                                                       \
-        nm_stop(&c);                                                               \
-        uint32_t file = nm_map_get(&files, ncid);                                  \
-        if (forget && rc == 0) nm_map_del(&files, ncid);                           \
-        nm_end(&c, file, 0, -1, -1, rc, rc != 0);                                  \
-        return rc;                                                                 \
+static uint32_t file_of(int ncid) { return nm_map_get(&files, ncid); }
+
+#define NCID_CALL(fn, forget)                                                        \
+    int ncmpi_##fn(int ncid)                                                         \
+    {                                                                                \
+        static int (*real)(int);                                                     \
+        NM_REAL(real, "ncmpi_" #fn, NC_ERR);                                         \
+        return nm_id_call(real, NM_PNETCDF, P_##fn, ncid, &files, file_of, forget);  \
     }
 NCID_CALL(close, 1)
 NCID_CALL(enddef, 0)

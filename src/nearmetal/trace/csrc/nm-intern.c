@@ -136,3 +136,19 @@ void nm_intern_each(void (*fn)(int kind, uint32_t id, const char *text))
 }
 
 void nm_intern_after_fork(void) { intern_lock = 0; }
+
+int nm_id_call(int (*real)(int), int layer, int index, int id, nm_map *files, uint32_t (*file_of)(int), int forget)
+{
+    nm_call c;
+    if (!nm_begin(&c, layer, index)) {
+        int rc = real(id);
+        if (forget && rc == 0) nm_map_del(files, id);
+        return rc;
+    }
+    int rc = real(id);
+    nm_stop(&c);
+    uint32_t file = file_of(id);
+    if (forget && rc == 0) nm_map_del(files, id); /* after the lookup: the library reuses ids */
+    nm_end(&c, file, 0, -1, -1, rc, rc != 0);
+    return rc;
+}

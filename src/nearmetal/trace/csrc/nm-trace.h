@@ -100,6 +100,10 @@ void nm_map_put(nm_map *m, int64_t key, uint32_t value);
 uint32_t nm_map_get(nm_map *m, int64_t key);
 void nm_map_del(nm_map *m, int64_t key);
 
+/* A netCDF or PnetCDF call on an open file id alone (close, enddef, sync, ...): recorded on the
+ * id's file (file_of), the id forgotten from `files` when `forget` and the call succeeded. */
+int nm_id_call(int (*real)(int), int layer, int index, int id, nm_map *files, uint32_t (*file_of)(int), int forget);
+
 /* The real function, resolved once; `fail` is returned when the program does not have it
  * (a wrapper is then never reached from the program itself, but stay safe). */
 #define NM_REAL(ptr, name, fail)                                        \
