@@ -12,7 +12,8 @@ report written after the run are not the program's cost.
   writes), on /dev/shm; `netcdf4-openmpi`: the same with -L netcdf4 (Debian builds parallel
   netCDF for Open MPI only). Metric: the kernel's max-over-ranks total_s (open + write + close
   + read-back: every phase the tracer intercepts, the hints query at each open included);
-  the write_s ratio is printed beside it.
+  the write_s and read_s ratios are printed beside it. --read picks iobench's read-back: serial
+  (the default: each rank alone, independent I/O) or parallel (collective, like the writes).
 - `latency-openmpi`, `latency-mpich`: nm-latency -m 1:4096, no file I/O: the tracer is loaded
   and wraps MPI_Init/Finalize but records nothing. Metric: the latency at each of --sizes;
   the ratio must be noise.
@@ -26,7 +27,8 @@ bootstrap 95% CI (2000 resamples, numpy, seed 0), the medians of both, and the p
 FILE also keeps every pair's figures.
 
 usage: bench/trace_overhead.py [--pairs 9] [--seed 1] [--cases mpiio-openmpi,...]
-                               [--grid 1024x1024x16] [--steps 8] [--dir /dev/shm] [--json FILE]
+                               [--grid 1024x1024x16] [--steps 8] [--dir /dev/shm] [--read serial|parallel]
+                               [--json FILE]
                                [--foreign 0.3] [--wait 600]
 """
 
@@ -59,7 +61,7 @@ def program(case, a):
         return family, [os.path.join(bindir, "nm-latency"), "-m", "1:4096"]
     nx, ny, nz = a.grid.split("x")
     return family, [os.path.join(bindir, "nm-iobench"), "-x", nx, "-y", ny, "-z", nz, "-t", str(a.steps),
-                    "-p", "shared", "-L", kind, "-l", "2x1", "-i", "2x1", "-d", a.dir]
+                    "-p", "shared", "-L", kind, "-l", "2x1", "-i", "2x1", "-d", a.dir, "-r", a.read]
 
 
 def figures(case, text):
@@ -131,6 +133,9 @@ def main():
     ap.add_argument("--grid", default="1024x1024x16", help="iobench -x/-y/-z as NXxNYxNZ")
     ap.add_argument("--steps", type=int, default=8, help="iobench -t")
     ap.add_argument("--dir", default="/dev/shm", help="iobench -d")
+    ap.add_argument("--read", default="serial", choices=("serial", "parallel"),
+                    help="iobench -r: each rank reads its block back alone (serial: HDF5 turns that into "
+                         "row-sized independent calls) or with the file's communicator (parallel: collective)")
     ap.add_argument("--sizes", default="1,64,4096", help="latency sizes compared")
     ap.add_argument("--json", help="write every pair's figures here")
     ap.add_argument("--foreign", type=float, default=0.3,
@@ -162,7 +167,7 @@ def main():
             raw[case] = pairs
             print(f"  {redone} pairs run again (other processes used > {a.foreign} CPU-s during them); "
                   f"foreign CPU-s of the kept ones: max {max(p['foreign_cpu_s'] for p in pairs):.2f}", flush=True)
-            keys = [f"lat_{s}" for s in a.sizes.split(",")] if case.startswith("latency") else ["total_s", "write_s"]
+            keys = [f"lat_{s}" for s in a.sizes.split(",")] if case.startswith("latency") else ["total_s", "write_s", "read_s"]
             for k in keys:
                 ratios = [p["traced"][k] / p["plain"][k] for p in pairs]
                 med, lo, hi = bootstrap_median(ratios)
