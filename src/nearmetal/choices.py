@@ -50,3 +50,9 @@ def distros():
     from .image.recipe import DISTROS
 
     return DISTROS
+
+
+def networks():
+    from .networks import names
+
+    return names()

@@ -24,7 +24,8 @@ def cmd_run(args):
     req = RunRequest(first[0], first[1:], mode=args.mode, runtime=vars(args).get("runtime"), image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
-                     slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args)
+                     slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args,
+                     network=getattr(args, "network", None))
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     if args.witness:  # every component's ranks preload the witness (witness/)
         from .witness import rank_env
@@ -143,7 +144,7 @@ class _Args:
 
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
-                   "--workdir": "workdir", "--runtime-arg": "runtime_args"}
+                   "--workdir": "workdir", "--runtime-arg": "runtime_args", "--network": "network"}
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose", "--witness": "witness",
               "--audit": "audit"}
 
@@ -157,6 +158,8 @@ def _run_choices(key):
         return MODES
     if key == "runtime":
         from .runtimes import names
+    elif key == "network":
+        from .networks import names
     else:
         from .families import names
     return names()
@@ -167,7 +170,7 @@ def fast_parse_run(argv):
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", image=None, mpi=None, ranks=2, ranks_per_node=None,
              threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False,
-             audit=False, program_argv=[], command="run",
+             audit=False, network=None, program_argv=[], command="run",
              dashes_taken=False)
     i = 0
     while i < len(argv):
@@ -193,7 +196,7 @@ def fast_parse_run(argv):
             i += 1
         i += 1
         key = _RUN_VALUE_OPTS[name]
-        if key in ("mode", "runtime") and value not in _run_choices(key):
+        if key in ("mode", "runtime", "network") and value not in _run_choices(key):
             return None
         if key == "mpi" and value not in _run_choices(key):
             from .discovery.mpi import spec_problem  # FAMILY@/PREFIX: an installation under a prefix

@@ -15,6 +15,7 @@ from .choices import distros as _distros
 from .choices import image_formats as _formats
 from .choices import modes as _modes
 from .choices import mpis as _mpis
+from .choices import networks as _networks
 from .choices import report_formats as _report_formats
 from .choices import runtimes as _runtimes
 from .choices import schedulers as _schedulers
@@ -155,6 +156,10 @@ def _launch_options(r):
     r.add_argument("--runtime-arg", dest="runtime_args", action="append", default=[], metavar="ARG",
                    help="an argument for the container runtime, before the image (repeatable; "
                         "--runtime-arg=--userns for one that starts with '-')")
+    r.add_argument("--network", choices=_networks(), default=_networks()[0],
+                   help="host: the ranks share the machine's network and shared memory; isolated: each rank on "
+                        "its own emulated node (network, IPC and /dev/shm namespaces, veth pairs), as containers "
+                        "on an overlay network; local runs as root (default: host)")
     r.add_argument("--scheduler", choices=_schedulers(), default=_schedulers()[0],
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")

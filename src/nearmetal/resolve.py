@@ -68,7 +68,7 @@ class Resolved:
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
                  "runtime_args", "mpi", "profile", "image", "use_sqfs", "use_sif", "runtime", "scheduler",
-                 "workdir_binds")
+                 "workdir_binds", "network")
 
     def __init__(self, req, mpi, profile, image, runtime, scheduler):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
@@ -76,6 +76,7 @@ class Resolved:
         self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
         self.runtime_args = tuple(getattr(req, "runtime_args", ()))
         self.workdir_binds = tuple(getattr(req, "workdir_binds", ()))
+        self.network = getattr(req, "network", None) or "host"
         self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
         named = req.image if image is not None and isinstance(req.image, str) else ""
         self.use_sqfs, self.use_sif = named.endswith(".sqfs"), named.endswith(".sif")

@@ -17,11 +17,11 @@ class RunRequest:
     """What was asked for, as given: names and strings (resolve.py turns them into things)."""
 
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds")
+                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds", "network")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
                  ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
-                 runtime_args=()):
+                 runtime_args=(), network=None):
         from . import schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
@@ -40,6 +40,8 @@ class RunRequest:
         # (host path, name): large inputs a container sees read-only as /nm/work/NAME
         # (study/program.py stages the small ones as copies)
         self.workdir_binds = []
+        # How the ranks reach each other (networks/): the host's network, or isolated nodes.
+        self.network = network or "host"
 
 
 def _default_runtime():
@@ -130,6 +132,11 @@ def _validate(req, check_paths=True):
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
     if req.runtime_args and req.mode == "native":
         raise NearmetalError("runtime arguments need a container mode (hybrid or bind)")
+    if req.network != "host":
+        from .networks import names
+
+        if req.network not in names():
+            raise NearmetalError(f"unknown network '{req.network}' (choose from: {', '.join(names())})")
     if req.workdir is not None and check_paths:
         req.workdir = _checked_workdir(req.workdir)
 
@@ -160,8 +167,13 @@ def plan(req, more=(), check_paths=True, host=None):
     _validate(req, check_paths)
     for r in more:
         r.workdir = req.workdir  # one working directory for the whole job
+        r.network = req.network  # and one network
         _validate(r, check_paths)
     components = resolve(req, more, host)
+    if req.network != "host":
+        from . import networks
+
+        networks.get(req.network).check(components)
     models = [prepare(c.mode, c) for c in components]
     argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ,
                                      tag=f"nm{os.getpid()}")

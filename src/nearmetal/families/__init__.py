@@ -70,6 +70,12 @@ class MpiFamily:
     plugin_env = {}            # run-time plugin kind -> the variable pointing its loader at a directory
     wireup_prefixes = ()       # prefixes of the variables its launcher hands each rank (PMI, PMIx, ...)
     mpiio_components = ()      # MPI-IO implementations a run can choose between (MCA io), if any
+    # Environment that makes the ranks say which transport they use to each peer (parsed by
+    # families/_transport.py); UCX's, for any family built on it.
+    transport_env = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}  # UCX logs to stdout by default
+    # What is known to go wrong when its ranks talk over TCP between nodes (said with an
+    # isolated network's launch notes), or "".
+    tcp_between_nodes_hazard = ""
     # Images: Debian packages of the MPI and of its parallel I/O stack, its pkg-config
     # module, its library file pattern and its launcher names inside the image.
     image_packages = ()

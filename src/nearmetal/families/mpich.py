@@ -23,6 +23,10 @@ class Mpich(MpiFamily):
     pkgconfig = "mpich"
     library_pattern = r"^libmpich\.so\.\d+$"
     image_launchers = ("mpiexec.mpich", "mpiexec.hydra")
+    tcp_between_nodes_hazard = (
+        "MPICH before 4.2 with UCX can hang in MPI_Finalize over TCP (a rank in the PMI barrier keeps the others "
+        "from disconnecting: pmodels/mpich#6596); seen here intermittently, more often with 3 ranks or more: "
+        "give runs a time-out")
 
     def identifies_wrapper(self, wrapper):
         text = run_text([wrapper, "-show"])

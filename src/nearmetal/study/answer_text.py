@@ -214,6 +214,8 @@ def _optional_words(d):
         out.append("cold page cache")
     if d.get("audit"):
         out.append("under LD_AUDIT")
+    if d.get("network") and d["network"] != "host":
+        out.append(f"{d['network']} network")
     return out
 
 

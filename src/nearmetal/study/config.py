@@ -23,14 +23,15 @@ from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
 from ..errors import NearmetalError
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
-                     Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
+                     Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
 from .program import ProgramFields, check_inputs
 from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
                      validation_error)
 
-DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "ranks", "threads")
+DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "ranks",
+              "threads")
 ImageFormat = Literal["default", "dir", "squashfs", "sif"]  # default: the format the image's name or path gives
 # the directory a copy of the image is placed in for the runs ("": used where it is)
 ImagePlace = Annotated[StrictStr, Field(max_length=4096), AfterValidator(lambda v: expand_dir(v) if v else v)]
@@ -143,6 +144,7 @@ class Matrix(_Strict):
     image_place: list[ImagePlace] = [""]
     cold: list[StrictBool] = [False]    # the page cache dropped before each run (root)
     audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
+    network: list[Network] = ["host"]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
     zips: list[list[StrictStr]] = []
@@ -155,7 +157,7 @@ class Matrix(_Strict):
             raise ValueError("expected a non-empty list of positive integers")
         return v
 
-    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit")
+    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network")
     @classmethod
     def _nonempty(cls, v):
         if not v:
@@ -195,6 +197,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
     image_place: list[ImagePlace] | None = None
     cold: list[StrictBool] | None = None
     audit: list[StrictBool] | None = None
+    network: list[Network] | None = None
     ranks: list[Ranks] | None = None
     threads: list[Threads] | None = None
     zips: list[list[StrictStr]] | None = None
@@ -215,7 +218,8 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
             raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))})")
         return v
 
-    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "ranks", "threads")
+    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
+                     "ranks", "threads")
     @classmethod
     def _override_nonempty(cls, v):
         if v is not None and not v:
@@ -250,6 +254,7 @@ class Variant(_Strict):
     image_place: ImagePlace = ""
     cold: StrictBool = False
     audit: StrictBool = False             # the ranks under the rtld-audit library (audit/)
+    network: Network = "host"             # isolated: a rank per emulated node (networks/)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
 

@@ -7,6 +7,7 @@ exit code and the tail of its stderr, and the study goes on.
 
 import os
 import platform
+import sys
 import time
 from datetime import datetime, timezone
 
@@ -58,7 +59,11 @@ class Executor:
                 spec = kernels.get(bench.kernel)
                 program, args = spec.program, list(bench.args or spec.default_args)
                 workdir = bench.workdir or self.config.study.workdir
-            env = {}
+            from .. import families
+
+            # the ranks say which transport they use to each peer (context's `transport`); a
+            # benchmark's or variant's own settings of these variables win
+            env = dict(families.get(variant["mpi"]).transport_env)
             if self.config.study.pin:
                 env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
             env.update(bench.env)
@@ -82,7 +87,7 @@ class Executor:
                              runtime=variant["runtime"], image=None, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
-                             runtime_args=variant.get("runtime_args", ()))
+                             runtime_args=variant.get("runtime_args", ()), network=variant.get("network"))
             if spec is None:
                 req.workdir_binds = [(p, os.path.basename(p.rstrip("/"))) for p in large_inputs(bench.inputs)]
             try:
@@ -137,7 +142,7 @@ class Executor:
             self._runtime_versions[name] = runtimes.get(name).version()
         return self._runtime_versions[name]
 
-    def context_for(self, key, resolved, program=None, witnessed=None):
+    def context_for(self, key, resolved, program=None, witnessed=None, transport=None):
         """The stored context of a cell's runs, from its resolved launch (resolve.Resolved);
         program: (benchmark, its first run's outputs) of a program benchmark, whose file,
         version and inputs the context records (study/provenance.py); witnessed: what its
@@ -150,6 +155,10 @@ class Executor:
                 ctx["program"] = of_program(resolved, *program)
             if witnessed is not None:
                 ctx["witness"] = witnessed
+            if transport is not None:  # what the ranks used between them (families/_transport.py)
+                ctx["transport"] = transport
+            if resolved.network != "host":
+                ctx["network"] = resolved.network
             # the job's nodes: one where the job runs on this machine, else the nodes it asked for
             ctx["nodes"] = 1 if resolved.scheduler.job_is_child else int((resolved.options or {}).get("nodes") or 1)
             extra = self._image_ctx.get(key) or {}
@@ -206,8 +215,11 @@ class Executor:
             from ..witness import parse
 
             witnessed = [{k: w.get(k) for k in ("rank", "program", "library", "inode", "version")} for w in parse(err)]
+        transport = None
+        if key not in self._contexts:  # the cell's first run: which transport its ranks used
+            transport = self._transport(p.components[0], err)
         ctx = self.context_for(key, p.components[0], program=(bench, texts) if spec is None else None,
-                               witnessed=witnessed)
+                               witnessed=witnessed, transport=transport)
         if key in self._traced:
             from .traced import keep
 
@@ -217,6 +229,17 @@ class Executor:
         self.store.finish_run(row["id"], status, returncode, p.argv, p.env_delta, ctx, started, wall, tail, records,
                               load=load)
         return status
+
+    def _transport(self, resolved, err):
+        """The transport summary of a run's ranks; a TCP fallback between ranks of one node is
+        said at once (the progress console, else stderr)."""
+        from ..families._transport import report, summary, warning
+
+        transport = summary(report(err), one_machine=resolved.scheduler.job_is_child)
+        line = warning(transport)
+        if line and self.progress and resolved.network == "host":  # isolated nodes talk over TCP by design
+            print(f"{self.config.study.name}: {line}", file=sys.stderr)
+        return transport
 
     def _launch(self, row, planned, cold=False):
         """(status, exit status, stdout, stderr, wall seconds, load) of one run. A batch job's id

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, StrictInt, StrictStr
 
 from ..choices import modes as _modes
+from ..choices import networks as _networks
 from ..choices import runtimes as _runtimes
 from ..choices import schedulers as _schedulers
 from .inputs import check_image_spec, check_mpi_spec
@@ -57,6 +58,7 @@ Mode = _choices(_modes)
 Runtime = _choices(_runtimes)
 Mpi = Annotated[StrictStr, AfterValidator(check_mpi_spec)]  # FAMILY or FAMILY@/PREFIX
 Scheduler = _choices(_schedulers)
+Network = _choices(_networks)
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

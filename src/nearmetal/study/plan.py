@@ -16,18 +16,18 @@ from ..errors import NearmetalError
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
 # Variant dimensions that are off unless asked for: in a variant's dict (and id) only when on,
 # so the ids and stored variants of studies that do not use them stay as they were.
-OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit")
+OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network")
 CONTAINER_ONLY = ("runtime", "image", "image_format", "image_place")  # nothing to say for native runs
 DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads")
 
 
 def is_set(value):
     """An optional dimension's value that asks for something (not off, not its default)."""
-    return value not in (False, None, "", "default")
+    return value not in (False, None, "", "default", "host")  # host: the network's default
 
 
 def _id_part(dim, value):
-    if dim == "image_format":
+    if dim in ("image_format", "network"):
         return f"+{value}"
     if dim == "image_place":
         return f"+in-{image_label(value.rstrip('/') or '/')}"
@@ -40,7 +40,7 @@ def variant_id(v):
     """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
     for any image name: mode, runtime and MPI are validated words without '/', so
     everything after the third '/' is the image, then the optional dimensions that are set
-    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`; image labels have no '+')."""
+    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`; image labels have no '+')."""
     if v.get("name"):
         return v["name"]
     extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d)))
@@ -284,10 +284,11 @@ def check(config):
     from .. import schedulers
 
     if not schedulers.get(config.study.scheduler).job_is_child:  # the runs happen elsewhere
-        node_side = sorted({d for c in all_cells for d in ("cold", "image_place") if is_set(c.variant.get(d))})
+        node_side = sorted({d for c in all_cells for d in ("cold", "image_place", "network")
+                            if is_set(c.variant.get(d))})
         if node_side:
             raise NearmetalError(f"study.scheduler: {' and '.join(node_side)} act on this machine (its page cache, "
-                                 f"its file systems), not on the nodes {config.study.scheduler} runs the job on: "
+                                 f"its file systems, its namespaces), not on the nodes {config.study.scheduler} runs the job on: "
                                  f"use them where the runs start on this machine (scheduler = \"local\")")
     if config.finding:
         from .finding_spec import check as check_findings
