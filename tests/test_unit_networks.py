@@ -162,3 +162,12 @@ def test_isolated_variants_are_named_and_run_against_the_host_network():
                    "native/mpich", "native/mpich+isolated"]
     isolated = next(c.variant for c in cells(cfg) if variant_id(c.variant) == "native/mpich+isolated")
     assert isolated["network"] == "isolated" and variant_id(baseline_of(cfg, isolated)) == "native/mpich"
+
+
+def test_the_report_lines_are_dropped_from_a_runs_stored_stderr():
+    from nearmetal.families._transport import without_reports
+
+    diag = ("[1795586245.235072] [vm:11685:0]       rdmacm_cm.c:928  UCX  DIAG  rdma_create_event_channel failed: "
+            "No such device\n")
+    text = "nearmetal: timed out after 15 s\n" + OPEN_MPI_SHM + UCX_TCP + diag + "prog: cannot open input\n"
+    assert without_reports(text) == "nearmetal: timed out after 15 s\nprog: cannot open input\n"

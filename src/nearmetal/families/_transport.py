@@ -52,3 +52,14 @@ def warning(transport, expected=False):
            "shared memory was not used: a container MPI without the host's transports, or ranks in separate "
            "namespaces, fall back to TCP (seed 001: GROMACS 4x slower)")
     return f"warning: ranks on one node talked over TCP ({', '.join(transport['between_ranks'])}); {why}"
+
+
+# What transport_env makes the MPI print besides the lines above: UCX's other INFO and DIAG
+# lines. Dropped from a run's stored stderr, so a failure's tail keeps the program's own words.
+_ASKED_FOR = re.compile(r"^(?:\[[^\]]*\] mca: bml: Using \S+ btl .*|\[[\d.]+\] \[[^\]]*\]\s+\S+:\d+\s+UCX\s+(?:INFO|DIAG) .*)\n?",
+                        re.M)
+
+
+def without_reports(text):
+    """stderr without the lines transport_env asked the MPI for."""
+    return _ASKED_FOR.sub("", text or "")

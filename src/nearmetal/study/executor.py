@@ -194,6 +194,10 @@ class Executor:
             return "failed"
         status, returncode, out, err, wall, load = outcome
         p, req, spec, bench = planned
+        from ..families._transport import without_reports
+
+        transport = self._transport(p.components[0], err) if key not in self._contexts else None
+        err = without_reports(err)  # the report lines asked for: read above, not the program's words
         records = []
         if status == "ok" and returncode != 0:
             status = "failed"
@@ -215,9 +219,6 @@ class Executor:
             from ..witness import parse
 
             witnessed = [{k: w.get(k) for k in ("rank", "program", "library", "inode", "version")} for w in parse(err)]
-        transport = None
-        if key not in self._contexts:  # the cell's first run: which transport its ranks used
-            transport = self._transport(p.components[0], err)
         ctx = self.context_for(key, p.components[0], program=(bench, texts) if spec is None else None,
                                witnessed=witnessed, transport=transport)
         if key in self._traced:
