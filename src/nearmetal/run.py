@@ -133,10 +133,9 @@ def _validate(req, check_paths=True):
     if req.runtime_args and req.mode == "native":
         raise NearmetalError("runtime arguments need a container mode (hybrid or bind)")
     if req.network != "host":
-        from .networks import names
+        from . import networks
 
-        if req.network not in names():
-            raise NearmetalError(f"unknown network '{req.network}' (choose from: {', '.join(names())})")
+        networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error
     if req.workdir is not None and check_paths:
         req.workdir = _checked_workdir(req.workdir)
 

@@ -44,14 +44,13 @@ def summary(entries, one_machine):
             "tcp_within_node": tcp_in_node}
 
 
-def warning(transport, expected=False):
+def warning(transport):
     """A line for a TCP fallback between ranks of one node, or None."""
     if not transport or not transport.get("tcp_within_node"):
         return None
-    why = ("expected: each rank is on its own emulated node (network = isolated)" if expected else
-           "shared memory was not used: a container MPI without the host's transports, or ranks in separate "
-           "namespaces, fall back to TCP (seed 001: GROMACS 4x slower)")
-    return f"warning: ranks on one node talked over TCP ({', '.join(transport['between_ranks'])}); {why}"
+    return (f"warning: ranks on one node talked over TCP ({', '.join(transport['between_ranks'])}); shared memory "
+            f"was not used: a container MPI without the host's transports, or ranks in separate namespaces, fall "
+            f"back to TCP (seed 001: GROMACS 4x slower)")
 
 
 # What transport_env makes the MPI print besides the lines above: UCX's other INFO and DIAG

@@ -16,14 +16,13 @@ class Mpirun(Launcher):
         # Without --oversubscribe mpirun refuses more ranks than it counts slots.
         if sum(r.ranks * max(r.threads, 1) for r in reqs) > reqs[0].cores:
             argv.append("--oversubscribe")
-        if any(r.threads > 1 for r in reqs):
+        # Threads need their cores; named hosts share this machine's cores, and each orted would
+        # bind its one rank to its core 0, the same core for every host.
+        if any(r.threads > 1 for r in reqs) or reqs[0].hosts:
             argv += ["--bind-to", "none"]
         if reqs[0].hosts:
             # One rank per named host, each orted started there by the agent (as by ssh), without
-            # the shell lines a prefix adds, connected straight to mpirun. The hosts share this
-            # machine's cores: each orted would bind its rank to its core 0, all the same core.
-            if not any(r.threads > 1 for r in reqs):
-                argv += ["--bind-to", "none"]
+            # the shell lines a prefix adds, connected straight to mpirun.
             argv += ["--noprefix", "--host", ",".join(f"{h}:1" for h in reqs[0].hosts), "--mca", "plm_rsh_agent", reqs[0].agent,
                      "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "routed", "direct"]
         return argv

@@ -42,10 +42,13 @@ class Isolated(Network):
         return [node_name(k) for k in range(total_ranks)]
 
     def agent(self):
-        from ..home import home_str
-        from ..supervise import build_tool
+        """nm-netns-agent, built into the nearmetal home when older than its source (once per instance)."""
+        if getattr(self, "_agent", None) is None:
+            from ..home import home_str
+            from ..supervise import build_tool
 
-        return build_tool(os.path.join(home_str(), "tools", "nm-netns-agent"), AGENT_SOURCE)
+            self._agent = build_tool(os.path.join(home_str(), "tools", "nm-netns-agent"), AGENT_SOURCE)
+        return self._agent
 
     def wrap(self, argv, total_ranks):
         return [sys.executable, "-m", "nearmetal.networks._netns", "--nodes", str(total_ranks),
