@@ -36,9 +36,12 @@ def root_links():
     return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
 
 
-# MPICH 4.0's UCX device can hang in MPI_Finalize over TCP with 3 ranks or more (a rank in the
-# PMI barrier stops the others' disconnects: pmodels/mpich#6596, fixed in MPICH 4.2); 2 here.
-@pytest.mark.parametrize("family, ranks", [("openmpi", 3), ("mpich", 2)])
+# Open MPI only: MPICH 4.0's UCX device hangs now and then in MPI_Finalize over TCP (a rank in
+# the PMI barrier stops the others' disconnects: pmodels/mpich#6596, fixed in MPICH 4.2; 1 in 15
+# two-rank runs here under load), so a finishing MPICH run would make this test flaky. MPICH's
+# isolated wiring is checked by the SIGKILL test below (its ranks never reach MPI_Finalize), and
+# reading UCX's transport lines by the unit tier, on lines MPICH printed here.
+@pytest.mark.parametrize("family, ranks", [("openmpi", 3)])
 def test_isolated_ranks_are_separate_nodes_that_talk_over_tcp(family, ranks, host_mpis):
     before, links = network_namespaces(), root_links()
     out = nearmetal("run", "--network", "isolated", "--mpi", family, "-n", ranks, *REPORTING, "--", "nm-mpi-info",
@@ -46,6 +49,7 @@ def test_isolated_ranks_are_separate_nodes_that_talk_over_tcp(family, ranks, hos
     assert out.returncode == 0, out.stderr
     assert [r["host"] for r in ranks_json(out.stdout)] == [f"n{k}" for k in range(ranks)]  # a node per rank
     used = summary(report(out.stderr), one_machine=True)
+    assert used is not None, out.stderr
     assert used["between_ranks"] == ["tcp"] and used["tcp_within_node"] and not used["shared_memory"], out.stderr
     # taken down with the job: no namespace and no link of it remain
     assert network_namespaces() <= before and root_links() == links
@@ -75,8 +79,11 @@ def test_a_killed_isolated_run_leaves_no_process_and_no_namespace(host_mpis):
     job = Reaped([NEARMETAL, "run", "--network", "isolated", "--mpi", "mpich", "-n", "2", "--", "nm-latency",
                   *LONG_LATENCY])
     try:
-        job.wait_for(lambda procs: len(ranks_of(procs, "nm-latency")) >= 2, 60, "two ranks running")
+        running = job.wait_for(lambda procs: len(ranks_of(procs, "nm-latency")) >= 2, 60, "two ranks running")
         assert len(network_namespaces() - before) == 3  # the hub and two nodes
+        for kind in ("net", "ipc", "uts"):  # each MPICH rank on its own node
+            seen = {os.readlink(f"/proc/{pid}/ns/{kind}") for pid in ranks_of(running, "nm-latency")}
+            assert len(seen) == 2 and os.readlink(f"/proc/self/ns/{kind}") not in seen, kind
         os.kill(job.target, signal.SIGKILL)
         job.wait_for(lambda procs: not procs, 5, "nothing left after SIGKILL")
     finally:
