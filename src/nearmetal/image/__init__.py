@@ -9,7 +9,8 @@ Layout under home()/images:
     (a runtime's storage)     formats kept by a runtime itself (formats/<name>.py)
 
 Modules: recipe (distros, packages from the MPI family profiles, the digest), builder
-(debootstrap + chroot build, locks), chroot (build commands and their mounts), progress
+(debootstrap + chroot build, locks), generic (the --generic variant: the MPIs' shared-memory
+transports left out), chroot (build commands and their mounts), progress
 (what a build shows), inspect (image.json from a rootfs, through elf.py), store (the
 images directory, resolving a name or path to an Image), formats/ (one module per format).
 """
@@ -20,13 +21,13 @@ from .store import IN_IMAGE_JSON, Image, images_dir, list_images, resolve
 
 
 def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
-          source=None) -> Image:
+          source=None, generic=None) -> Image:
     """builder.build: build (or reuse) an image; imported on first use, since resolving an
     image sits on every `nearmetal run` and building does not."""
     from .builder import build as build_image
 
     return build_image(distro=distro, mpis=mpis, fmt=fmt, name=name, progress=progress, packages=packages,
-                       recipe=recipe, source=source)
+                       recipe=recipe, source=source, generic=generic)
 
 
 __all__ = ["DISTROS", "FORMATS", "IN_IMAGE_JSON", "MOUNT_POINTS", "Image", "build", "default_name", "host_distro",

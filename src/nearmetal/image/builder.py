@@ -24,14 +24,14 @@ from . import chroot, formats
 from .chroot import CHROOT_ENV, BuildLog, remove_tree
 from .inspect import dpkg_versions, metadata, timestamp
 from .progress import Reporter
-from .recipe import (MOUNT_POINTS, check_inputs, check_packages, digest, io_packages, kernel_bin, kernel_files,
-                     kernel_prefix, kernel_programs, mirror)
+from .recipe import (MOUNT_POINTS, check_generic, check_inputs, check_packages, digest, io_packages, kernel_bin,
+                     kernel_files, kernel_prefix, kernel_programs, mirror)
 from .recipe import packages as recipe_packages
 from .store import Image, image_from_dir, images_dir, read_json, recorded_formats, write_meta
 
 
 def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
-          source=None) -> Image:
+          source=None, generic=None) -> Image:
     """Build (or reuse) an image. `fmt` is a format's name (formats.names()) or a list of
     them; "dir" is always built. mpis: MPI family names (None: every family).
 
@@ -40,6 +40,9 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     formats are added without a rebuild. A rebuild (changed inputs) also rebuilds every
     format the old image had. recipe/source: an application built natively and in the image
     by one script (app_build.py); kept, like packages, when not given again.
+    generic=True: the generic variant (generic.py: no shared-memory transport in the image's
+    MPIs), named nm-DISTRO-generic-MPIS by default; None: as the image of that name is (kept
+    when it is built again to add a format), else not generic.
     """
     from . import app_build
 
@@ -47,11 +50,14 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     if recipe and name is None:
         raise NearmetalError("--recipe needs --name: the application's image is an image of its own")
     extra = check_packages(packages, name_given=name is not None)
-    distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names())
+    distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names(), generic=bool(generic))
+    if generic is None:
+        generic = bool((read_json(images_dir() / name / "image.json") or {}).get("generic"))
+    generic = check_generic(name, generic)
     if packages is None:  # not given: an existing image keeps its extra packages (adding a format)
         extra = list((read_json(images_dir() / name / "image.json") or {}).get("extra_packages", {}))
     package_list = recipe_packages(mpis, extra)
-    image_digest = digest(distro, mpis, package_list)
+    image_digest = digest(distro, mpis, package_list, generic)
     app = None
     if recipe:
         app = {"recipe": recipe, "source": source, "digest": app_build.digest(recipe, source)}
@@ -93,9 +99,9 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
         if app and app.get("gone"):
             raise NearmetalError(f"image '{name}' must be rebuilt, but its recipe {app['recipe']} or source "
                                  f"{app['source']} is gone: give --recipe and --source again")
-        with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)})"):
+        with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)}{', generic' if generic else ''})"):
             return _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta=meta,
-                               extra=extra, app=app)
+                               extra=extra, app=app, generic=generic)
 
 
 def _native_app(name, mpis, app, progress):
@@ -114,10 +120,11 @@ def _native_app(name, mpis, app, progress):
     stamp.write_text(app["digest"] + "\n")
 
 
-def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta, extra=(), app=None):
+def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta, extra=(), app=None,
+                generic=False):
     base = images_dir()
     log = BuildLog(base / f"{name}.build.log", truncate=True)
-    log.write(f"# nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} "
+    log.write(f"# nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} generic={generic} "
               f"mirror={mirror()} at {timestamp()}\n")
     tmp = base / f".{name}.build-{os.getpid()}"
     timings = {}
@@ -146,6 +153,12 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
                 with report.step(f"building the application ({os.path.basename(app['recipe'])})", timings, "app"):
                     app["programs"] = build_in_image(rootfs, mpis, app["recipe"], app["source"], log,
                                                      {m: get_family(m).wrappers[0] for m in mpis})
+        removed = None
+        if generic:
+            from .generic import make_generic
+
+            with report.step("removing the MPIs' shared-memory transports (generic)", timings, "generic"):
+                removed = make_generic(rootfs, mpis, kernel_bin, log)
         _finish(rootfs)
         with report.step("writing metadata"):
             meta = metadata(name, distro, mpis, package_list, image_digest, rootfs, log)
@@ -154,6 +167,8 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
             meta["extra_packages"] = dpkg_versions(rootfs, extra, log) if extra else {}
             if app:
                 meta["app"] = {k: v for k, v in app.items() if k != "gone"}
+            if removed:
+                meta["generic"] = removed
             meta["timings"] = timings
             write_meta(tmp, meta, ["dir"])
         for f in formats.names():

@@ -6,8 +6,11 @@ def command(args):
 
     if args.image_command == "build":
         img = image.build(distro=args.distro, mpis=tuple(args.mpi), fmt=args.format, name=args.name,
-                          packages=args.packages, recipe=args.recipe, source=args.source)
+                          packages=args.packages, recipe=args.recipe, source=args.source,
+                          generic=getattr(args, "generic", None))
         copies = [f"{f}: {v}" for f, v in _format_copies(img)]
+        if img.meta.get("generic"):
+            copies.append("generic: no shared-memory transport in its MPIs")
         print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
     elif args.image_command == "import":
         from .importer import import_image
@@ -21,6 +24,8 @@ def command(args):
             formats = ",".join(["dir"] + [f for f, _ in _format_copies(img)])
             extra = ",".join(img.meta.get("extra_packages") or {}) or "-"
             source = f"imported from {img.meta['imported']['from']}" if img.meta.get("imported") else "built"
+            if img.meta.get("generic"):
+                source += ", generic (no shared-memory transport)"
             print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{extra}\t{img.rootfs}\t{source}")
     return 0
 

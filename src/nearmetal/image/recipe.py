@@ -29,9 +29,10 @@ PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,99}$")
 MAX_EXTRA_PACKAGES = 200
 
 
-def default_name(distro: str, mpis) -> str:
-    """nm-DISTRO-MPI1-MPI2, the MPI families sorted by name."""
-    return "-".join(["nm", distro, *sorted(set(mpis))])
+def default_name(distro: str, mpis, generic=False) -> str:
+    """nm-DISTRO-MPI1-MPI2, the MPI families sorted by name; nm-DISTRO-generic-MPI1-MPI2 for
+    the generic variant (generic.py)."""
+    return "-".join(["nm", distro, *(["generic"] if generic else []), *sorted(set(mpis))])
 
 
 def host_distro() -> str:
@@ -47,9 +48,9 @@ def host_distro() -> str:
     return ""
 
 
-def check_inputs(distro, mpis, fmt, name, format_names):
+def check_inputs(distro, mpis, fmt, name, format_names, generic=False):
     """(distro, sorted MPI families, formats with "dir" first, name), or a one-line error.
-    mpis=None: every MPI family."""
+    mpis=None: every MPI family; generic: the default name is the generic variant's."""
     if distro is None:
         distro = host_distro()
         if distro not in DISTROS:
@@ -74,7 +75,7 @@ def check_inputs(distro, mpis, fmt, name, format_names):
             raise NearmetalError(f"unknown image format '{f}' (choose from: {', '.join(format_names)})")
         if f not in formats:
             formats.append(f)
-    name = name or default_name(distro, mpis)
+    name = name or default_name(distro, mpis, generic)
     if not NAME_RE.match(name) or name.endswith((".sqfs", ".lock", ".log")):
         raise NearmetalError(f"bad image name '{name}': use lowercase letters, digits, '.', '_' and '-'")
     return distro, mpis, formats, name
@@ -103,6 +104,22 @@ def check_packages(extra, name_given) -> list[str]:
         raise NearmetalError("--packages makes an image of its own: give it a --name (the default image stays "
                              "as it is)")
     return extra
+
+
+def check_generic(name, generic) -> bool:
+    """Whether the image is the generic variant; a one-line error when the name says otherwise:
+    a generic image under a default (tuned) image's name, which runs without --image use, or a
+    tuned one under a generic default name."""
+    import itertools
+
+    names = families.names()
+    subsets = [c for k in range(1, len(names) + 1) for c in itertools.combinations(names, k)]
+    if generic and name in {default_name(d, m) for d in DISTROS for m in subsets}:
+        raise NearmetalError(f"--generic: '{name}' is a default image's name, and a default image keeps its MPI's "
+                             f"shared memory; give the generic image another --name")
+    if not generic and name in {default_name(d, m, True) for d in DISTROS for m in subsets}:
+        raise NearmetalError(f"image '{name}': that name is the generic variant's: add --generic")
+    return bool(generic)
 
 
 def io_packages(mpis) -> list[str]:
@@ -142,8 +159,9 @@ def kernel_programs(src=None) -> list[str]:
     return programs(src) if src is not None else programs()
 
 
-def digest(distro, mpis, package_list) -> str:
-    """sha256 over everything that makes the image: equal digests, equal images."""
+def digest(distro, mpis, package_list, generic=False) -> str:
+    """sha256 over everything that makes the image: equal digests, equal images. The generic
+    variant adds what its step does (generic.recipe()); other images' digests are unchanged."""
     import hashlib
     import json
 
@@ -151,6 +169,10 @@ def digest(distro, mpis, package_list) -> str:
               "io_packages": io_packages(mpis),
               "kernels": {str(p.relative_to(KERNELS_SRC)): hashlib.sha256(p.read_bytes()).hexdigest()
                           for p in kernel_files()}}
+    if generic:
+        from .generic import recipe as generic_recipe
+
+        inputs["generic"] = generic_recipe()
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
