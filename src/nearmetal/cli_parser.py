@@ -235,6 +235,10 @@ def _add_study(sub):
     s.add_argument("file", nargs="?", metavar="STUDY.toml", help="study file (default: the built-in quickstart)")
     s.add_argument("--db", help="results database (default: results/<study name>/study.db)")
     s.add_argument("--resume", action="store_true", help="complete an interrupted study: run exactly the missing runs")
+    s.add_argument("--submit", action="store_true",
+                   help="with a batch scheduler: plan the study, then run it as one batch job (each run an srun step, "
+                        "in block order) with a follow-on job queued behind it that resumes where a time limit "
+                        "stopped it")
     s.add_argument("--dry-run", action="store_true", help="print the plan (every run, in order, with its argv)")
     s.add_argument("--out", help="report directory (default: beside the database)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")

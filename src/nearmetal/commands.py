@@ -101,6 +101,13 @@ def cmd_study(args):
     err = Console(stderr=True)
     say = lambda m: err.print(m, highlight=False)  # noqa: E731
     store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None, say=say)
+    from .study import submit
+
+    if args.submit:
+        with store:
+            submit.submit(cfg, args.file, store, study_id, db, say)
+        return 0
+    chain_job = submit.on_start(cfg, args.file, store, study_id, db, say)  # one of the study's own batch jobs
     counts = store.counts(study_id)
     total = sum(counts.values())
     err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {counts.get('planned', 0)} to run; results in {db}",
@@ -112,9 +119,14 @@ def cmd_study(args):
         total = sum(store.counts(study_id).values())
         finished = total - store.counts(study_id).get("planned", 0)
         resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
-        err.print(f"{_interrupted(e)}: {finished} of {total} runs finished and stored; resume with: "
+        from .study.executor import AllocationEnding
+
+        err.print(f"{e if isinstance(e, AllocationEnding) else _interrupted(e)}: {finished} of {total} runs finished "
+                  f"and stored; resume with: "
                   f"{' '.join(resume)}", highlight=False)
         return _interrupt_status(e)
+    if chain_job:
+        submit.on_complete(cfg, store, study_id, chain_job, say)
     return _report(store, cfg.study.name, out_dir, "html", failed)
 
 

@@ -50,6 +50,8 @@ class Scheduler:
     # The job's whole process tree runs on this machine as a child of this process (reaped by
     # it): only then can the study measure how busy the machine was around it (contention.py).
     job_is_child = False
+    # Places a job's ranks on several nodes (a study's `nodes` dimension beyond 1).
+    multi_node = False
 
     def launcher(self, family):
         """The launcher backend (launchers/<name>.py) for a family profile's ranks."""
@@ -75,3 +77,24 @@ class Scheduler:
 
     def cancel(self, job_id):
         """Cancel a job this scheduler submitted (one a killed runner left behind)."""
+
+    def own_job(self):
+        """The batch job this process runs in, or None."""
+        return None
+
+    def submit_runner(self, argv, size, options, outdir, name, after=None, hold=False):
+        """Submit a study's runner (argv) as one batch job sized {nodes, per_node, threads},
+        after job `after` has ended when given, held until release() with hold=True; the
+        job id (`nearmetal study --submit`)."""
+        from ..errors import NearmetalError
+
+        raise NearmetalError(f"--submit: scheduler \"{self.name}\" starts every run on this machine; a study is "
+                             f"submitted as a batch job with a batch scheduler ([study] scheduler = \"slurm\")")
+
+    def release(self, job_id):
+        """Let a job submitted with hold=True start."""
+
+    def allocation_ending(self):
+        """Whether the batch job this process runs in is ending (its time limit reached, or
+        cancelled): a run that failed then was cut short by the job, and is not a result."""
+        return False

@@ -7,6 +7,16 @@ from . import SCHEDULERS, Outcome, Scheduler
 from .local import Local
 
 
+def _past(when):
+    """Whether a Slurm time stamp (local time, 2026-11-25T07:25:18) has passed."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(when) <= datetime.now()
+    except ValueError:  # Unknown, None, empty
+        return False
+
+
 def _inside_allocation():
     return bool(os.environ.get("SLURM_JOB_ID"))
 
@@ -14,6 +24,7 @@ def _inside_allocation():
 @SCHEDULERS.register
 class Slurm(Scheduler):
     one_container_per_rank = True
+    multi_node = True
 
     def launcher(self, family):
         return "srun"
@@ -67,3 +78,33 @@ class Slurm(Scheduler):
             subprocess.run(["scancel", str(job_id)], capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             pass  # no Slurm reachable any more: nothing of the job can be running on it
+
+    def own_job(self):
+        return os.environ.get("SLURM_JOB_ID") or None
+
+    def submit_runner(self, argv, size, options, outdir, name, after=None, hold=False):
+        from pathlib import Path
+
+        from ..slurm.runner_job import script, submit
+
+        path = Path(outdir) / "runner.sh"
+        path.write_text(script(argv, size, options, outdir, name))
+        return submit(path, after=after, hold=hold)
+
+    def release(self, job_id):
+        from ..slurm.runner_job import release
+
+        release(job_id)
+
+    def allocation_ending(self):
+        job = self.own_job()
+        if not job:
+            return False
+        from ..slurm.batch import _scontrol
+
+        found = _scontrol(job)
+        state = found.get("JobState", "")
+        if state and state not in ("RUNNING", "SUSPENDED"):
+            return True
+        # Steps are refused from the job's end time on, a moment before its state changes
+        return _past(found.get("EndTime", ""))

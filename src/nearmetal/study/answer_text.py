@@ -216,7 +216,9 @@ def _optional_words(d):
         out.append("under LD_AUDIT")
     if d.get("network") and d["network"] != "host":
         out.append(f"{d['network']} network")
-    return out
+    from .placement import words
+
+    return out + words(d)
 
 
 def variant_words(analysis, vmeta):

@@ -25,13 +25,14 @@ from ..errors import NearmetalError
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
                      Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
+from .placement import Nodes, SlurmSection
 from .program import ProgramFields, check_inputs
 from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
                      validation_error)
 
 DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "ranks",
-              "threads")
+              "threads", "nodes", "ranks_per_node")
 ImageFormat = Literal["default", "dir", "squashfs", "sif"]  # default: the format the image's name or path gives
 # the directory a copy of the image is placed in for the runs ("": used where it is)
 ImagePlace = Annotated[StrictStr, Field(max_length=4096), AfterValidator(lambda v: expand_dir(v) if v else v)]
@@ -48,6 +49,9 @@ def _check_zip_names(zips):
     seen = [d for g in zips for d in g]
     if len(seen) != len(set(seen)):
         raise ValueError("a dimension may appear in only one zip")
+
+
+_BOTH_RANKS = "give ranks or ranks_per_node, not both: with ranks_per_node, a cell's ranks are nodes x ranks_per_node"
 
 
 class _Strict(BaseModel):
@@ -112,29 +116,6 @@ class StudySection(_Strict):
         return self.max_repetitions if self.adaptive else self.repetitions
 
 
-class SlurmSection(_Strict):
-    """Used with scheduler = "slurm": srun inside an allocation, else one sbatch job per run."""
-
-    partition: str | None = None
-    nodes: StrictInt | None = Field(None, ge=1, le=100_000)
-    time: str | None = None
-    account: str | None = None
-    export: str | None = None
-
-    @field_validator("partition", "time", "account", "export")
-    @classmethod
-    def _batch_script_safe(cls, v, info):
-        """Checked as on the command line: the values go into #SBATCH lines (slurm/options.py)."""
-        from ..slurm.options import CHECKS
-
-        if v is None:
-            return v
-        try:
-            return CHECKS[info.field_name](v, what=None)
-        except NearmetalError as e:
-            raise ValueError(str(e)) from None
-
-
 class Matrix(_Strict):
     mode: list[Mode] = Field(default_factory=lambda: list(_modes()))
     runtime: list[Runtime] = Field(default_factory=lambda: _runtimes()[:1])
@@ -147,13 +128,15 @@ class Matrix(_Strict):
     network: list[Network] = ["host"]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
+    nodes: list[Nodes] = [1]            # each run's job on this many nodes (study/placement.py)
+    ranks_per_node: list[Ranks] | None = None   # set: a cell's ranks are nodes x ranks_per_node
     zips: list[list[StrictStr]] = []
     exclude: list[dict[str, StrictBool | StrictStr | StrictInt]] = []
 
-    @field_validator("ranks", "threads")
+    @field_validator("ranks", "threads", "nodes", "ranks_per_node")
     @classmethod
     def _positive(cls, v):
-        if not v:
+        if v is not None and not v:
             raise ValueError("expected a non-empty list of positive integers")
         return v
 
@@ -166,6 +149,8 @@ class Matrix(_Strict):
 
     @model_validator(mode="after")
     def _zips_and_excludes(self):
+        if self.ranks_per_node is not None and "ranks" in self.model_fields_set:
+            raise ValueError(_BOTH_RANKS)
         _check_zip_names(self.zips)
         for zi, group in enumerate(self.zips):
             lengths = {dim: len(getattr(self, dim)) for dim in group}
@@ -200,6 +185,8 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
     network: list[Network] | None = None
     ranks: list[Ranks] | None = None
     threads: list[Threads] | None = None
+    nodes: list[Nodes] | None = None
+    ranks_per_node: list[Ranks] | None = None
     zips: list[list[StrictStr]] | None = None
     env: EnvMap = {}
     workdir: StrictStr | None = None
@@ -219,7 +206,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
-                     "ranks", "threads")
+                     "ranks", "threads", "nodes", "ranks_per_node")
     @classmethod
     def _override_nonempty(cls, v):
         if v is not None and not v:
@@ -228,6 +215,8 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
 
     @model_validator(mode="after")
     def _zips_and_exec_size(self):
+        if self.ranks is not None and self.ranks_per_node is not None:
+            raise ValueError(_BOTH_RANKS)
         _check_zip_names(self.zips or [])
         total = sum(len(a.encode()) + 1 for a in self.args + (self.command or []))
         total += sum(len(k.encode()) + len(v.encode()) + 2 for k, v in self.env.items())

@@ -17,6 +17,10 @@ from ..errors import NearmetalError
 STDERR_TAIL = 2000
 
 
+class AllocationEnding(KeyboardInterrupt):
+    """The allocation the study runs in is ending: stop as on an interrupt, the run unstored."""
+
+
 def _now():
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -83,7 +87,11 @@ class Executor:
                 self._traced[key] = (stage, bench.trace_layers())
             scheduler = schedulers.get(self.config.study.scheduler)
             options = {k: v for k, v in self.config.slurm.model_dump().items() if v}
-            req = RunRequest(program, args, mode=variant["mode"],
+            from . import placement
+
+            if scheduler.multi_node and placement.uses_nodes(self.config):  # each cell its own nodes
+                options["nodes"] = placement.nodes(variant, row["ranks"])
+            req = RunRequest(program, args, mode=variant["mode"], ranks_per_node=variant.get("ranks_per_node"),
                              runtime=variant["runtime"], image=None, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
@@ -284,6 +292,9 @@ class Executor:
                               quiet_wait_s=waited)
         if outcome.status == "not started":
             raise NearmetalError(outcome.reason)
+        if (outcome.status != "ok" or outcome.exit_status) and scheduler.allocation_ending():
+            raise AllocationEnding(f"batch job {scheduler.own_job()} is ending (its time limit, or cancelled): "
+                                   f"the run it cut short stays planned")
         err = outcome.stderr
         if outcome.status == "timeout":  # the reason goes first: the tail keeps the end of the job's stderr
             err = f"nearmetal: {outcome.reason}\n{err}"

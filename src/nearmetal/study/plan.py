@@ -12,13 +12,14 @@ import os
 import random
 
 from ..errors import NearmetalError
+from . import placement
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
 # Variant dimensions that are off unless asked for: in a variant's dict (and id) only when on,
 # so the ids and stored variants of studies that do not use them stay as they were.
 OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network")
 CONTAINER_ONLY = ("runtime", "image", "image_format", "image_place")  # nothing to say for native runs
-DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads")
+DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads") + placement.DIMS
 
 
 def is_set(value):
@@ -40,10 +41,11 @@ def variant_id(v):
     """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
     for any image name: mode, runtime and MPI are validated words without '/', so
     everything after the third '/' is the image, then the optional dimensions that are set
-    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`; image labels have no '+')."""
+    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`; image labels have no '+') and
+    the placement where it is not the default (`+2-nodes`, `+4-per-node`: study/placement.py)."""
     if v.get("name"):
-        return v["name"]
-    extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d)))
+        return v["name"] + placement.id_part(v)
+    extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d))) + placement.id_part(v)
     if v["mode"] == "native":
         return f"native/{mpi_label(v['mpi'])}{extra}"
     return f"{v['mode']}/{v['runtime']}/{mpi_label(v['mpi'])}/{image_label(v['image'])}{extra}"
@@ -130,7 +132,7 @@ def _dimensions(config, bench):
     """A benchmark's dimensions ({dim: values}) and zips: its own, else the matrix's."""
     m = config.matrix
     dims = {d: getattr(bench, d) or getattr(m, d) for d in DIMS}
-    return dims, (bench.zips if bench.zips is not None else m.zips)
+    return placement.dimensions(dims), (bench.zips if bench.zips is not None else m.zips)
 
 
 def _matrix_variants(config, bench):
@@ -163,7 +165,8 @@ def matrix_cells(config):
         seen = set()
 
         def add(variant, row):
-            cell = Cell(bench, variant, row["ranks"], row["threads"])
+            variant = {**variant, **placement.stored(row)}
+            cell = Cell(bench, variant, placement.ranks(row), row["threads"])
             if cell.key not in seen:
                 seen.add(cell.key)
                 out.append(cell)
@@ -177,7 +180,7 @@ def matrix_cells(config):
                         variant[d] = None
                     variant = {d: v for d, v in variant.items() if d in VARIANT_DIMS or v is not None}
                 add(variant, row)
-        placements = {d: dims[d] for d in ("ranks", "threads")}
+        placements = {d: dims[d] for d in ("ranks", "threads") + placement.DIMS}
         for named in config.variant:
             fields = named.as_dict()
             for row in _expand(placements, zips, []):
@@ -205,9 +208,10 @@ def baseline_of(config, variant):
     selector's fields with the rest (MPI, and runtime/image where the baseline mode uses
     them) taken from the variant."""
     b = config.baseline
-    if b.variant is not None:
-        return next(v.as_dict() for v in config.variant if v.name == b.variant)
+    if b.variant is not None:  # at the variant's own placement
+        return {**next(v.as_dict() for v in config.variant if v.name == b.variant), **placement.of(variant)}
     base = {d: variant[d] for d in VARIANT_DIMS}
+    base.update(placement.of(variant))
     base.update({d: getattr(b, d) for d in OPTIONAL_DIMS if is_set(getattr(b, d, None))})
     base["mode"] = b.mode
     for dim in ("runtime", "mpi", "image"):
@@ -268,7 +272,10 @@ def check(config):
         count = 1
         for values in [dims[g[0]] for g in zips] + [v for d, v in dims.items() if not any(d in g for g in zips)]:
             count *= len(values)
-        total += count + len(config.variant) * len(dims["ranks"]) * len(dims["threads"])
+        named = len(config.variant)
+        for d in ("ranks", "threads") + placement.DIMS:
+            named *= len(dims[d])
+        total += count + named
         if total > MAX_CELLS:
             raise NearmetalError(f"benchmark[{i}]: the study has more than {MAX_CELLS} cells (variants x placements); "
                                  f"split it")
@@ -281,6 +288,7 @@ def check(config):
     except NearmetalError as e:
         raise NearmetalError(f"matrix.exclude: {e}") from None
     check_baselines(config, all_cells)
+    placement.check(config, all_cells)
     from .. import schedulers
 
     if not schedulers.get(config.study.scheduler).job_is_child:  # the runs happen elsewhere
@@ -312,6 +320,11 @@ def check_kernel_ranks(config):
                 continue
             need = (f"exactly {spec.min_ranks}" if spec.max_ranks == spec.min_ranks else
                     f"{spec.min_ranks} to {spec.max_ranks}" if spec.max_ranks else f"at least {spec.min_ranks}")
+            cell = next(c for c in all_cells if c.benchmark is bench and c.ranks == ranks)
+            if cell.variant.get("ranks_per_node"):
+                where = "benchmark[{i}].ranks_per_node" if bench.ranks_per_node else "matrix.ranks_per_node"
+                raise NearmetalError(f"{where.format(i=i)}: kernel '{bench.kernel}' needs {need} ranks, found {ranks}"
+                                     f"{placement.ranks_check(cell)}")
             if bench.ranks:
                 where, whose = f"benchmark[{i}].ranks[{bench.ranks.index(ranks)}]", ""
             else:

@@ -367,6 +367,24 @@ class Store:
             return []
         return self._all("SELECT * FROM jobs WHERE study_id=? AND state='submitted' ORDER BY id", (study_id,))
 
+    # The study runner's own batch jobs (study/submit.py): run_id NULL, state 'runner' while
+    # queued, 'runner started LEFT' once running (LEFT: the runs then still planned), then
+    # 'runner ended' or 'runner cancelled'. Never 'submitted': a resumed runner does not
+    # cancel its own chain as leftovers.
+    def record_runner_job(self, study_id, job_id):
+        with self._tx() as db:
+            db.execute("INSERT INTO jobs (study_id, run_id, job_id, submitted, state) VALUES (?,NULL,?,?,?)",
+                       (study_id, str(job_id), _now(), "runner"))
+
+    def runner_jobs(self, study_id):
+        return self._all("SELECT * FROM jobs WHERE study_id=? AND run_id IS NULL AND state LIKE 'runner%' "
+                         "ORDER BY id", (study_id,))
+
+    def set_runner_state(self, study_id, job_id, state):
+        with self._tx() as db:
+            db.execute("UPDATE jobs SET state=? WHERE study_id=? AND job_id=? AND run_id IS NULL",
+                       (state, study_id, str(job_id)))
+
     # -- reading -------------------------------------------------------------------------
     def runs(self, study_id):
         return self._all("SELECT * FROM runs WHERE study_id=? ORDER BY position", (study_id,))
