@@ -77,6 +77,18 @@ def test_other_names_take_either_variant():
     assert recipe.check_generic("nm-bookworm-mpich-openmpi", False) is False
 
 
+def test_a_missing_default_image_names_the_command_that_builds_it(nm_home):
+    assert recipe.build_command("nm-bookworm-generic-mpich-openmpi") == \
+        "nearmetal image build --generic --distro bookworm --mpi mpich,openmpi"
+    assert recipe.build_command("nm-trixie-mpich") == "nearmetal image build --distro trixie --mpi mpich"
+    assert recipe.build_command("my-portable") is None
+    with pytest.raises(NearmetalError, match=r"^no image 'nm-bullseye-generic-openmpi': build it with "
+                                             r"`nearmetal image build --generic --distro bullseye --mpi openmpi`$"):
+        image.resolve("nm-bullseye-generic-openmpi")
+    with pytest.raises(NearmetalError, match=r"`nearmetal image build \.\.\.` or give a path$"):
+        image.resolve("my-portable")
+
+
 # ------------------------------------------------------------------ command line
 
 

@@ -122,6 +122,21 @@ def check_generic(name, generic) -> bool:
     return bool(generic)
 
 
+def build_command(name: str) -> str | None:
+    """The `nearmetal image build` line that makes the image of a default name (the tuned or the
+    generic variant of a distro and MPIs), or None for any other name."""
+    import itertools
+
+    names = families.names()
+    for distro, generic in itertools.product(DISTROS, (False, True)):
+        for k in range(1, len(names) + 1):
+            for mpis in itertools.combinations(names, k):
+                if name == default_name(distro, mpis, generic):
+                    return " ".join(["nearmetal image build", *(["--generic"] if generic else []), "--distro", distro,
+                                     "--mpi", ",".join(sorted(mpis))])
+    return None
+
+
 def io_packages(mpis) -> list[str]:
     """The I/O packages wanted for these MPIs; those the distro lacks are left out at build time."""
     return [p for mpi in mpis for p in families.get(mpi).image_io_packages] + list(IO_TOOLS)

@@ -77,6 +77,11 @@ def _resolve(spec):
         if not path.is_file():
             raise NearmetalError(f"no SIF image {spec}: no such file")
         return _image_from_sif(path.resolve())
+    from .recipe import build_command
+
+    how = build_command(spec)
+    if how:
+        raise NearmetalError(f"no image '{spec}': build it with `{how}`")
     raise NearmetalError(f"no image '{spec}': build it with `nearmetal image build ...` or give a path")
 
 
