@@ -120,7 +120,11 @@ def _add_image(sub):
                    help=f"MPI families to install, comma-separated (default: {','.join(_mpis())})")
     b.add_argument("--format", choices=_formats(), default=_formats()[0],
                    help=f"{_formats()[0]} is always built; also build one of: {', '.join(_formats()[1:])}")
-    b.add_argument("--name", help="image name (default: nm-DISTRO-MPIS)")
+    b.add_argument("--name", help="image name (default: nm-DISTRO-MPIS, nm-DISTRO-generic-MPIS with --generic)")
+    b.add_argument("--generic", action="store_true", default=None,
+                   help="the generic variant: the MPIs' shared-memory transports left out of the image, as a portable "
+                        "build without the host's fabric support (hybrid then talks TCP within a node, bind does "
+                        "not); kept when the image is built again without --generic")
     b.add_argument("--packages", type=lambda v: [p for p in v.split(",") if p.strip()], default=None,
                    metavar="P1,P2", help="also install these Debian packages (an application: gromacs, hpcc, ...); "
                                          "needs --name; kept when the image is built again without --packages")
@@ -160,6 +164,9 @@ def _launch_options(r):
                    help="host: the ranks share the machine's network and shared memory; isolated: each rank on "
                         "its own emulated node (network, IPC and /dev/shm namespaces, veth pairs), as containers "
                         "on an overlay network; local runs as root (default: host)")
+    r.add_argument("--user", metavar="NAME",
+                   help="run the launcher and every rank as this unprivileged account (nearmetal as root; "
+                        "docs/privilege.md; create one with scripts/setup.sh --create-user NAME)")
     r.add_argument("--scheduler", choices=_schedulers(), default=_schedulers()[0],
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")

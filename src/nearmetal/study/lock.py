@@ -1,22 +1,25 @@
 """One writer per results database: an exclusive `flock` on `<db>.lock`.
 
-The lock file beside the database holds the writer's PID and what it is doing (e.g.
-"study 'x'"). The lock itself is the kernel's flock on that file, not the file's
+The lock file beside the database holds the writer's PID, what it is doing (e.g.
+"study 'x'") and its host (on a cluster file system a PID means nothing elsewhere). The lock itself is the kernel's flock on that file, not the file's
 existence: it dies with the process however the process ends (even SIGKILL), so there
 is never a stale lock to clean up, and a second writer is refused at once with the
 holder's PID. Within one process the lock is re-entrant (`nearmetal io sweep` holds it
 across its pre-selection and its sweep, each of which opens the store again).
 """
 
+import errno
 import fcntl
 import os
+import socket
 import time
 from pathlib import Path
 
 from ..errors import NearmetalError
 from ..proc import pid_exists
 
-_HELD = {}   # realpath of the lock file -> [fd, count, what]
+_HELD = {}
+_HOST = socket.gethostname()   # realpath of the lock file -> [fd, count, what]
 
 
 def lock_path(db_path):
@@ -81,15 +84,18 @@ def lock_for_writing(db_path, what):
         raise NearmetalError(_refusal(path, db_path, what)) from None
     except OSError as e:
         os.close(fd)
-        raise NearmetalError(f"cannot lock {path} (results database {db_path}): {e.strerror}") from None
+        hint = ""
+        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):  # e.g. Lustre mounted without -o flock
+            hint = "; its file system offers no locks: put the database on one that does (--db)"
+        raise NearmetalError(f"cannot lock {path} (results database {db_path}): {e.strerror}{hint}") from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n{what}\n".encode(), 0)
+    os.pwrite(fd, f"{os.getpid()}\n{what}\n{_HOST}\n".encode(), 0)
     _HELD[key] = [fd, 1, what]
     return WriterLock(key, db_path)
 
 
 def holder(db_path):
-    """(pid, what) written by the current holder of the lock, or None."""
+    """(pid, what, host) written by the current holder of the lock, or None."""
     path = lock_path(db_path)
     try:
         text = path.read_text(errors="replace")
@@ -98,21 +104,23 @@ def holder(db_path):
     lines = text.splitlines()
     if not lines or not lines[0].strip().isdigit():
         return None
-    return int(lines[0]), (lines[1].strip() if len(lines) > 1 else "")
+    return int(lines[0]), (lines[1].strip() if len(lines) > 1 else ""), (lines[2].strip() if len(lines) > 2 else _HOST)
 
 
 def _refusal(path, db_path, what):
     who = None
     for _ in range(20):  # the holder writes its PID just after taking the lock (until then: a past holder's)
         who = holder(db_path)
-        if who and pid_exists(who[0]):
+        if who and (who[2] != _HOST or pid_exists(who[0])):  # another host's PID cannot be checked here
             break
         who = None
         time.sleep(0.025)
     if who is None:
         return (f"{what} in {db_path}: the database is being written by another process (lock {path}); "
                 f"wait for it to finish, or stop it")
-    pid, theirs = who
+    pid, theirs, host = who
+    if host != _HOST:
+        pid = f"{pid} on host {host}"
     if theirs == what:
         return f"{what} in {db_path} is being run by PID {pid}; wait for it to finish, or stop it, then try again"
     return (f"{what} in {db_path}: the database is being written by PID {pid} ({theirs or 'nearmetal'}); "

@@ -24,6 +24,8 @@ nearmetal store. Readers (`Store(path, readonly=True)`) never write: not the fil
 its journal mode. Every SQLite error becomes a one-line NearmetalError.
 """
 
+import atexit
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +36,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import NearmetalError
+from . import shared_fs
 from .lock import lock_for_writing
 
 SCHEMA_VERSION = 3
@@ -108,6 +111,7 @@ class Store:
         self.readonly = readonly
         self.db = None
         self._lock = None
+        self._copy = None  # on a cluster file system: the runner-local copy written to (shared_fs.py)
         exists, head = _header(self.path)
         if not exists and (readonly or not create):
             raise NearmetalError(f"no results database at {self.path}")
@@ -116,6 +120,10 @@ class Store:
         if not readonly:
             self._lock = lock_for_writing(self.path, what or "a nearmetal writer")
         try:
+            if not readonly and shared_fs.copy_mode(self.path):
+                self._copy = shared_fs.local_copy(self.path)
+                self._drop = functools.partial(shared_fs.drop_copy, self._copy)
+                atexit.register(self._drop)  # also when interrupted before close()
             self._open(head)
         except BaseException:
             self.close()
@@ -126,7 +134,7 @@ class Store:
             if self.readonly:
                 self.db = sqlite3.connect(self._readonly_uri(head), uri=True, timeout=BUSY_TIMEOUT_S)
             else:
-                self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+                self.db = sqlite3.connect(self._copy or self.path, timeout=BUSY_TIMEOUT_S)
         except sqlite3.Error as e:
             raise NearmetalError(f"cannot open results database {self.path}: {e}")
         self.db.row_factory = sqlite3.Row
@@ -144,6 +152,7 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
+        self._write_back()
 
     def _readonly_uri(self, head):
         """`mode=ro`; for a WAL database no writer has open (no -wal file), `immutable=1`
@@ -216,6 +225,11 @@ class Store:
             raise NearmetalError(f"{self.path} was opened read-only")
         with self._guard(), self.db:
             yield self.db
+        self._write_back()
+
+    def _write_back(self):
+        if self._copy is not None:
+            shared_fs.write_back(self.db, self.path)
 
     def _all(self, sql, args=()):
         with self._guard():
@@ -230,6 +244,10 @@ class Store:
             if self.db is not None:
                 self.db.close()
                 self.db = None
+            if self._copy is not None:
+                shared_fs.drop_copy(self._copy)
+                atexit.unregister(self._drop)
+                self._copy = None
         finally:
             if self._lock is not None:
                 self._lock.release()
