@@ -44,7 +44,7 @@ def _unescape(field):
 
 
 def fs_type(path, mountinfo=None):
-    """The type of the file system holding `path` (its nearest existing directory), from
+    """The type of the file system holding `path`, from
     /proc/self/mountinfo (or the given text); "" when unknown."""
     if mountinfo is None:
         try:
@@ -52,9 +52,7 @@ def fs_type(path, mountinfo=None):
                 mountinfo = f.read()
         except OSError:
             return ""
-    where = os.path.realpath(path)
-    while not os.path.isdir(where) and os.path.dirname(where) != where:
-        where = os.path.dirname(where)
+    where = os.path.realpath(path)  # symbolic links of the part that exists resolved
     best, kind = -1, ""
     for line in mountinfo.splitlines():
         left, sep, right = line.partition(" - ")
