@@ -5,7 +5,6 @@ then 2 ranks of each MPI family on one node: in hybrid mode the image's own MPI 
 is slower, in bind mode the host's MPI, bound into the same image, uses shared memory again.
 What the ranks used is read from the MPI's own reporting (families/_transport.py)."""
 
-import re
 
 import pytest
 
@@ -43,10 +42,7 @@ def _latency_run(mode, family, img):
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line.split() for line in out.stdout.splitlines() if line and not line.startswith("#")]
     assert lines and lines[-1][0] == "8", out.stdout
-    # UCX pads a PID below 10000 ("[vm:5802 :0]"), which families/_transport.py does not read
-    # yet (reported); the lines are otherwise the MPI's own
-    err = re.sub(r"^(\[[\d.]+\] \[[^:\]]+:)(\d+) +:", r"\1\2:", out.stderr, flags=re.M)
-    return float(lines[-1][1]), summary(report(err), one_machine=True)
+    return float(lines[-1][1]), summary(report(out.stderr), one_machine=True)
 
 
 def test_the_generic_image_records_what_it_left_out_and_keeps_the_rest(generic_image, default_image):

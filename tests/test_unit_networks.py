@@ -171,3 +171,12 @@ def test_the_report_lines_are_dropped_from_a_runs_stored_stderr():
             "No such device\n")
     text = "nearmetal: timed out after 15 s\n" + OPEN_MPI_SHM + UCX_TCP + diag + "prog: cannot open input\n"
     assert without_reports(text) == "nearmetal: timed out after 15 s\nprog: cannot open input\n"
+
+
+def test_ucx_lines_of_a_pid_below_10000_are_read_too():
+    from nearmetal.families._transport import report, without_reports
+
+    line = ("[1795586245.235801] [vm:5802 :0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(sysv/memory cma/memory) "
+            "rma(sysv/memory posix/memory) am(sysv/memory cma/memory)\n")
+    assert sorted(t for _, _, t in report(line)) == ["cma", "posix", "sysv"]
+    assert without_reports(line) == ""

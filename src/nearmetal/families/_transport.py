@@ -15,7 +15,7 @@ SHARED_MEMORY = ("vader", "sm", "smcuda", "sysv", "posix", "cma", "xpmem", "knem
 TCP = ("tcp",)
 
 _BML = re.compile(r"^\[([^:\]]+):\d+\] mca: bml: Using (\S+) btl for send to \S+ on node (\S+)", re.M)
-_UCX = re.compile(r"\[([^:\]]+):\d+:\d+\]\s+ucp_worker\.c:\d+\s+UCX\s+INFO\s+ep_cfg\[\d+\]:(.*)$", re.M)
+_UCX = re.compile(r"\[([^:\]]+):\s*\d+\s*:\d+\]\s+ucp_worker\.c:\d+\s+UCX\s+INFO\s+ep_cfg\[\d+\]:(.*)$", re.M)
 _LANE = re.compile(r"([a-z_0-9]+)/[^ )]*")
 
 
