@@ -19,8 +19,11 @@ GRACE_S = 1.0  # nm-supervise's default --grace-ms, in seconds
 
 
 def binary():
-    """The path of a built nm-supervise no older than its source (built when needed)."""
-    return build_tool(os.path.join(home_str(), "tools", "nm-supervise"), SOURCE)
+    """The path of nm-supervise built from this source (built when needed). Named by the
+    source's size and time: checkouts of different versions sharing one nearmetal home (a
+    CI clone beside a working tree) each run their own build, never one another's."""
+    st = os.stat(SOURCE)
+    return build_tool(os.path.join(home_str(), "tools", f"nm-supervise-{st.st_size}-{st.st_mtime_ns}"), SOURCE)
 
 
 def build_tool(path, source, flags=("-O2", "-Wall")):
@@ -56,9 +59,10 @@ def build(path, source=SOURCE, flags=("-O2", "-Wall"), libs=()):
     return path
 
 
-def wrap(argv, die_with_parent=True):
-    """argv run under nm-supervise; die_with_parent: the job ends when this process does."""
-    return [binary()] + (["--die-with-parent"] if die_with_parent else []) + ["--"] + list(argv)
+def wrap(argv, die_with_parent=True, options=()):
+    """argv run under nm-supervise; die_with_parent: the job ends when this process does;
+    options: nm-supervise's own (--as, --mask, --show: privilege.supervise_options)."""
+    return [binary()] + (["--die-with-parent"] if die_with_parent else []) + list(options) + ["--"] + list(argv)
 
 
 def stop(proc, grace=GRACE_S):
@@ -82,12 +86,16 @@ def stop(proc, grace=GRACE_S):
 def place_shared(built, stem, suffix=".so"):
     """A copy of a built library under /tmp/nearmetal-<uid>/, named by its build time, read-only:
     /tmp is the path every runtime shows unchanged inside a container, so the ranks preload
-    the same file natively and in any image (the witness, the I/O tracer)."""
+    the same file natively and in any image (the witness, the I/O tracer). The directory is
+    0711: not listable, but ranks run as another account (run --user) can load a file of it
+    by its name (copies of nearmetal's own libraries, 0555)."""
     shared = os.path.join("/tmp", f"nearmetal-{os.getuid()}")
-    os.makedirs(shared, mode=0o700, exist_ok=True)
+    os.makedirs(shared, mode=0o711, exist_ok=True)
     st = os.lstat(shared)
     if not os.path.isdir(shared) or os.path.islink(shared) or st.st_uid != os.getuid():
         raise NearmetalError(f"{shared} is not a directory of this user's: refusing to place {stem} there")
+    if st.st_mode & 0o777 != 0o711:
+        os.chmod(shared, 0o711)  # made 0700 by an earlier version (or the umask)
     # nanoseconds: two builds within one second must not share a name
     target = os.path.join(shared, f"{stem}-{os.stat(built).st_mtime_ns}{suffix}")
     if not os.path.exists(target):

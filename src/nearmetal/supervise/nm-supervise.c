@@ -1,7 +1,9 @@
 /* nm-supervise: start a job so that no process of it outlives nearmetal, even when
  * nearmetal is killed with SIGKILL.
  *
- *   nm-supervise [--die-with-parent] [--grace-ms N] [--linger-ms N] -- PROGRAM [ARGS...]
+ *   nm-supervise [--die-with-parent] [--grace-ms N] [--linger-ms N]
+ *                [--as UID:GID:G1,G2,...] [--mask DIR]... [--show PATH]... [--show-rw PATH]...
+ *                -- PROGRAM [ARGS...]
  *
  * Two processes, because a process cannot clean up after its own SIGKILL:
  *   front   this process (the PID nearmetal, a shell or a timeout sees). It forwards
@@ -20,17 +22,34 @@
  * descendants still alive after --linger-ms (default 2000) are terminated the same way.
  * The tree is found through /proc (parent links), not by names.
  *
+ * Running the job as another account (run --user, docs/privilege.md): --as makes the job
+ * (the launcher and everything below it) run with that uid, gid and supplementary groups;
+ * front and keeper stay as they were (root), so the keeper can end every process of the
+ * job, whichever account runs it. --mask DIR puts an empty tmpfs over DIR in a mount
+ * namespace of the job's own, and --show PATH / --show-rw PATH bind PATH there at its own
+ * path (read-only / read-write): a directory the account could not reach through DIR (the
+ * nearmetal home under a 0700 /root) is reachable at the same path, while the rest of DIR
+ * stays out of sight; nothing changes outside the job. The job then starts in the same
+ * working directory, reached again through that view as the account.
+ *
  * Exit status: the job's (a job killed by signal S kills the front with S). 127 with a
  * one-line message when PROGRAM cannot be started; 125 for bad usage.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -134,6 +153,139 @@ static int signal_tree(int root, int sig)
     return found;
 }
 
+/* ---- the job's account and mount view (--as, --mask, --show) ---------------------- */
+
+#define MAX_VIEW 64
+#define MAX_GROUPS 256
+
+struct view {
+    int n_masks, n_shows;
+    const char *masks[MAX_VIEW];
+    const char *shows[MAX_VIEW];
+    int show_rw[MAX_VIEW];
+};
+
+struct account {
+    int set;
+    uid_t uid;
+    gid_t gid;
+    int n_groups;
+    gid_t groups[MAX_GROUPS];
+};
+
+static void job_fail(const char *what, const char *path)
+{
+    fprintf(stderr, "nm-supervise: %s%s%s: %s\n", what, path ? " " : "", path ? path : "", strerror(errno));
+    _exit(127);
+}
+
+/* mkdir -p the parents of `path` (0755; in the mask's tmpfs), then the leaf itself as a
+ * directory or an empty file: the mount point of a --show. */
+static void mount_point(const char *path, int is_dir)
+{
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        job_fail("cannot show", path);
+    }
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            job_fail("cannot create the mount point", buf);
+        *p = '/';
+    }
+    if (is_dir) {
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            job_fail("cannot create the mount point", buf);
+    } else {
+        int fd = open(buf, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST && errno != EROFS)
+            job_fail("cannot create the mount point", buf);
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* The mount flags a read-only remount of a bind must keep (those of the mount it came from). */
+static unsigned long kept_flags(int fd)
+{
+    struct statvfs sv;
+    unsigned long flags = 0;
+    if (fstatvfs(fd, &sv) != 0)
+        return 0;
+    if (sv.f_flag & ST_NOSUID)
+        flags |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV)
+        flags |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC)
+        flags |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME)
+        flags |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME)
+        flags |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME)
+        flags |= MS_RELATIME;
+    return flags;
+}
+
+static void enter_view(const struct view *v)
+{
+    if (v->n_masks == 0 && v->n_shows == 0)
+        return;
+    if (unshare(CLONE_NEWNS) != 0)
+        job_fail("cannot make a mount namespace for the job", NULL);
+    /* Mounts made from here on stay in the job's namespace: nothing changes outside it. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+        job_fail("cannot make / a slave mount", NULL);
+    /* Opened in the job's namespace (a bind's source must be one of its mounts), before
+     * the masks hide them. */
+    int fds[MAX_VIEW];
+    for (int i = 0; i < v->n_shows; i++)
+        if ((fds[i] = open(v->shows[i], O_PATH | O_CLOEXEC)) < 0)
+            job_fail("cannot open", v->shows[i]);
+    for (int i = 0; i < v->n_masks; i++)
+        if (mount("tmpfs", v->masks[i], "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") != 0)
+            job_fail("cannot mask", v->masks[i]);
+    for (int i = 0; i < v->n_shows; i++) {
+        struct stat st;
+        if (fstat(fds[i], &st) != 0)
+            job_fail("cannot stat", v->shows[i]);
+        mount_point(v->shows[i], S_ISDIR(st.st_mode));
+        char src[64];
+        snprintf(src, sizeof src, "/proc/self/fd/%d", fds[i]);
+        if (mount(src, v->shows[i], NULL, MS_BIND | MS_REC, NULL) != 0)
+            job_fail("cannot show", v->shows[i]);
+        if (!v->show_rw[i] &&
+            mount(NULL, v->shows[i], NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | kept_flags(fds[i]), NULL) != 0)
+            job_fail("cannot make read-only", v->shows[i]);
+        close(fds[i]);
+    }
+    /* Shared within the job's namespace (rootless podman asks for it), still a slave of the host's. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) != 0)
+        job_fail("cannot make / a shared mount", NULL);
+}
+
+/* Become the account for good: groups, gid, uid (real, effective and saved); all
+ * capabilities go with uid 0. */
+static void become(const struct account *a)
+{
+    if (!a->set)
+        return;
+    if (setgroups((size_t)a->n_groups, a->groups) != 0)
+        job_fail("cannot set the account's groups", NULL);
+    if (setresgid(a->gid, a->gid, a->gid) != 0)
+        job_fail("cannot set the account's gid", NULL);
+    if (setresuid(a->uid, a->uid, a->uid) != 0)
+        job_fail("cannot set the account's uid", NULL);
+    if (a->uid != 0 && (setuid(0) == 0 || geteuid() == 0)) {
+        errno = EPERM;
+        job_fail("still privileged after the switch: refusing to start the job", NULL);
+    }
+}
+
 /* ---- keeper ------------------------------------------------------------------------ */
 
 static void reap(int job, int *job_status, int *job_done)
@@ -187,7 +339,8 @@ static void terminate_tree(int job, int first, long grace_ms, int *job_status, i
     }
 }
 
-static void keeper(char **argv, int front, const sigset_t *job_mask, long grace_ms, long linger_ms)
+static void keeper(char **argv, int front, const sigset_t *job_mask, long grace_ms, long linger_ms,
+                   const struct account *as, const struct view *view)
 {
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -203,6 +356,15 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, long grace_
     if (job == 0) {
         sigprocmask(SIG_SETMASK, job_mask, NULL); /* the mask nm-supervise was started with */
         prctl(PR_SET_PDEATHSIG, 0);
+        if (as->set || view->n_masks || view->n_shows) {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof cwd))
+                job_fail("cannot read the working directory", NULL);
+            enter_view(view);
+            become(as);
+            if (chdir(cwd) != 0) /* reached again through the view, as the account */
+                job_fail("the job's account cannot enter the working directory", cwd);
+        }
         execvp(argv[0], argv);
         fprintf(stderr, "nm-supervise: cannot start %s: %s\n", argv[0], strerror(errno));
         _exit(127);
@@ -228,6 +390,44 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, long grace_
 
 /* ---- front ------------------------------------------------------------------------- */
 
+/* --as UID:GID:G1,G2,... (the groups may be empty: "UID:GID:") */
+static void parse_account(const char *text, struct account *a)
+{
+    char *end;
+    unsigned long uid = strtoul(text, &end, 10), gid;
+    if (end == text || *end != ':')
+        goto bad;
+    const char *p = end + 1;
+    gid = strtoul(p, &end, 10);
+    if (end == p || *end != ':' || uid > 0xfffffffeUL || gid > 0xfffffffeUL)
+        goto bad;
+    a->uid = (uid_t)uid;
+    a->gid = (gid_t)gid;
+    a->n_groups = 0;
+    p = end + 1;
+    while (*p) {
+        unsigned long g = strtoul(p, &end, 10);
+        if (end == p || (*end != ',' && *end != 0) || g > 0xfffffffeUL || a->n_groups >= MAX_GROUPS)
+            goto bad;
+        a->groups[a->n_groups++] = (gid_t)g;
+        p = *end ? end + 1 : end;
+    }
+    a->set = 1;
+    return;
+bad:
+    fprintf(stderr, "nm-supervise: --as needs UID:GID:G1,G2,... (numbers), got '%s'\n", text);
+    _exit(125);
+}
+
+static void add_view(const char *opt, const char *path, const char **list, int *n)
+{
+    if (path[0] != '/' || *n >= MAX_VIEW) {
+        fprintf(stderr, "nm-supervise: %s needs an absolute path (at most %d of them), got '%s'\n", opt, MAX_VIEW, path);
+        _exit(125);
+    }
+    list[(*n)++] = path;
+}
+
 static long number(const char *opt, const char *text)
 {
     char *end;
@@ -243,6 +443,8 @@ int main(int argc, char **argv)
 {
     int die_with_parent = 0, i = 1;
     long grace_ms = 1000, linger_ms = 2000;
+    static struct account as;
+    static struct view view;
     for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--die-with-parent") == 0)
             die_with_parent = 1;
@@ -250,13 +452,22 @@ int main(int argc, char **argv)
             { i++; grace_ms = number(argv[i - 1], argv[i]); }
         else if (strcmp(argv[i], "--linger-ms") == 0 && i + 1 < argc)
             { i++; linger_ms = number(argv[i - 1], argv[i]); }
-        else {
+        else if (strcmp(argv[i], "--as") == 0 && i + 1 < argc)
+            parse_account(argv[++i], &as);
+        else if (strcmp(argv[i], "--mask") == 0 && i + 1 < argc)
+            { i++; add_view(argv[i - 1], argv[i], view.masks, &view.n_masks); }
+        else if ((strcmp(argv[i], "--show") == 0 || strcmp(argv[i], "--show-rw") == 0) && i + 1 < argc) {
+            i++;
+            add_view(argv[i - 1], argv[i], view.shows, &view.n_shows);
+            view.show_rw[view.n_shows - 1] = strcmp(argv[i - 1], "--show-rw") == 0;
+        } else {
             fprintf(stderr, "nm-supervise: unknown option '%s'\n", argv[i]);
             return 125;
         }
     }
     if (i + 1 >= argc) {
-        fprintf(stderr, "usage: nm-supervise [--die-with-parent] [--grace-ms N] [--linger-ms N] -- PROGRAM [ARGS...]\n");
+        fprintf(stderr, "usage: nm-supervise [--die-with-parent] [--grace-ms N] [--linger-ms N] [--as UID:GID:GROUPS] "
+                        "[--mask DIR]... [--show PATH]... [--show-rw PATH]... -- PROGRAM [ARGS...]\n");
         return 125;
     }
     if (die_with_parent) {
@@ -275,7 +486,7 @@ int main(int argc, char **argv)
         return 127;
     }
     if (pid == 0)
-        keeper(argv + i + 1, front, &original, grace_ms, linger_ms);
+        keeper(argv + i + 1, front, &original, grace_ms, linger_ms, &as, &view);
     for (;;) {
         siginfo_t info;
         int sig = sigwaitinfo(&set, &info);
