@@ -59,18 +59,34 @@ class Host:
                 return abi
         return image.mpis[0] if image.mpis else None
 
+    def account(self, name):
+        """The privilege.Account called `name` (run --user), None when there is none."""
+        from .privilege import lookup
+
+        return lookup(name)
+
+    def euid(self):
+        return os.geteuid()
+
+    def facts(self):
+        """What privilege checks read of this machine (device modes, /etc/subuid, ...)."""
+        from .privilege import Facts
+
+        return Facts()
+
 
 class Resolved:
     """One component of a launch, resolved: the request's fields plus `mpi` (the host
     installation record), `profile` (its family), `image` (an Image, None natively),
-    `use_sqfs`/`use_sif` (the user named that file), `runtime` and `scheduler` (backend instances; runtime None natively).
+    `use_sqfs`/`use_sif` (the user named that file), `runtime` and `scheduler` (backend instances; runtime None natively),
+    `account` (the privilege.Account the ranks run as; None: as the caller).
     The attribute names are the ones the MPI models read."""
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
                  "runtime_args", "mpi", "profile", "image", "use_sqfs", "use_sif", "runtime", "scheduler",
-                 "workdir_binds", "network")
+                 "workdir_binds", "network", "account")
 
-    def __init__(self, req, mpi, profile, image, runtime, scheduler):
+    def __init__(self, req, mpi, profile, image, runtime, scheduler, account=None):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
         self.ranks, self.ranks_per_node, self.threads = req.ranks, req.ranks_per_node, req.threads
         self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
@@ -78,6 +94,9 @@ class Resolved:
         self.workdir_binds = tuple(getattr(req, "workdir_binds", ()))
         self.network = getattr(req, "network", None) or "host"
         self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
+        self.account = account
+        if runtime is not None:
+            runtime.account = account  # what it starts, it starts as the account
         named = req.image if image is not None and isinstance(req.image, str) else ""
         self.use_sqfs, self.use_sif = named.endswith(".sqfs"), named.endswith(".sif")
 
@@ -91,6 +110,11 @@ def resolve(req, more=(), host=None):
     from . import schedulers
     from .families import get as get_family
     host = host or Host()
+    account = None
+    if getattr(req, "user", None) is not None:  # run --user: checked before anything is looked up
+        from .privilege import account as checked_account
+
+        account = checked_account(req.user, find=host.account, euid=host.euid())
     family = req.mpi or None
     if family is not None:
         from .discovery.mpi import spec_problem
@@ -104,13 +128,13 @@ def resolve(req, more=(), host=None):
         family = host.image_program_abi(image, req.program)
     mpi = host.mpi(family or _default_family(req, host))
     profile = get_family(mpi["family"])
-    out = [Resolved(req, mpi, profile, image, _runtime(req), scheduler)]
+    out = [Resolved(req, mpi, profile, image, _runtime(req), scheduler, account)]
     for i, r in enumerate(more, start=2):
         if r.mpi and r.mpi != mpi["family"]:
             raise NearmetalError(f"MPMD component {i} asks for {r.mpi}, but components share one "
                                  f"MPI_COMM_WORLD: every component must use {mpi['family']}")
         r_image = host.image(r.image) if r.mode != "native" else None
-        out.append(Resolved(r, mpi, profile, r_image, _runtime(r), scheduler))
+        out.append(Resolved(r, mpi, profile, r_image, _runtime(r), scheduler, account))
     return out
 
 

@@ -17,11 +17,12 @@ class RunRequest:
     """What was asked for, as given: names and strings (resolve.py turns them into things)."""
 
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds", "network")
+                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds", "network",
+                 "user")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
                  ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
-                 runtime_args=(), network=None):
+                 runtime_args=(), network=None, user=None):
         from . import schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
@@ -42,6 +43,8 @@ class RunRequest:
         self.workdir_binds = []
         # How the ranks reach each other (networks/): the host's network, or isolated nodes.
         self.network = network or "host"
+        # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
+        self.user = user
 
 
 def _default_runtime():
@@ -89,13 +92,17 @@ def unseen_host_files(components, cwd=None, always_seen=("/tmp", "/dev/shm")):
 
 class Plan:
     """The exact launch: argv, the environment delta, notes on what was decided, the working
-    directory, and the resolved components (resolve.Resolved) it was composed from."""
+    directory, and the resolved components (resolve.Resolved) it was composed from; with
+    run --user, the account (privilege.Account), nm-supervise's options that switch to it
+    (`supervise_options`) and the caller's variables removed from the environment (`unset`)."""
 
-    __slots__ = ("argv", "env_delta", "notes", "cwd", "components")
+    __slots__ = ("argv", "env_delta", "notes", "cwd", "components", "account", "supervise_options", "unset")
 
-    def __init__(self, argv, env_delta, notes, cwd=None, components=()):
+    def __init__(self, argv, env_delta, notes, cwd=None, components=(), account=None, supervise_options=(),
+                 unset=()):
         self.argv, self.env_delta, self.notes, self.cwd = argv, env_delta, notes, cwd
         self.components = list(components)
+        self.account, self.supervise_options, self.unset = account, list(supervise_options), tuple(unset)
 
     def environ(self):
         """The launcher's environment, stamped with the launch time: NM_LAUNCH_NS (CLOCK_REALTIME
@@ -105,8 +112,20 @@ class Plan:
 
         env = dict(os.environ)
         env.update(self.env_delta)
+        for key in self.unset:
+            env.pop(key, None)
         env["NM_LAUNCH_NS"] = str(time.time_ns())
         return env
+
+    def prepare(self):
+        """What must be done on this machine before the launch and not for a dry run: as
+        another account, each runtime readies its image for it (podman imports it into the
+        account's storage, once); what was done is added to the notes."""
+        if self.account is None:
+            return
+        for c in self.components:
+            if c.runtime is not None:
+                self.notes += c.runtime.prepare_account(c.image)
 
     def describe(self):
         import shlex
@@ -114,6 +133,8 @@ class Plan:
         lines = [f"# {n}" for n in self.notes]
         if self.cwd:
             lines.append(f"# working directory: {self.cwd}")
+        if self.unset:
+            lines.append(f"# unset: {' '.join(self.unset)}")
         lines += [f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_delta.items())]
         lines.append(shlex.join(self.argv))
         return "\n".join(lines)
@@ -136,6 +157,10 @@ def _validate(req, check_paths=True):
         from . import networks
 
         networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error
+    if req.user is not None:
+        from .privilege import check_name
+
+        check_name(req.user)
     if req.workdir is not None and check_paths:
         req.workdir = _checked_workdir(req.workdir)
 
@@ -161,14 +186,21 @@ def plan(req, more=(), check_paths=True, host=None):
     and images (resolve.Host; tests pass their own)."""
     from .compose import compose
     from .models import prepare
-    from .resolve import resolve
+    from .resolve import Host, resolve
 
     _validate(req, check_paths)
     for r in more:
         r.workdir = req.workdir  # one working directory for the whole job
         r.network = req.network  # and one network
+        r.user = req.user  # and one account: the launcher's
         _validate(r, check_paths)
+    host = host or Host()
     components = resolve(req, more, host)
+    account = components[0].account
+    if account is not None:
+        from . import privilege
+
+        privilege.check(components, account, host.facts(), os.getcwd())
     if req.network != "host":
         from . import networks
 
@@ -176,7 +208,28 @@ def plan(req, more=(), check_paths=True, host=None):
     models = [prepare(c.mode, c) for c in components]
     argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ,
                                      tag=f"nm{os.getpid()}")
-    return Plan(argv, env_delta, notes, cwd=req.workdir, components=components)
+    if account is None:
+        return Plan(argv, env_delta, notes, cwd=req.workdir, components=components)
+    return _as_account(Plan(argv, env_delta, notes, cwd=req.workdir, components=components), account, host.facts())
+
+
+def _as_account(p, account, facts):
+    """The plan run as `account`: its identity in the environment, root's own variables
+    removed, and the view of the file system it needs (privilege.view)."""
+    from . import privilege
+    from .home import home_str
+
+    p.account = account
+    p.env_delta.update(account.env())
+    p.unset = tuple(k for k in privilege.ROOT_ONLY_ENV if k in os.environ and k not in p.env_delta)
+    masks, shows = privilege.view(account, privilege.wanted_paths(p.components, p.argv, p.env_delta, home_str()),
+                                  facts)
+    p.supervise_options = privilege.supervise_options(account, masks, shows)
+    cwd = p.cwd or os.getcwd()
+    st = facts.stat(cwd)
+    p.notes += privilege.notes(account, masks, shows, cwd_writable=bool(st and privilege.permits(st, account, "wx")),
+                               cwd=cwd)
+    return p
 
 
 def execute(plan, verbose=False):
@@ -184,9 +237,10 @@ def execute(plan, verbose=False):
     status is the program's, and killing this PID, even with SIGKILL, ends the whole job."""
     from . import supervise
 
+    plan.prepare()
     if verbose:
         print(plan.describe(), file=sys.stderr, flush=True)
-    argv = supervise.wrap(plan.argv, die_with_parent=False)
+    argv = supervise.wrap(plan.argv, die_with_parent=False, options=plan.supervise_options)
     sys.stdout.flush()
     if plan.cwd:
         try:
@@ -206,8 +260,9 @@ def start(plan):
 
     from . import supervise
 
+    plan.prepare()
     try:
-        return subprocess.Popen(supervise.wrap(plan.argv), env=plan.environ(), stdout=subprocess.PIPE,
+        return subprocess.Popen(supervise.wrap(plan.argv, options=plan.supervise_options), env=plan.environ(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
                                 start_new_session=True, cwd=plan.cwd)
     except OSError as e:  # E2BIG (huge arguments or environment), a vanished working directory, ...

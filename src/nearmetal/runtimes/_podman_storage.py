@@ -53,12 +53,41 @@ def storage_paths() -> tuple[Path, Path]:
     return base / f"root{suffix}", base / f"runroot{suffix}"
 
 
-def podman_argv() -> list[str]:
-    """The podman command prefix: ["podman", "--root", R, "--runroot", RR, "--storage-driver", D]."""
-    root, runroot = storage_paths()
-    root.mkdir(parents=True, exist_ok=True)
-    runroot.mkdir(parents=True, exist_ok=True)
+def account_storage_paths(account) -> tuple[str, str]:
+    """(root, runroot) of an account's own storage (run --user: rootless podman cannot use
+    root's): where nearmetal run by that account keeps it, under its home. Created by podman
+    itself, as the account: root never makes directories in an account's home."""
+    driver = storage_driver()
+    suffix = "" if driver == DEFAULT_DRIVER else f"-{driver}"
+    base = os.path.join(account.home, ".cache", "nearmetal", "podman")
+    return os.path.join(base, f"root{suffix}"), os.path.join(base, f"runroot{suffix}")
+
+
+def podman_argv(account=None) -> list[str]:
+    """The podman command prefix: ["podman", "--root", R, "--runroot", RR, "--storage-driver", D];
+    with an account (run --user), that account's own storage."""
+    if account is not None:
+        root, runroot = account_storage_paths(account)
+    else:
+        root, runroot = storage_paths()
+        root.mkdir(parents=True, exist_ok=True)
+        runroot.mkdir(parents=True, exist_ok=True)
     return ["podman", "--root", str(root), "--runroot", str(runroot), "--storage-driver", storage_driver()]
+
+
+def account_has_image(account, ref) -> bool:
+    """Whether `ref` is in the account's storage: read from the storage's image list
+    (containers/storage's overlay-images/images.json), so that no podman (and no pause
+    process of the account's) starts to ask."""
+    import json
+
+    root, _ = account_storage_paths(account)
+    try:
+        with open(os.path.join(root, f"{storage_driver()}-images", "images.json")) as f:
+            images = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return any(ref in (i.get("names") or []) for i in images if isinstance(i, dict))
 
 
 def conf_path() -> Path:

@@ -68,6 +68,9 @@ class Apptainer(Runtime):
     binary = "apptainer"
     install_hint = ("Debian 12 has no package: set NEARMETAL_APPTAINER_SRC to an Apptainer source release "
                     "and run scripts/setup.sh, or install it")
+    # Unprivileged without a setuid starter: user namespaces; SIF and SquashFS files are
+    # mounted with squashfuse, which needs /dev/fuse.
+    unprivileged = {"dir": ("userns",), "sif": ("userns", "fuse"), "squashfs": ("userns", "fuse")}
 
     def path(self):
         for exe in ("apptainer", "singularity"):
@@ -79,7 +82,7 @@ class Apptainer(Runtime):
 
     def drop_caps(self):
         """The APPTAINER_DROP_CAPS value nearmetal sets, or None (not needed, or the user's own)."""
-        if "APPTAINER_DROP_CAPS" in os.environ or not needs_drop_caps():
+        if "APPTAINER_DROP_CAPS" in os.environ or self.account is not None or not needs_drop_caps():
             return None
         return "CAP_SYS_RESOURCE"
 
@@ -94,8 +97,8 @@ class Apptainer(Runtime):
 
     def separates_ranks(self, runtime_args):
         """Ranks in separate namespaces: with --userns/--containall/--pid/--ipc, or unprivileged
-        (user namespaces: this build has no setuid starter)."""
-        return any(a in SEPARATING_FLAGS for a in runtime_args) or os.geteuid() != 0
+        (user namespaces: this build has no setuid starter), as the caller or as --user's account."""
+        return any(a in SEPARATING_FLAGS for a in runtime_args) or os.geteuid() != 0 or self.account is not None
 
     def private_dev_shm(self, runtime_args):
         return any(a in CONTAIN_FLAGS for a in runtime_args)
@@ -105,7 +108,8 @@ class Apptainer(Runtime):
         # --contain (and --containall) does neither, --no-home drops $HOME.
         if self.private_dev_shm(runtime_args):
             return [], False
-        dirs = [cwd] + ([] if "--no-home" in runtime_args else [os.path.expanduser("~")])
+        home = self.account.home if self.account is not None else os.path.expanduser("~")
+        dirs = [cwd] + ([] if "--no-home" in runtime_args else [home])
         return dirs, True
 
     def notes(self, runtime_args):

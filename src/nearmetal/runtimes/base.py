@@ -62,6 +62,21 @@ class Runtime(ABC):
     # The image format (image/formats/<name>.py) its containers start from; None: the
     # image's rootfs directory or its .sqfs file, used in place.
     image_format = None
+    # Running as an unprivileged account (run --user, docs/privilege.md): the image formats
+    # (image/formats names) this runtime starts then, each with what the account needs of
+    # the machine (privilege.NEEDS names). A format not listed is refused before launching.
+    unprivileged = {}
+    # The privilege.Account the ranks run as (resolve sets it); None: as the caller.
+    account = None
+
+    def unprivileged_needs(self):
+        """{format: needs} this installation starts as an unprivileged account."""
+        return dict(self.unprivileged)
+
+    def prepare_account(self, image):
+        """Make `image` startable by self.account before the launch (notes on what was done);
+        nothing for runtimes that start the image's files in place."""
+        return []
 
     def path(self):
         return shutil.which(self.binary)
@@ -81,6 +96,8 @@ class Runtime(ABC):
     def env_for_tools(self):
         env = dict(os.environ)
         env.setdefault("USER", _user())
+        if self.account is not None:
+            env.update(self.account.env())
         return env
 
     def launch_env(self):

@@ -8,6 +8,11 @@ from .base import Runtime
 @RUNTIMES.register
 class Bubblewrap(Runtime):
     binary = "bwrap"
+    # Unprivileged (Debian's bwrap is not setuid) every rank gets a user namespace of its own.
+    unprivileged = {"dir": ("userns",)}
+
+    def separates_ranks(self, runtime_args):
+        return self.account is not None
 
     def wrap(self, spec):
         if spec.use_sqfs:

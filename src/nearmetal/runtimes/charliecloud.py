@@ -8,6 +8,9 @@ from .base import Runtime
 @RUNTIMES.register
 class Charliecloud(Runtime):
     binary = "ch-run"
+    # Unprivileged: a user namespace per node (ch-run --join); a SquashFS file is mounted
+    # with squashfuse, which needs /dev/fuse.
+    unprivileged = {"dir": ("userns",), "squashfs": ("userns", "fuse")}
 
     def launch_env(self):
         # ch-run refuses to start without $USER.

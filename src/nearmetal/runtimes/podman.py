@@ -16,13 +16,64 @@ class Podman(Runtime):
     image_format = "podman"  # image/formats/podman.py imports images into its storage
     # podman does not forward hydra's PMI file descriptor into the container.
     needs_pmi_port = True
+    # Rootless: the account's own storage (the image imported on first use), its user
+    # namespace mapped through its /etc/subuid and /etc/subgid ranges.
+    unprivileged = {"podman": ("userns", "subids")}
 
     def _base(self):
         from ._podman_storage import podman_argv
 
-        argv = podman_argv()
+        argv = podman_argv(self.account)
         argv[0] = self.path() or argv[0]
         return argv
+
+    def separates_ranks(self, runtime_args):
+        # rootless, --userns=keep-id gives every container a user namespace of its own
+        return self.account is not None
+
+    def notes(self, runtime_args):
+        if self.account is None:
+            return []
+        from ._podman_storage import account_storage_paths
+
+        return [f"podman rootless as {self.account.name}: its own storage {account_storage_paths(self.account)[0]}, "
+                f"--userns=keep-id (uid {self.account.uid} inside too); its 'podman pause' process is ended with the job"]
+
+    def prepare_account(self, image):
+        """The image imported into the account's own storage, once per image build (rootless
+        podman cannot start images from root's storage): tar of the rootfs, read as root,
+        into `podman import` run as the account under nm-supervise (which ends the pause
+        process podman leaves behind)."""
+        import subprocess
+        import time
+
+        from .. import privilege, supervise
+        from ..home import home_str
+        from ._podman_storage import account_has_image, account_storage_paths, podman_argv, podman_env
+
+        ref = account_reference(image)
+        if account_has_image(self.account, ref):
+            return []
+        masks, shows = privilege.view(self.account, [(home_str(), False)], privilege.Facts())  # CONTAINERS_CONF
+        options = ["--linger-ms", "0", *privilege.supervise_options(self.account, masks, shows)]
+        argv = supervise.wrap([self.path() or "podman", *podman_argv(self.account)[1:], "import", "-", ref],
+                              options=options)
+        env = privilege.environ(self.account, {**os.environ, **podman_env()})
+        started = time.monotonic()
+        tar = subprocess.Popen(["tar", "-C", str(image.rootfs), "-c", "."], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            imp = subprocess.run(argv, stdin=tar.stdout, capture_output=True, text=True, env=env, cwd="/",
+                                 timeout=1800)
+        finally:
+            tar.stdout.close()
+            tar_rc = tar.wait()
+        if imp.returncode != 0 or tar_rc != 0:
+            last = ((imp.stderr or "").strip().splitlines() or [f"tar exited {tar_rc}"])[-1]
+            raise NearmetalError(f"--user {self.account.name}: importing image '{image.name}' into its podman "
+                                 f"storage failed: {last}")
+        return [f"podman: image '{image.name}' imported into {self.account.name}'s storage "
+                f"{account_storage_paths(self.account)[0]} in {time.monotonic() - started:.0f} s (once per build)"]
 
     def env_for_tools(self):
         from ._podman_storage import podman_env
@@ -57,6 +108,8 @@ class Podman(Runtime):
     def wrap(self, spec):
         image = spec.image
         ref = getattr(image, "podman_ref", None)
+        if self.account is not None and getattr(image, "name", "") != "smoke":
+            ref = account_reference(image)
         if not ref:
             if getattr(image, "name", "") == "smoke":
                 ref = SMOKE_REF
@@ -65,7 +118,12 @@ class Podman(Runtime):
                                      f"run `nearmetal image build --format {self.image_format} --name {image.name}`")
         if spec.use_sqfs:
             raise NearmetalError("podman runs images from its own storage, not .sqfs files")
-        argv = self._base() + ["run", "--rm", "--net=host", "--ipc=host", "--pid=host", "--userns=host",
+        # Rootless, --userns=host would run the ranks as uid 0 of the account's namespace,
+        # where Open MPI's ranks look for the launcher's session directory under that uid;
+        # keep-id runs them as the account inside too. /dev/mqueue: what rootless --ipc=host
+        # binds from the host, which may have none (this machine): an empty one instead.
+        userns = ["--userns=keep-id", "--tmpfs", "/dev/mqueue"] if self.account is not None else ["--userns=host"]
+        argv = self._base() + ["run", "--rm", "--net=host", "--ipc=host", "--pid=host", *userns,
                                "--env-host", "--security-opt", "label=disable",
                                "-v", "/tmp:/tmp", "--log-driver=none"]
         for m in spec.mounts:
@@ -77,3 +135,10 @@ class Podman(Runtime):
         if spec.workdir:
             argv += ["--workdir", spec.workdir]
         return argv + spec.runtime_args + [ref] + spec.argv
+
+
+def account_reference(image):
+    """The image's name in an account's storage, tagged with the image's digest: a rebuilt
+    image is imported again."""
+    digest = str((getattr(image, "meta", None) or {}).get("digest") or "latest")
+    return f"localhost/nearmetal-{image.name}:{digest[:16]}"
