@@ -2,13 +2,58 @@
 # Set up nearmetal on a Debian 12 machine: system packages, a virtual environment with the
 # package, the host kernels and the default image. Idempotent: a second run only checks.
 #   --test   also the package's `test` extra (pytest, jsonschema, ...): scripts/test.sh
+#   --create-user NAME   only this: create (or complete) the unprivileged account that
+#            `nearmetal run --user NAME` runs ranks as — a system account with a home and,
+#            for rootless podman, /etc/subuid and /etc/subgid ranges (docs/privilege.md).
+#            Never done otherwise. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The account `run --user NAME` runs the ranks as (suggested name: nmuser).
+create_user() {
+  local name=$1
+  if ! [[ "$name" =~ ^[a-z_][a-z0-9_-]{0,31}$ ]]; then
+    echo "setup: --create-user needs an account name (a-z, 0-9, _ and -, at most 32; e.g. nmuser), got '$name'" >&2
+    return 2
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: --create-user needs root (it runs useradd)" >&2
+    return 2
+  fi
+  if getent passwd "$name" >/dev/null; then
+    if [ "$(id -u "$name")" -eq 0 ]; then
+      echo "setup: account $name is uid 0: not an unprivileged account" >&2
+      return 2
+    fi
+    echo "setup: account $name exists (uid $(id -u "$name"))"
+  else
+    useradd --system --create-home --home-dir "/home/$name" --shell /usr/sbin/nologin --user-group "$name"
+    echo "setup: created system account $name (uid $(id -u "$name"), home /home/$name)"
+  fi
+  # Rootless podman maps the image's users through 65536 subordinate ids: the first free
+  # block at or above 100000 in both files (useradd gives none to system accounts).
+  local uid have_uid have_gid start
+  uid=$(id -u "$name")
+  have_uid=$(awk -F: -v n="$name" -v u="$uid" '($1 == n || $1 == u) && $3 > 0' /etc/subuid 2>/dev/null | head -1)
+  have_gid=$(awk -F: -v n="$name" -v u="$uid" '($1 == n || $1 == u) && $3 > 0' /etc/subgid 2>/dev/null | head -1)
+  if [ -z "$have_uid" ] || [ -z "$have_gid" ]; then
+    touch /etc/subuid /etc/subgid
+    start=$(cat /etc/subuid /etc/subgid | awk -F: 'BEGIN { end = 100000 } $2 + $3 > end { end = $2 + $3 } END { print end }')
+    start=$(( (start + 65535) / 65536 * 65536 ))
+    [ -n "$have_uid" ] || usermod --add-subuids "$start-$((start + 65535))" "$name"
+    [ -n "$have_gid" ] || usermod --add-subgids "$start-$((start + 65535))" "$name"
+    echo "setup: gave $name subordinate ids $start-$((start + 65535)) (/etc/subuid, /etc/subgid: rootless podman)"
+  else
+    echo "setup: $name has subordinate ids (/etc/subuid: ${have_uid#*:}; /etc/subgid: ${have_gid#*:})"
+  fi
+}
+
 WITH_TEST=0
 case "${1:-}" in
   --test) WITH_TEST=1 ;;
+  --create-user) create_user "${2:-}"; exit $? ;;
   "") ;;
-  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--test | --create-user NAME]" >&2; exit 2 ;;
 esac
 
 PACKAGES=(
