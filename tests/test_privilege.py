@@ -1,0 +1,223 @@
+"""run --user NAME for real (privilege.py, docs/privilege.md): the account is created through the
+set-up option (scripts/setup.sh --create-user, idempotent), then two real ranks run natively and
+in every runtime with both MPI families as that account — their uid is the account's, inside
+the container and as the host's /proc sees them, and the files they write in the working
+directory are the account's — while nearmetal itself runs as root (CI does). Rootless podman's
+pause process does not outlive the job, even when nearmetal is killed with SIGKILL. What cannot
+run unprivileged here is refused in one line before anything starts. The unit tier
+(test_unit_privilege.py) checks the argv, the view and every message without a machine."""
+
+import os
+import pwd
+import signal
+import stat
+import subprocess
+
+import pytest
+
+from conftest import NEARMETAL, REPO, assert_one_line_error, nearmetal
+from test_lifetime import LONG_LATENCY, Reaped, ranks_of
+
+NAME = "nmuser"
+FAMILIES = ("openmpi", "mpich")
+
+
+def setup_user(name):
+    return subprocess.run(["bash", str(REPO / "scripts" / "setup.sh"), "--create-user", name], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def account():
+    """The account, through the documented set-up option, run twice: the second run only checks."""
+    assert os.geteuid() == 0, "run --user needs nearmetal to run as root, as CI runs the tests"
+    first = setup_user(NAME)
+    assert first.returncode == 0, first.stderr
+    again = setup_user(NAME)
+    assert again.returncode == 0, again.stderr
+    assert f"setup: account {NAME} exists" in again.stdout and "has subordinate ids" in again.stdout
+    entry = pwd.getpwnam(NAME)
+    assert entry.pw_uid != 0 and os.path.isdir(entry.pw_dir)
+    for table in ("/etc/subuid", "/etc/subgid"):
+        with open(table) as f:
+            assert any(line.split(":")[0] in (NAME, str(entry.pw_uid)) for line in f), table
+    return entry
+
+
+@pytest.fixture
+def workdir(tmp_path, account):
+    """A working directory of the account's own, under pytest's 0700 /tmp/pytest-of-root: the job
+    reaches it through its own mount namespace (a tmpfs over what the account cannot search)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    os.chown(work, account.pw_uid, account.pw_gid)
+    return work
+
+
+def as_account(*args, workdir, **kw):
+    return nearmetal("run", "--user", NAME, "--workdir", workdir, *args, **kw)
+
+
+WHO = ["sh", "-c", "echo nm-uid=$(id -u) nm-home=$HOME nm-user=$USER; touch by-$(id -u)-$$; sleep 2"]
+
+CASES = [("native", None, f) for f in FAMILIES] + [
+    ("hybrid", rt, f) for rt in ("charliecloud", "bwrap", "apptainer", "podman") for f in FAMILIES]
+
+
+@pytest.mark.parametrize("mode, runtime, family", CASES)
+def test_the_ranks_run_as_the_account(mode, runtime, family, account, workdir, default_image):
+    where = ["--mode", mode] + (["--runtime", runtime] if runtime else [])
+    out = as_account(*where, "--mpi", family, "-n", "2", "--", *WHO, workdir=workdir)
+    assert out.returncode == 0, out.stderr
+    said = sorted(line for line in out.stdout.splitlines() if line.startswith("nm-uid="))
+    assert said == [f"nm-uid={account.pw_uid} nm-home={account.pw_dir} nm-user={NAME}"] * 2, out.stdout
+    written = list(workdir.iterdir())
+    assert len(written) == 2 and all(f.stat().st_uid == account.pw_uid for f in written), written
+    # and a real MPI kernel, over the MPI's own transports, as the account
+    out = as_account(*where, "--mpi", family, "-n", "2", "--", "nm-latency", "-m", "8:8", "-i", "2000",
+                     workdir=workdir)
+    assert out.returncode == 0, out.stderr
+    assert any(line.split()[:1] == ["8"] for line in out.stdout.splitlines()), out.stdout
+    assert not account_processes(account), "a process of the account outlived the job"
+
+
+def account_processes(account, name=None):
+    """Live processes of the account (optionally with that command name): {pid: comm}."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        comm, uid, state = fields["Name"].strip(), int(fields["Uid"].split()[0]), fields["State"].split()[0]
+        if uid == account.pw_uid and state != "Z" and (name is None or comm == name):
+            found[int(pid)] = comm
+    return found
+
+
+def ranks(procs):
+    """The nm-latency ranks themselves (not podman's client or conmon, whose arguments name it)."""
+    return [p for p in ranks_of(procs, "nm-latency") if "podman" not in procs[p] and "conmon" not in procs[p]]
+
+
+def host_uid(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("Uid:")).split()[1])
+
+
+@pytest.mark.parametrize("mode, runtime, family", [("native", None, "openmpi"), ("hybrid", "charliecloud", "mpich"),
+                                                   ("hybrid", "podman", "openmpi")])
+def test_the_host_sees_the_accounts_uid_and_nothing_survives_sigkill(mode, runtime, family, account, workdir,
+                                                                      default_image):
+    """As /proc sees them, the launcher and the ranks are the account's; nearmetal (root) killed
+    with SIGKILL ends them all, rootless podman's pause process included."""
+    where = ["--mode", mode] + (["--runtime", runtime] if runtime else [])
+    job = Reaped([NEARMETAL, "run", "--user", NAME, "--workdir", workdir, *where, "--mpi", family, "-n", "2", "--",
+                  "nm-latency", *LONG_LATENCY])
+    try:
+        running = job.wait_for(lambda procs: len(ranks(procs)) >= 2, 120, "two ranks running")
+        assert {host_uid(pid) for pid in ranks(running)} == {account.pw_uid}, running
+        launchers = [p for p, cmd in running.items() if cmd.split()[0].rsplit("/", 1)[-1].startswith(("mpirun", "mpiexec"))]
+        assert launchers and {host_uid(pid) for pid in launchers} == {account.pw_uid}, running
+        supervisors = [p for p, cmd in running.items() if "/nm-supervise" in cmd.split()[0]]
+        assert supervisors and {host_uid(pid) for pid in supervisors} == {0}  # it stays root to end the tree
+        if runtime == "podman":
+            assert account_processes(account, "podman pause"), "rootless podman runs a pause process"
+        os.kill(job.target, signal.SIGKILL)
+        job.wait_for(lambda procs: not procs, 10, "nothing left after SIGKILL")
+    finally:
+        job.close()
+    assert not account_processes(account), "a process of the account outlived nearmetal"
+
+
+def test_podman_leaves_no_pause_process_behind(account, workdir, default_image):
+    out = as_account("--mode", "hybrid", "--runtime", "podman", "-v", "--", "nm-mpi-info", workdir=workdir)
+    assert out.returncode == 0, out.stderr
+    assert "--userns=keep-id" in out.stderr and f"{account.pw_dir}/.cache/nearmetal/podman/root" in out.stderr
+    assert not account_processes(account, "podman pause")
+    assert not account_processes(account)
+
+
+def test_dry_run_says_who_runs_the_job(account, workdir):
+    out = as_account("--dry-run", "--mode", "hybrid", "--", "nm-mpi-info", workdir=workdir)
+    assert out.returncode == 0, out.stderr
+    assert f"# as {NAME} (uid {account.pw_uid}, gid {account.pw_gid}): the launcher and every rank" in out.stdout
+    assert f"USER={NAME}" in out.stdout and f"HOME={account.pw_dir}" in out.stdout
+    assert not list(workdir.iterdir()) and not account_processes(account)
+
+
+def fuse_usable_by(account):
+    st = os.stat("/dev/fuse")
+    groups = os.getgrouplist(account.pw_name, account.pw_gid)
+    shift = 6 if st.st_uid == account.pw_uid else 3 if st.st_gid in groups else 0
+    return (st.st_mode >> shift) & 6 == 6
+
+
+def test_squashfs_with_ch_run_needs_fuse_for_the_account(account, workdir, default_image):
+    """ch-run mounts a .sqfs with squashfuse: refused before launching where /dev/fuse is not
+    the account's to open (0600 here), run where it is (Debian's default 0666)."""
+    out = as_account("--mode", "hybrid", "--image", default_image.sqfs, "--", "nm-mpi-info", workdir=workdir)
+    if fuse_usable_by(account):
+        assert out.returncode == 0, out.stderr
+    else:
+        err = assert_one_line_error(out)
+        mode = f"{stat.S_IMODE(os.stat('/dev/fuse').st_mode):04o}"
+        assert f"--user {NAME}: ch-run cannot start SquashFS files as {NAME}: /dev/fuse is {mode}" in err
+        assert not list(workdir.iterdir())  # nothing started
+
+
+def test_an_account_without_subordinate_ids_is_refused_podman(workdir, default_image):
+    """An account made without the set-up option (plain useradd gives a system account no
+    /etc/subuid range): rootless podman is refused in one line; ch-run needs no range."""
+    name = "nmnosubid"
+    subprocess.run(["userdel", "-r", name], capture_output=True)
+    subprocess.run(["useradd", "--system", "--create-home", "--user-group", name], check=True, capture_output=True)
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+        os.chown(workdir, uid, -1)
+        out = nearmetal("run", "--user", name, "--workdir", workdir, "--mode", "hybrid", "--runtime", "podman", "--",
+                        "nm-mpi-info")
+        err = assert_one_line_error(out)
+        assert (f"--user {name}: podman cannot start podman images as {name}: {name} has no range in /etc/subuid and "
+                f"/etc/subgid") in err and f"scripts/setup.sh --create-user {name}" in err
+        ok = nearmetal("run", "--user", name, "--workdir", workdir, "--mode", "hybrid", "--", "nm-mpi-info")
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--user", "nosuchaccount"], "--user nosuchaccount: no such account (create one with: bash scripts/setup.sh "
+                                  "--create-user nosuchaccount)"),
+    (["--user", "root"], "--user root: root is uid 0 (root): to run as root, give no --user"),
+    (["--user", "0"], "--user 0: give the account's name, not a uid"),
+    (["--user", NAME, "--network", "isolated"], "--user with network isolated is not supported"),
+    (["--user", NAME, "--scheduler", "slurm"], "--user runs jobs on this machine only"),
+])
+def test_refusals_are_one_line(args, message, account, workdir):
+    err = assert_one_line_error(nearmetal("run", "--workdir", workdir, *args, "--", "nm-mpi-info"))
+    assert message in err
+
+
+def test_without_root_it_says_to_run_as_the_account(account, workdir):
+    """nearmetal started as the account itself, through nm-supervise --as (the Python it runs on
+    shown to the account as a job is, where it lives under /root as with pyenv)."""
+    import sys
+
+    from nearmetal import privilege, supervise
+
+    acct = privilege.lookup(NAME)
+    masks, shows = privilege.view(acct, [(sys.base_prefix, False)], privilege.Facts())
+    argv = supervise.wrap([str(NEARMETAL), "run", "--user", NAME, "--", "nm-mpi-info"],
+                          options=privilege.supervise_options(acct, masks, shows))
+    env = privilege.environ(acct, dict(os.environ))
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/", timeout=120, stdin=subprocess.DEVNULL)
+    assert "--user needs root; run as nmuser instead" in assert_one_line_error(out)
+
+
+def test_a_directory_the_account_cannot_write_is_refused_as_workdir(account, tmp_path):
+    root_owned = tmp_path / "roots"
+    root_owned.mkdir()
+    err = assert_one_line_error(nearmetal("run", "--user", NAME, "--workdir", root_owned, "--", "nm-mpi-info"))
+    assert f"--user {NAME}: {root_owned} is not writable by {NAME} (0755 root): make it writable by {NAME}" in err
