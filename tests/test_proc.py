@@ -30,7 +30,7 @@ def start(children, argv, **env):
     return c
 
 
-def wait_for(condition, timeout=5.0):
+def wait_for(condition, timeout=30.0):  # generous: a loaded 2-core machine starts processes late
     end = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < end, "condition not met in time"
