@@ -131,6 +131,24 @@ def test_the_host_sees_the_accounts_uid_and_nothing_survives_sigkill(mode, runti
     assert not account_processes(account), "a process of the account outlived nearmetal"
 
 
+@pytest.mark.parametrize("runtime", ["charliecloud", "podman"])
+def test_the_schedulers_run_as_the_account_as_bench_and_studies_do(runtime, account, workdir, default_image):
+    """RunRequest(user=...) through the local scheduler's run() (a supervised child whose output
+    is captured: bench, trace and the study executor), not `run`'s exec."""
+    from nearmetal import schedulers
+    from nearmetal.run import RunRequest, plan
+
+    req = RunRequest("sh", ["-c", "echo nm-uid=$(id -u); sleep 2"], mode="hybrid", runtime=runtime,
+                     workdir=str(workdir), user=NAME)
+    p = plan(req)
+    assert p.account.uid == account.pw_uid and p.supervise_options[:2] == ["--as", p.account.as_option()]
+    outcome = schedulers.get("local").run(p, req, [req], timeout=300)
+    assert outcome.status == "ok", outcome.stderr
+    assert sorted(line for line in outcome.stdout.splitlines() if line.startswith("nm-uid=")) == [
+        f"nm-uid={account.pw_uid}"] * 2
+    assert not account_processes(account)
+
+
 def test_podman_leaves_no_pause_process_behind(account, workdir, default_image):
     out = as_account("--mode", "hybrid", "--runtime", "podman", "-v", "--", "nm-mpi-info", workdir=workdir)
     assert out.returncode == 0, out.stderr
