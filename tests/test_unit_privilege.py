@@ -260,9 +260,14 @@ def test_wanted_paths_name_the_home_only_when_the_launch_does():
     assert privilege.wanted_paths(cs, ["/usr/bin/mpirun", "/usr/bin/id"], {}, HOME) == []
     assert privilege.wanted_paths(cs, ["/usr/bin/mpirun", f"{HOME}/host/openmpi/bin/nm-latency"], {}, HOME) == [
         (HOME, False)]
-    hybrid = components(runtime="bwrap", host=AccountHost())  # the image /img/nm-test/rootfs, outside the home
+    hybrid = components(runtime="bwrap", host=AccountHost())  # the image /img/nm-test/rootfs
     assert privilege.wanted_paths(hybrid, [], {"CONTAINERS_CONF": f"{HOME}/podman/c.conf"}, HOME) == [
         (HOME, False), ("/img/nm-test/rootfs", False)]
+
+
+def test_an_image_inside_the_shown_home_is_reached_through_it_or_refused_with_the_directory_to_fix():
+    image = f"{HOME}/images/x/rootfs"
+    assert privilege.view(NM, [(HOME, False), (image, False)], FakeFacts(ROOT_HOME)) == (["/root"], [(HOME, False)])
 
 
 def test_nm_supervise_options_and_argv():

@@ -280,14 +280,15 @@ def _is_dir(st):
 
 def wanted_paths(components, argv, env, home):
     """(path, writable) the job must reach: the nearmetal home when the launch names it, the
-    images outside it, the working directory and the inputs bound into it."""
+    images (those inside the home are checked on their way from it), the working directory
+    and the inputs bound into it."""
     wanted = []
     if any(home in a for a in argv) or any(home in v for v in env.values()):
         wanted.append((home, False))
     for c in components:
         if c.runtime is not None and c.image is not None:
             source = {"squashfs": c.image.sqfs, "sif": c.image.sif, "dir": c.image.rootfs}.get(format_of(c))
-            if source and not str(source).startswith(home.rstrip("/") + "/"):
+            if source:
                 wanted.append((str(source), False))
         wanted += [(str(src), False) for src, _ in c.workdir_binds]
     if components[0].workdir:
