@@ -164,6 +164,9 @@ def _launch_options(r):
                    help="host: the ranks share the machine's network and shared memory; isolated: each rank on "
                         "its own emulated node (network, IPC and /dev/shm namespaces, veth pairs), as containers "
                         "on an overlay network; local runs as root (default: host)")
+    r.add_argument("--user", metavar="NAME",
+                   help="run the launcher and every rank as this unprivileged account (nearmetal as root; "
+                        "docs/privilege.md; create one with scripts/setup.sh --create-user NAME)")
     r.add_argument("--scheduler", choices=_schedulers(), default=_schedulers()[0],
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")
