@@ -262,13 +262,15 @@ def test_the_step_removes_and_records_in_image_paths(tmp_path, monkeypatch):
                                                                                 "mpich": MPICH_CLOSURE})
     monkeypatch.setattr(generic, "_component_needs", lambda rootfs, dirs: {in_image: {"libopen-pal.so.40"}})
 
+    from nearmetal.image.chroot import BuildLog
+
+    log = BuildLog(tmp_path / "build.log", truncate=True)
+    record = generic.make_generic(tmp_path, FAMILIES, recipe.kernel_bin, log)
+    log.flush()
+
     class Log:
-        text = ""
+        text = (tmp_path / "build.log").read_text()
 
-        def write(self, t):
-            Log.text += t
-
-    record = generic.make_generic(tmp_path, FAMILIES, recipe.kernel_bin, Log())
     assert record["removed"] == [f"{in_image}/mca_btl_sm.so", f"{in_image}/mca_btl_vader.so",
                                  "/usr/lib/x86_64-linux-gnu/ucx/libuct_cma.so",
                                  "/usr/lib/x86_64-linux-gnu/ucx/libuct_cma.so.0",

@@ -124,8 +124,8 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
                 generic=False):
     base = images_dir()
     log = BuildLog(base / f"{name}.build.log", truncate=True)
-    log.write(f"# nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} generic={generic} "
-              f"mirror={mirror()} at {timestamp()}\n")
+    log.note(f"nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} generic={generic} "
+             f"mirror={mirror()} at {timestamp()}")
     tmp = base / f".{name}.build-{os.getpid()}"
     timings = {}
     ok = False

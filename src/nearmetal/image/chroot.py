@@ -31,6 +31,13 @@ class BuildLog:
         self.fh.write(text)
         self.fh.flush()
 
+    def note(self, text):
+        """nearmetal's own `# ...` line: what it quotes (a mirror from the environment, a file
+        name from the image) cannot start another line."""
+        from ..errors import one_line
+
+        self.write(f"# {one_line(text)}\n")
+
     def flush(self):
         self.fh.flush()
 

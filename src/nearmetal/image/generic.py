@@ -77,7 +77,7 @@ def make_generic(rootfs: Path, mpis, kernel_bin, log) -> dict:
         configs.append(write_ucx_conf(rootfs, d))
     removed = sorted("/" + str(p.relative_to(rootfs)) for p in removed)
     for line in [*(f"removed {p}" for p in removed), *(f"wrote {c} (UCX_TLS={UCX_TLS})" for c in configs)]:
-        log.write(f"# generic: {line}\n")
+        log.note(f"generic: {line}")
     return {"version": VERSION, "removed": removed, "ucx_config": configs, "ucx_tls": UCX_TLS, "by_mpi": via}
 
 

@@ -13,20 +13,12 @@ import stat
 import tempfile
 import tomllib
 
-from ..errors import NearmetalError
+from ..errors import NearmetalError, one_line  # noqa: F401  (one_line: used here and re-exported)
 
 MAX_FILE_BYTES = 4 << 20   # a study file of 4 MiB is already absurd; /dev/zero is infinite
 MAX_DEPTH = 16             # the deepest legitimate key path is 4 levels (matrix.exclude[0].mode)
 MAX_PROBLEMS = 10          # shown per error line; the rest are counted
 NAME_MAX, PATH_MAX, MAX_PATH_LEVELS = 255, 4095, 256
-
-
-def one_line(text):
-    """`text` with every character that could break the line (newlines, U+2028, control
-    characters) escaped: errors quote user strings, and an error is one line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def shown(value, limit=60):

@@ -21,6 +21,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from urllib.parse import quote
 
 from ..errors import NearmetalError
 
@@ -82,7 +83,7 @@ def local_copy(path):
     copy = os.path.join(work, "study.db")
     if os.path.exists(path):
         try:
-            src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            src = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
             dst = sqlite3.connect(copy)
             with dst:
                 src.backup(dst)

@@ -36,9 +36,10 @@ def job_size(cfg):
 
     all_cells = cells(cfg)
     slurm_nodes = cfg.slurm.nodes or 1
+    placed = placement.uses_nodes(cfg)
 
     def nodes_of(c):
-        return placement.nodes(c.variant, c.ranks) if placement.uses_nodes(cfg) else slurm_nodes
+        return placement.nodes(c.variant, c.ranks) if placed else slurm_nodes
 
     return {"nodes": max(nodes_of(c) for c in all_cells),
             "per_node": max(math.ceil(c.ranks / nodes_of(c)) for c in all_cells),
