@@ -121,12 +121,28 @@ UCX_TCP = """[1795586245.580615] [n0:11712:0]      ucp_worker.c:1763 UCX  INFO  
 [1795586245.580806] [n0:11712:0]      ucp_worker.c:1763 UCX  INFO    ep_cfg[1]: tag(tcp/eth0) rma_am(tcp/eth0) am(tcp/eth0)
 """
 
+# UCX 1.18.1 (trixie's MPICH, the same variables): the endpoint's kind is named, and a line of
+# over 128 bytes comes in 128-byte pieces, so two ranks' lines interleave (verbatim, as printed).
+UCX118_SHM = """[1795597312.982537] [vm:12362:0]      ucp_worker.c:1903 UCX  INFO    ucp_context_0 intra-node cfg#0 tag(sysv/memory cma/memory)  rma(sysv/memory posix/memory)  am(sysv/memory cma/memory)
+[1795597312.982754] [vm:12361:0]      ucp_worker.c:1903 UCX  INFO    ucp_context_0 self cfg#0 tag(self/memory cma/memory)  rma(self/memory)  am(self/memory cma/memory)
+"""
+UCX118_TCP = """[1795597313.153105] [vm:12372:0]      ucp_worker.c:1903 UCX  INFO    ucp_context_0 self cfg#0 tag(tcp/lo tcp/eth0)  rma_am(tcp/l[1795597313.153110] [vm:12373:0]      ucp_worker.c:1903 UCX  INFO    ucp_context_0 intra-node cfg#0 tag(tcp/lo tcp/eth0)  rma_am(tcp/lo)  am(tcp/lo tcp/eth0)
+o)  am(tcp/lo tcp/eth0)
+"""
+UCX118_ISOLATED = """[1795597313.392928] [n0:12399:0]      ucp_worker.c:1903 UCX  INFO    ucp_context_0 self cfg#0 tag(self/memory cma/memory)  rma(s[1795597313.393072] [n1:12400:0]      ucp_worker.c:1903 UCX  INFO    ucp_context_0 inter-node cfg#0 tag(tcp/eth0)  rma_am(tcp/etelf/memory)  am(self/memory cma/memory)
+h0)  am(tcp/eth0)
+"""
+
 
 @pytest.mark.parametrize("text, used, shm, tcp_in_node", [
     (OPEN_MPI_SHM, ["vader"], True, False),
     (OPEN_MPI_ISOLATED, ["tcp"], False, True),
     (UCX_SHM, ["cma", "posix", "sysv"], True, False),
     (UCX_TCP, ["tcp"], False, True),
+
+    (UCX118_SHM, ["cma", "posix", "sysv"], True, False),
+    (UCX118_TCP, ["tcp"], False, True),
+    (UCX118_ISOLATED, ["tcp"], False, True),
 ])
 def test_the_transport_is_read_from_the_mpis_own_reporting(text, used, shm, tcp_in_node):
     from nearmetal.families._transport import report, summary, warning
@@ -180,3 +196,17 @@ def test_ucx_lines_of_a_pid_below_10000_are_read_too():
             "rma(sysv/memory posix/memory) am(sysv/memory cma/memory)\n")
     assert sorted(t for _, _, t in report(line)) == ["cma", "posix", "sysv"]
     assert without_reports(line) == ""
+
+
+def test_ucx_1_18_names_the_peers_node_and_its_interleaved_lines_are_not_mixed_up():
+    from nearmetal.families._transport import report, summary, without_reports
+
+    # n0's own endpoint (self, cma) around n1's inter-node line: n1 used tcp only, to another node
+    assert report(UCX118_ISOLATED) == [("n1", None, "tcp")]
+    assert summary(report(UCX118_ISOLATED), one_machine=False)["tcp_within_node"] is False
+    # intra-node is the same node whatever the host names say
+    assert summary(report(UCX118_TCP), one_machine=False)["tcp_within_node"] is True
+    diag = ("[1795597296.922004] [vm:12058:f]        vfs_sock.c:49   UCX  DIAG  failed to create directory "
+            "'/run/user/0/ucx': No such file or directory\n[1795597296.928434] [vm:12058:0]     ucp_context.c:2257 "
+            "UCX  INFO  Version 1.18.1 (loaded from /lib/x86_64-linux-gnu/libucp.so.0)\n")
+    assert without_reports(diag + UCX118_SHM + "prog: cannot open input\n") == "prog: cannot open input\n"

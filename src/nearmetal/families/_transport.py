@@ -6,7 +6,12 @@ behind seed 001's 4x GROMACS slowdown in containers without the host's fabric su
   `[HOST:PID] mca: bml: Using tcp btl for send to [[JOB,1],RANK] on node PEERHOST`
 - UCX (MPICH's ch4:ucx, Open MPI's pml ucx) with UCX_LOG_LEVEL=info says, per endpoint
   configuration: `[T] [HOST:PID:THREAD] ucp_worker.c:N UCX INFO ep_cfg[I]: tag(tcp/eth0 ...) ...`
-  (the peer is not named; a configuration with a `self` lane is the rank's own endpoint).
+  (1.13; the peer is not named; a configuration with a `self` lane is the rank's own endpoint),
+  or `... UCX INFO ucp_context_0 intra-node cfg#I tag(...) ...` (1.18; `self`, `intra-node`, i.e.
+  a peer on this host, or `inter-node` says which endpoint). 1.18 on trixie writes a line of
+  over 128 bytes to stderr in 128-byte pieces, so two ranks' lines can interleave: a line is
+  read up to where another begins inside it, and one begun mid-line only to its 128th byte
+  (the rest is another's).
 """
 
 import re
@@ -15,7 +20,8 @@ SHARED_MEMORY = ("vader", "sm", "smcuda", "sysv", "posix", "cma", "xpmem", "knem
 TCP = ("tcp",)
 
 _BML = re.compile(r"^\[([^:\]]+):\d+\] mca: bml: Using (\S+) btl for send to \S+ on node (\S+)", re.M)
-_UCX = re.compile(r"\[([^:\]]+):\s*\d+\s*:\d+\]\s+ucp_worker\.c:\d+\s+UCX\s+INFO\s+ep_cfg\[\d+\]:(.*)$", re.M)
+_UCX = re.compile(r"(?:\[[\d.]+\]\s*)?\[([^:\]]+):\s*\d+\s*:\w+\]\s+ucp_worker\.c:\d+\s+UCX\s+INFO\s+"
+                  r"(?:ep_cfg\[\d+\]:|\S+ (self|intra-node|inter-node) cfg#\d+)([^\n\[]*)")
 _LANE = re.compile(r"([a-z_0-9]+)/[^ )]*")
 
 
@@ -25,11 +31,14 @@ def report(text):
     for host, btl, peer in _BML.findall(text or ""):
         if btl != "self":
             out.append((host, peer, btl))
-    for host, lanes in _UCX.findall(text or ""):
+    for m in _UCX.finditer(text or ""):
+        host, kind, lanes = m.groups()
+        if m.start() and text[m.start() - 1] != "\n":  # begun inside another rank's line
+            lanes = lanes[:m.start() + 128 - m.start(3)]
         found = set(_LANE.findall(lanes))
-        if "self" in found:  # the rank's endpoint to itself (its other lanes reach itself too)
+        if kind == "self" or (not kind and "self" in found):  # the rank's endpoint to itself
             continue
-        out += [(host, None, tl) for tl in found]
+        out += [(host, host if kind == "intra-node" else None, tl) for tl in found]
     return sorted(set(out))
 
 
