@@ -785,3 +785,28 @@ def test_every_family_points_its_plugin_loaders_at_the_staged_fabric_plugins():
     for name in families.names():
         env = families.get(name).plugin_env
         assert env.get("ucx") == "UCX_MODULE_DIR" and env.get("libfabric") == "FI_PROVIDER_PATH"
+
+
+def test_a_finished_job_leaves_no_charliecloud_join_state_behind(tmp_path):
+    """A join group that never completed keeps /dev/shm files naming a dead PID; a study's runs
+    share the tag, so the next run would join that PID. After each job they are removed, for
+    every component's tag (MPMD components have their own)."""
+    from nearmetal.compose import component_tag
+    from nearmetal.run import Plan
+    from nearmetal.runtimes.charliecloud import Charliecloud
+
+    tag = f"nmtest{os.getpid()}"
+    names = [f"/dev/shm/ch-run_shm-{component_tag(tag, i)}" for i in (0, 1)]
+    names += [f"/dev/shm/sem.ch-run_sem-{component_tag(tag, i)}" for i in (0, 1)]
+    for name in names:
+        open(name, "w").close()
+
+    class Part:
+        runtime = Charliecloud()
+
+    class NativePart:
+        runtime = None
+
+    Plan(["mpirun"], {}, [], components=[Part(), Part(), NativePart()], tag=tag).after_job()
+    assert [n for n in names if os.path.exists(n)] == []
+    Plan(["mpirun"], {}, [], components=[Part()], tag=tag).after_job()  # nothing left: nothing to do

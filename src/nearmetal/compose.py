@@ -10,6 +10,11 @@ combination can be checked argv for argv without starting anything.
 CONTAINER_WORKDIR = "/nm/work"
 
 
+def component_tag(tag, i):
+    """The tag of a job's i-th (MPMD) component: what its containers' peer groups are named by."""
+    return tag if i == 0 else f"{tag}c{i}"
+
+
 def compose(components, models, cores, environ, tag):
     """(argv, launcher environment delta, notes) for resolved components and their models."""
     from . import launchers
@@ -24,7 +29,7 @@ def compose(components, models, cores, environ, tag):
                 or any(c.runtime.separates_ranks(c.runtime_args) for c in components if c.runtime))
     shared = profile.cross_namespace_env(containers=any(c.in_container for c in components),
                                          separate_namespaces=separate)
-    parts = [_component(c, m, tag if i == 0 else f"{tag}c{i}", total, shared, cores)
+    parts = [_component(c, m, component_tag(tag, i), total, shared, cores)
              for i, (c, m) in enumerate(zip(components, models))]
     launch_env, notes = {}, []
     for _, env, n in parts:

@@ -96,12 +96,12 @@ class Plan:
     run --user, the account (privilege.Account), nm-supervise's options that switch to it
     (`supervise_options`) and the caller's variables removed from the environment (`unset`)."""
 
-    __slots__ = ("argv", "env_delta", "notes", "cwd", "components", "account", "supervise_options", "unset")
+    __slots__ = ("argv", "env_delta", "notes", "cwd", "components", "account", "supervise_options", "unset", "tag")
 
     def __init__(self, argv, env_delta, notes, cwd=None, components=(), account=None, supervise_options=(),
-                 unset=()):
+                 unset=(), tag=None):
         self.argv, self.env_delta, self.notes, self.cwd = argv, env_delta, notes, cwd
-        self.components = list(components)
+        self.components, self.tag = list(components), tag
         self.account, self.supervise_options, self.unset = account, list(supervise_options), tuple(unset)
 
     def environ(self):
@@ -126,6 +126,15 @@ class Plan:
         for c in self.components:
             if c.runtime is not None:
                 self.notes += c.runtime.prepare_account(c.image)
+
+    def after_job(self):
+        """Once the job's processes are all gone: each runtime removes what the job left on
+        this machine (runtimes' after_job), so the next launch of this plan starts clean."""
+        from .compose import component_tag
+
+        for i, c in enumerate(self.components):
+            if c.runtime is not None and self.tag:
+                c.runtime.after_job(component_tag(self.tag, i))
 
     def describe(self):
         import shlex
@@ -206,11 +215,10 @@ def plan(req, more=(), check_paths=True, host=None):
 
         networks.get(req.network).check(components)
     models = [prepare(c.mode, c) for c in components]
-    argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ,
-                                     tag=f"nm{os.getpid()}")
-    if account is None:
-        return Plan(argv, env_delta, notes, cwd=req.workdir, components=components)
-    return _as_account(Plan(argv, env_delta, notes, cwd=req.workdir, components=components), account, host.facts())
+    tag = f"nm{os.getpid()}"
+    argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ, tag=tag)
+    p = Plan(argv, env_delta, notes, cwd=req.workdir, components=components, tag=tag)
+    return p if account is None else _as_account(p, account, host.facts())
 
 
 def _as_account(p, account, facts):

@@ -78,6 +78,10 @@ class Runtime(ABC):
         nothing for runtimes that start the image's files in place."""
         return []
 
+    def after_job(self, tag):
+        """Remove what a finished job tagged `tag` left on this machine (nothing by default);
+        called once every process of the job has ended."""
+
     def path(self):
         return shutil.which(self.binary)
 

@@ -40,3 +40,15 @@ class Charliecloud(Runtime):
             argv.append(f"--cd={spec.workdir}")
         argv += spec.runtime_args + [source, "--"] + spec.argv
         return argv
+
+    def after_job(self, tag):
+        # A join group that never completed (a rank died, or the winner's program ended before
+        # a peer joined) keeps its semaphore and segment, naming a PID that is gone: the next
+        # launch with the tag (a study's runs share it) would join that PID and fail.
+        import os
+
+        for name in (f"ch-run_shm-{tag}", f"sem.ch-run_sem-{tag}"):
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except FileNotFoundError:
+                pass

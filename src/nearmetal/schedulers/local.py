@@ -20,7 +20,10 @@ class Local(Scheduler):
             proc = start(plan)
         except NearmetalError as e:
             return Outcome("not started", reason=str(e))
-        returncode, out, err, why = wait(proc, timeout)
+        try:
+            returncode, out, err, why = wait(proc, timeout)
+        finally:  # the job's whole tree has ended (wait ends it on time-out and interrupt)
+            plan.after_job()
         if why:
             return Outcome("timeout", None, out, err, reason=why)
         return Outcome.exited(returncode, out, err)
