@@ -149,6 +149,55 @@ def test_the_schedulers_run_as_the_account_as_bench_and_studies_do(runtime, acco
     assert not account_processes(account)
 
 
+STUDY = """[study]
+name = "as-account"
+repetitions = 1
+warmup = 0
+[matrix]
+mode = ["native", "hybrid"]
+runtime = ["charliecloud"]
+mpi = ["mpich"]
+user = ["", "nmuser"]
+[[benchmark]]
+name = "uid"
+command = ["sh", "-c", "id -u; sleep 1"]
+[[benchmark.fom]]
+name = "uid"
+regex = '^([0-9]+)$'
+[[benchmark]]
+kernel = "latency"
+args = ["-m", "8:8"]
+"""
+
+
+def test_the_user_dimension_runs_a_studys_ranks_as_the_account(account, tmp_path, default_image):
+    """`user = [...]` in a study: the program's ranks say their uid (a figure of merit), the
+    kernel's cells run, and each cell's context names the account; the caller's cells stay root.
+    (The program outlives `id`: ch-run's joining rank enters the first rank's namespaces, which
+    a program that is not MPI may already have left; an MPI program waits in MPI_Init.)"""
+    import json
+    import sqlite3
+
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY)
+    out = nearmetal("study", path, "--db", tmp_path / "db" / "study.db", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    with sqlite3.connect(tmp_path / "db" / "study.db") as db:
+        rows = db.execute("SELECT r.run_key, r.status, rec.metric, rec.value, c.context_json FROM runs r "
+                          "JOIN records rec ON rec.run_id = r.id JOIN contexts c ON c.id = r.context_id").fetchall()
+    uids = {key.split("|")[3].split("#")[0]: value for key, status, metric, value, _ in rows if metric == "uid"}
+    assert uids == {"native/mpich": 0, "native/mpich+as-nmuser": account.pw_uid,
+                    "hybrid/charliecloud/mpich/default": 0,
+                    "hybrid/charliecloud/mpich/default+as-nmuser": account.pw_uid}
+    users = {key.split("|")[3].split("#")[0]: json.loads(ctx).get("user") for key, *_, ctx in rows
+             if key.startswith("latency|")}
+    assert users == {"native/mpich": None, "native/mpich+as-nmuser": {"name": NAME, "uid": account.pw_uid},
+                     "hybrid/charliecloud/mpich/default": None,
+                     "hybrid/charliecloud/mpich/default+as-nmuser": {"name": NAME, "uid": account.pw_uid}}
+    assert all(status == "ok" for _, status, *_ in rows)
+    assert not account_processes(account)
+
+
 def test_podman_leaves_no_pause_process_behind(account, workdir, default_image):
     out = as_account("--mode", "hybrid", "--runtime", "podman", "-v", "--", "nm-mpi-info", workdir=workdir)
     assert out.returncode == 0, out.stderr

@@ -381,3 +381,69 @@ def test_a_resolved_component_without_user_has_no_account():
 
     c = resolve(req(mode="hybrid", runtime="bwrap"), host=FakeHost())[0]
     assert c.account is None and c.runtime.account is None
+
+
+# -- the study dimension `user` ---------------------------------------------------------------
+
+def test_user_variants_are_named_and_compared_with_the_callers_runs():
+    from conftest import planned_variants
+    from nearmetal.study.plan import baseline_of, cells, variant_id
+
+    cfg, ids = planned_variants('user = ["", "nmuser"]')
+    assert ids == ["hybrid/charliecloud/mpich/default", "hybrid/charliecloud/mpich/default+as-nmuser",
+                   "native/mpich", "native/mpich+as-nmuser"]
+    as_account = next(c.variant for c in cells(cfg) if variant_id(c.variant) == "native/mpich+as-nmuser")
+    assert as_account["user"] == "nmuser" and variant_id(baseline_of(cfg, as_account)) == "native/mpich"
+    # off by default: a study that does not name it keeps its ids (and stored variants)
+    _, plain = planned_variants("")
+    assert plain == ["hybrid/charliecloud/mpich/default", "native/mpich"]
+
+
+def test_a_named_variant_runs_as_its_account():
+    from nearmetal.study.config import parse
+    from nearmetal.study.plan import cells, variant_id
+
+    cfg = parse('[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
+                '[[variant]]\nname = "unprivileged"\nmode = "hybrid"\nruntime = "apptainer"\nmpi = "mpich"\n'
+                'user = "nmuser"\n[[benchmark]]\nkernel = "bw"\n')
+    named = next(c.variant for c in cells(cfg) if c.variant.get("name"))
+    assert named["user"] == "nmuser" and variant_id(named) == "unprivileged"
+
+
+@pytest.mark.parametrize("value, message", [
+    ('["1000"]', r"matrix\.user\[0\]: give the account's name, not a uid"),
+    ('["a b"]', r"matrix\.user\[0\]: not an account name"),
+    ('[]', r"matrix\.user: .*non-empty"),
+])
+def test_bad_account_names_in_a_study_are_refused_by_key(value, message):
+    from nearmetal.study.config import parse
+
+    with pytest.raises(NearmetalError, match=message) as e:
+        parse(f'[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\nuser = {value}\n'
+              '[[benchmark]]\nkernel = "bw"\n')
+    assert "\n" not in str(e.value)
+
+
+def test_user_with_a_batch_scheduler_is_refused_in_a_study():
+    from nearmetal.study.config import parse
+
+    with pytest.raises(NearmetalError, match="user act on this machine .*its accounts"):
+        parse('[study]\nname = "a"\nrepetitions = 2\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\n'
+              'mpi = ["mpich"]\nuser = ["", "nmuser"]\n[[benchmark]]\nkernel = "startup"\n')
+
+
+def test_a_program_run_directory_is_handed_to_the_account(tmp_path, monkeypatch):
+    from nearmetal.study import program
+
+    given = []
+    monkeypatch.setattr(privilege, "lookup", lambda name: NM if name == "nmuser" else None)
+    monkeypatch.setattr(os, "chown", lambda p, u, g: given.append((os.path.relpath(p, tmp_path), u, g)))
+    monkeypatch.setattr(os, "lchown", lambda p, u, g: given.append((os.path.relpath(p, tmp_path), u, g)))
+    src = tmp_path / "topol.tpr"
+    src.write_text("x")
+    program.stage(str(tmp_path / "run"), [str(src)], user="nmuser")
+    assert sorted(given) == [("run", 999, 995), ("run/topol.tpr", 999, 995)]
+    given.clear()
+    program.stage(str(tmp_path / "run"), [str(src)], user=None)   # the caller's own runs: nothing handed over
+    program.hand_over(str(tmp_path / "run"), "nosuch")            # no such account: planning says so
+    assert given == []

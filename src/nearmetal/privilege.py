@@ -49,16 +49,24 @@ class Account:
         return f"Account({self.name}, uid={self.uid}, gid={self.gid})"
 
 
-def check_name(name):
-    """A one-line error unless `name` can be an account name."""
+def name_problem(name):
+    """Why `name` cannot be an account name (one line, without the option), or None."""
     text = str(name)
     if text.isdigit():
-        raise NearmetalError(f"--user {text}: give the account's name, not a uid")
+        return "give the account's name, not a uid"
     if (not text or len(text) > 32 or not set(text) <= _NAME_CHARS or text[0] in "-."
             or text[0].isdigit()):
-        shown = text[:40].encode("unicode_escape").decode()
-        raise NearmetalError(f"--user '{shown}': not an account name (letters, digits, '.', '_' and '-', "
-                             f"at most 32, starting with a letter or '_')")
+        return ("not an account name (letters, digits, '.', '_' and '-', at most 32, starting with a letter "
+                "or '_')")
+    return None
+
+
+def check_name(name):
+    """A one-line error unless `name` can be an account name."""
+    why = name_problem(name)
+    if why:
+        shown = str(name)[:40].encode("unicode_escape").decode()
+        raise NearmetalError(f"--user {shown}: {why}" if str(name).isdigit() else f"--user '{shown}': {why}")
 
 
 def lookup(name):

@@ -216,6 +216,8 @@ def _optional_words(d):
         out.append("under LD_AUDIT")
     if d.get("network") and d["network"] != "host":
         out.append(f"{d['network']} network")
+    if d.get("user"):
+        out.append(f"as {d['user']}")
     from .placement import words
 
     return out + words(d)

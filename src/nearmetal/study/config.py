@@ -23,7 +23,7 @@ from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
 from ..errors import NearmetalError
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
-                     Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
+                     Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
 from .placement import Nodes, SlurmSection
 from .program import ProgramFields, check_inputs
@@ -31,7 +31,7 @@ from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
                      validation_error)
 
-DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "ranks",
+DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "user", "ranks",
               "threads", "nodes", "ranks_per_node")
 ImageFormat = Literal["default", "dir", "squashfs", "sif"]  # default: the format the image's name or path gives
 # the directory a copy of the image is placed in for the runs ("": used where it is)
@@ -126,6 +126,7 @@ class Matrix(_Strict):
     cold: list[StrictBool] = [False]    # the page cache dropped before each run (root)
     audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
     network: list[Network] = ["host"]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
+    user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py), seed 003
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
     nodes: list[Nodes] = [1]            # each run's job on this many nodes (study/placement.py)
@@ -140,7 +141,8 @@ class Matrix(_Strict):
             raise ValueError("expected a non-empty list of positive integers")
         return v
 
-    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network")
+    @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
+                     "user")
     @classmethod
     def _nonempty(cls, v):
         if not v:
@@ -183,6 +185,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
     cold: list[StrictBool] | None = None
     audit: list[StrictBool] | None = None
     network: list[Network] | None = None
+    user: list[Account] | None = None
     ranks: list[Ranks] | None = None
     threads: list[Threads] | None = None
     nodes: list[Nodes] | None = None
@@ -206,7 +209,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields):
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
-                     "ranks", "threads", "nodes", "ranks_per_node")
+                     "user", "ranks", "threads", "nodes", "ranks_per_node")
     @classmethod
     def _override_nonempty(cls, v):
         if v is not None and not v:
@@ -244,6 +247,7 @@ class Variant(_Strict):
     cold: StrictBool = False
     audit: StrictBool = False             # the ranks under the rtld-audit library (audit/)
     network: Network = "host"             # isolated: a rank per emulated node (networks/)
+    user: Account = ""                    # the account the ranks run as ("": the caller; privilege.py)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
 

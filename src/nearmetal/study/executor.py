@@ -51,18 +51,19 @@ class Executor:
 
             variant = json.loads(row["variant_json"])
             bench = next(b for b in self.config.benchmark if b.label == row["benchmark"])
-            if bench.is_program():  # any program: its own argv, a fresh working directory per run
-                from .program import run_dir
+            from .program import hand_over, large_inputs, run_dir
 
-                from .program import large_inputs
-
-                spec, program, args = None, bench.command[0], bench.command[1:]
+            own_dir = bench.is_program() or (variant.get("user") and not self.config.workdir_of(bench))
+            if own_dir:  # a program's fresh working directory per run, or one another account can enter
                 base = self.config.workdir_of(bench) or (str(self.store.path.parent) if self.store else "results")
                 workdir = run_dir(base, key)
             else:
+                workdir = self.config.workdir_of(bench)
+            if bench.is_program():  # any program: its own argv
+                spec, program, args = None, bench.command[0], bench.command[1:]
+            else:
                 spec = kernels.get(bench.kernel)
                 program, args = spec.program, list(bench.args or spec.default_args)
-                workdir = bench.workdir or self.config.study.workdir
             from .. import families
 
             # the ranks say which transport they use to each peer (context's `transport`); a
@@ -95,7 +96,8 @@ class Executor:
                              runtime=variant["runtime"], image=None, mpi=variant["mpi"],
                              ranks=row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
-                             runtime_args=variant.get("runtime_args", ()), network=variant.get("network"))
+                             runtime_args=variant.get("runtime_args", ()), network=variant.get("network"),
+                             user=variant.get("user"))
             if spec is None:
                 req.workdir_binds = [(p, os.path.basename(p.rstrip("/"))) for p in large_inputs(bench.inputs)]
             try:
@@ -104,6 +106,8 @@ class Executor:
                 dry = self.store is None
                 if workdir and not dry:  # created when first planned; a dry run creates nothing
                     make_workdir(workdir)
+                    if own_dir:  # nearmetal's own run directory: the account's, for a `user` variant
+                        hand_over(workdir, req.user)
                 self._plans[key] = (plan(req, check_paths=not dry), req, spec, bench)
             except NearmetalError as e:
                 self._plans[key] = e
@@ -167,6 +171,8 @@ class Executor:
                 ctx["transport"] = transport
             if resolved.network != "host":
                 ctx["network"] = resolved.network
+            if resolved.account is not None:  # the ranks ran as this account (privilege.py)
+                ctx["user"] = {"name": resolved.account.name, "uid": resolved.account.uid}
             # the job's nodes: one where the job runs on this machine, else the nodes it asked for
             ctx["nodes"] = 1 if resolved.scheduler.job_is_child else int((resolved.options or {}).get("nodes") or 1)
             extra = self._image_ctx.get(key) or {}
@@ -263,7 +269,7 @@ class Executor:
         if spec is None:  # a program benchmark: a fresh working directory with its inputs
             from .program import stage
 
-            stage(req.workdir, bench.inputs, in_container=req.mode != "native")
+            stage(req.workdir, bench.inputs, in_container=req.mode != "native", user=req.user)
         jobs = []
         scheduler, study = schedulers.get(req.scheduler), self.config.study
         quiet = waited = before = None

@@ -60,6 +60,20 @@ Mpi = Annotated[StrictStr, AfterValidator(check_mpi_spec)]  # FAMILY or FAMILY@/
 Scheduler = _choices(_schedulers)
 Network = _choices(_networks)
 
+
+def _account_name(v):
+    """An account the ranks run as ("": the caller's own); whether it exists is asked when a
+    cell is planned, so a study runs its other cells on a machine without it."""
+    from ..privilege import name_problem
+
+    why = name_problem(v) if v != "" else None
+    if why:
+        raise ValueError(why)
+    return v
+
+
+Account = Annotated[StrictStr, AfterValidator(_account_name)]
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

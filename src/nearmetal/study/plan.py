@@ -17,7 +17,7 @@ from . import placement
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
 # Variant dimensions that are off unless asked for: in a variant's dict (and id) only when on,
 # so the ids and stored variants of studies that do not use them stay as they were.
-OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network")
+OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network", "user")
 CONTAINER_ONLY = ("runtime", "image", "image_format", "image_place")  # nothing to say for native runs
 DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads") + placement.DIMS
 
@@ -32,6 +32,8 @@ def _id_part(dim, value):
         return f"+{value}"
     if dim == "image_place":
         return f"+in-{image_label(value.rstrip('/') or '/')}"
+    if dim == "user":  # account names have no '/' or '+' (privilege.name_problem)
+        return f"+as-{value}"
     return f"+{dim}"
 MAX_CELLS = 100_000      # a study this size is a typo: planning it would take minutes and gigabytes
 MAX_RUNS = 1_000_000
@@ -41,7 +43,7 @@ def variant_id(v):
     """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
     for any image name: mode, runtime and MPI are validated words without '/', so
     everything after the third '/' is the image, then the optional dimensions that are set
-    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`; image labels have no '+') and
+    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`, `+as-NAME`; image labels have no '+') and
     the placement where it is not the default (`+2-nodes`, `+4-per-node`: study/placement.py)."""
     if v.get("name"):
         return v["name"] + placement.id_part(v)
@@ -292,11 +294,12 @@ def check(config):
     from .. import schedulers
 
     if not schedulers.get(config.study.scheduler).job_is_child:  # the runs happen elsewhere
-        node_side = sorted({d for c in all_cells for d in ("cold", "image_place", "network")
+        node_side = sorted({d for c in all_cells for d in ("cold", "image_place", "network", "user")
                             if is_set(c.variant.get(d))})
         if node_side:
             raise NearmetalError(f"study.scheduler: {' and '.join(node_side)} act on this machine (its page cache, "
-                                 f"its file systems, its namespaces), not on the nodes {config.study.scheduler} runs the job on: "
+                                 f"its file systems, its namespaces, its accounts), not on the nodes "
+                                 f"{config.study.scheduler} runs the job on: "
                                  f"use them where the runs start on this machine (scheduler = \"local\")")
     if config.finding:
         from .finding_spec import check as check_findings

@@ -137,10 +137,29 @@ def large_inputs(inputs, limit=LARGE_INPUT):
     return [p for p in inputs if os.path.exists(p) and size_of(p) > limit]
 
 
-def stage(path, inputs, in_container=False, limit=LARGE_INPUT):
+def hand_over(path, user):
+    """Give nearmetal's own run directory `path` and what was staged in it to the account
+    `user` the ranks run as (a `user` variant), so its program can write its outputs beside
+    its inputs; the inputs themselves are copies. No such account: left as is (planning
+    says so)."""
+    if not user:
+        return
+    from ..privilege import lookup
+
+    acct = lookup(user)
+    if acct is None:
+        return
+    for root, dirs, files in os.walk(path):
+        os.chown(root, acct.uid, acct.gid)
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), acct.uid, acct.gid)
+
+
+def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
     """Make path a fresh working directory holding copies of inputs (files and directories,
     symlinks copied as links), large ones linked (natively) or as placeholders for their
-    bind mounts (in a container). Called before every run of a program benchmark."""
+    bind mounts (in a container); with `user`, all of it the account's (hand_over). Called
+    before every run of a program benchmark."""
     if os.path.islink(path):
         raise NearmetalError(f"working directory {path} is a symbolic link: refusing to empty it")
     if os.path.isdir(path):
@@ -160,6 +179,7 @@ def stage(path, inputs, in_container=False, limit=LARGE_INPUT):
                 shutil.copy2(src, dst)
         except OSError as e:
             raise NearmetalError(f"cannot stage input {src}: {e.strerror or e}") from None
+    hand_over(path, user)
 
 
 def read_outputs(workdir, names, stdout, stderr):
