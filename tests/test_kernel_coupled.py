@@ -231,3 +231,46 @@ def test_parser_reads_every_row_and_skips_noise():
     (vals,) = [r for r in recs if r["metric"] == "exchanged_values"]
     assert vals["value"] == 1234 and vals["unit"] == "count"
     assert {r["params"]["component"] for r in recs if r["metric"] == "checksum"} == {"atm"}
+
+
+def test_a_study_runs_the_coupled_model_as_a_heterogeneous_job(tmp_path, default_image):
+    """A study benchmark with `components` (seed 000's coupled-mpmd): one launcher, one
+    MPI_COMM_WORLD, each component with its own arguments, natively and in both container
+    modes with both MPIs; every run says mpmd and computes the same checksums."""
+    import sqlite3
+
+    small = ", ".join(f'"{a}"' for a in SMALL)
+    study = tmp_path / "s.toml"
+    study.write_text(f"""
+[study]
+name = "mpmd"
+repetitions = 1
+warmup = 0
+[matrix]
+mode = ["native", "hybrid", "bind"]
+runtime = ["charliecloud"]
+mpi = ["openmpi", "mpich"]
+[[benchmark]]
+name = "coupled-mpmd"
+kernel = "coupled"
+args = ["--role", "ocn", {small}]
+components = [{{ranks = 1, args = ["--role", "atm", {small}]}}, {{ranks = 2}}]
+""")
+    db = tmp_path / "s.db"
+    out = nearmetal("study", study, "--db", db, "--no-progress", "--out", tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT run_key, status, argv_json FROM runs").fetchall()
+    assert len(runs) == 6 and all(status == "ok" for _, status, _ in runs), runs
+    assert all(key.startswith("coupled-mpmd|n=3|") for key, _, _ in runs)  # the components' ranks together
+    for _, _, argv in runs:  # the second component runs the benchmark's own args
+        words = json.loads(argv)
+        assert words.count(":") == 1 and words.count("--role") == 2
+        assert words.index("atm") < words.index(":") < words.index("ocn")
+    rows = con.execute("SELECT point_json, value FROM records WHERE metric = 'checksum'").fetchall()
+    points = [json.loads(p) for p, _ in rows]
+    assert {(p["launch"], p["atm_ranks"], p["ocn_ranks"]) for p in points} == {("mpmd", 1, 2)}
+    by_role = {}
+    for (p, value), point in zip(rows, points):
+        by_role.setdefault(point["component"], set()).add(value)
+    assert set(by_role) == {"atm", "ocn"} and all(len(v) == 1 for v in by_role.values()), by_role

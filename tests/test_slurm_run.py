@@ -208,3 +208,44 @@ args = ["-m", "8:8", "-i", "4000000"]
         assert c.execute("SELECT state FROM jobs WHERE job_id=?", (job,)).fetchone() == ("cancelled on resume",)
         runs = c.execute("SELECT status, (SELECT COUNT(*) FROM records WHERE run_id = runs.id) FROM runs").fetchall()
     assert runs == [("ok", 1)]
+
+
+def test_a_heterogeneous_study_benchmark_is_a_heterogeneous_batch_job_per_run(slurm_env, default_image, tmp_path):
+    """`components` under scheduler = "slurm": each run is an `#SBATCH hetjob` job whose srun
+    step shares one MPI_COMM_WORLD (the coupled kernel says mpmd, 1 atm + 1 ocn rank), natively
+    and in a container; `--submit` refuses it in one line before anything is planned."""
+    import json
+    import sqlite3
+
+    small = '"--couplings", "4", "--atm-nx", "48", "--atm-ny", "24", "--ocn-nx", "72", "--ocn-ny", "36"'
+    study = tmp_path / "s.toml"
+    study.write_text(f"""
+[study]
+name = "het-study"
+repetitions = 1
+warmup = 0
+timeout = 120
+scheduler = "slurm"
+[matrix]
+mode = ["native", "hybrid"]
+runtime = ["charliecloud"]
+mpi = ["mpich"]
+[[benchmark]]
+name = "coupled-mpmd"
+kernel = "coupled"
+components = [{{ranks = 1, args = ["--role", "atm", {small}]}}, {{ranks = 1, args = ["--role", "ocn", {small}]}}]
+""")
+    refused = nearmetal("study", str(study), "--submit", "--db", str(tmp_path / "r" / "s.db"), env=slurm_env)
+    err = assert_one_line_error(refused)
+    assert "a heterogeneous (MPMD) benchmark (coupled-mpmd) does not run inside one runner job" in err
+    assert not (tmp_path / "r").exists()
+    db = tmp_path / "s.db"
+    out = nearmetal("study", str(study), "--db", str(db), "--no-progress", "--out", str(tmp_path), env=slurm_env,
+                    timeout=400)
+    assert out.returncode == 0, out.stderr
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT status, argv_json, stderr_tail FROM runs").fetchall()
+    assert len(runs) == 2 and all(s == "ok" for s, _, _ in runs), runs
+    assert all(" : " in " ".join(json.loads(a)) for _, a, _ in runs)
+    points = [json.loads(p) for (p,) in con.execute("SELECT point_json FROM records WHERE metric = 'exchanges'")]
+    assert len(points) == 2 and all((p["launch"], p["atm_ranks"], p["ocn_ranks"]) == ("mpmd", 1, 1) for p in points)

@@ -101,6 +101,10 @@ def cmd_study(args):
     out_dir = _out_dir(args.out, db)  # checked now: not after the last run is stored
     err = Console(stderr=True)
     say = lambda m: err.print(m, highlight=False)  # noqa: E731
+    if args.submit:
+        from .study.submit import check
+
+        check(cfg, args.file)
     store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None, say=say)
     from .study import submit
 

@@ -26,6 +26,7 @@ from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString,
                      Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
 from .placement import Nodes, SlurmSection
+from .mpmd import MpmdFields
 from .program import ProgramFields, check_inputs
 from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
@@ -167,7 +168,7 @@ class Matrix(_Strict):
         return self
 
 
-class Benchmark(_Strict, ProgramFields, TraceFields):
+class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
     """One kernel with its arguments, or any program (command = [...], study/program.py);
     any matrix dimension may be overridden per benchmark."""
 

@@ -51,36 +51,17 @@ class Executor:
 
             variant = json.loads(row["variant_json"])
             bench = next(b for b in self.config.benchmark if b.label == row["benchmark"])
-            from .program import hand_over, large_inputs, run_dir
+            from .program import hand_over, large_inputs, working_dir
 
-            own_dir = bench.is_program() or (variant.get("user") and not self.config.workdir_of(bench))
-            if own_dir:  # a program's fresh working directory per run, or one another account can enter
-                base = self.config.workdir_of(bench) or (str(self.store.path.parent) if self.store else "results")
-                workdir = run_dir(base, key)
-            else:
-                workdir = self.config.workdir_of(bench)
+            workdir, own_dir = working_dir(self.config, bench, variant, key, self.store)
             if bench.is_program():  # any program: its own argv
                 spec, program, args = None, bench.command[0], bench.command[1:]
             else:
                 spec = kernels.get(bench.kernel)
                 program, args = spec.program, list(bench.args or spec.default_args)
-            from .. import families
+            from .cell_env import rank_env
 
-            # the ranks say which transport they use to each peer (context's `transport`); a
-            # benchmark's or variant's own settings of these variables win
-            env = dict(families.get(variant["mpi"]).transport_env)
-            if self.config.study.pin:
-                env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
-            env.update(bench.env)
-            env.update(variant.get("env", {}))  # a named variant's own environment: what it compares
-            if self.config.study.witness:
-                from ..witness import rank_env
-
-                env = rank_env(env)
-            if variant.get("audit"):  # the ranks under the rtld-audit library (audit/)
-                from ..audit import rank_env as audited
-
-                env = audited(env)
+            env = rank_env(self.config, bench, variant)
             if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
                 from .traced import staging_env
 
@@ -92,9 +73,14 @@ class Executor:
 
             if scheduler.multi_node and placement.uses_nodes(self.config):  # each cell its own nodes
                 options["nodes"] = placement.nodes(variant, row["ranks"])
+            from .mpmd import more_requests, parts
+
+            components = parts(bench, args)  # a heterogeneous job: [(args, ranks)] per component
+            if components:
+                args = components[0][0]
             req = RunRequest(program, args, mode=variant["mode"], ranks_per_node=variant.get("ranks_per_node"),
                              runtime=variant["runtime"], image=None, mpi=variant["mpi"],
-                             ranks=row["ranks"], threads=row["threads"], env=env,
+                             ranks=components[0][1] if components else row["ranks"], threads=row["threads"], env=env,
                              scheduler=scheduler.name, slurm=options, workdir=workdir,
                              runtime_args=variant.get("runtime_args", ()), network=variant.get("network"),
                              user=variant.get("user"))
@@ -108,7 +94,8 @@ class Executor:
                     make_workdir(workdir)
                     if own_dir:  # nearmetal's own run directory: the account's, for a `user` variant
                         hand_over(workdir, req.user)
-                self._plans[key] = (plan(req, check_paths=not dry), req, spec, bench)
+                self._plans[key] = (plan(req, more_requests(req, components[1:]), check_paths=not dry), req, spec,
+                                    bench)
             except NearmetalError as e:
                 self._plans[key] = e
             except (OSError, ValueError, RuntimeError) as e:  # a path or value no check foresaw: cannot run
@@ -288,7 +275,7 @@ class Executor:
 
         t0 = time.perf_counter()
         try:
-            outcome = scheduler.run(p, req, [req], timeout=study.timeout, on_submit=submitted)
+            outcome = scheduler.run(p, req, p.components, timeout=study.timeout, on_submit=submitted)
         finally:
             for job_id in jobs:
                 self.store.finish_job(job_id, "ended")

@@ -134,6 +134,8 @@ def _dimensions(config, bench):
     """A benchmark's dimensions ({dim: values}) and zips: its own, else the matrix's."""
     m = config.matrix
     dims = {d: getattr(bench, d) or getattr(m, d) for d in DIMS}
+    if bench.components:  # a heterogeneous job: its ranks are its components' (study/mpmd.py)
+        dims.update(ranks=[bench.total_ranks()], ranks_per_node=None)
     return placement.dimensions(dims), (bench.zips if bench.zips is not None else m.zips)
 
 

@@ -113,6 +113,16 @@ def check_inputs(cfg):
                 raise NearmetalError(f"benchmark[{i}] ({bench.label}): input {path} is neither a file nor a directory")
 
 
+def working_dir(config, bench, variant, cell_key, store):
+    """(the ranks' working directory or None, whether it is nearmetal's own run directory):
+    a program's fresh one per run, and one an unprivileged account (a `user` variant) can
+    enter where the study names none; else the benchmark's or the study's `workdir`."""
+    named = config.workdir_of(bench)
+    if not (bench.is_program() or (variant.get("user") and not named)):
+        return named, False
+    return run_dir(named or (str(store.path.parent) if store else "results"), cell_key), True
+
+
 def run_dir(base, cell_key):
     """The fixed working directory of one cell's runs under base."""
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in cell_key)[:150]

@@ -28,6 +28,19 @@ from pathlib import Path
 from ..errors import NearmetalError
 
 
+def check(cfg, source="<study>"):
+    """What one runner job cannot run, refused before anything is planned: a heterogeneous
+    (MPMD) benchmark. Its runs would be heterogeneous steps inside the runner's ordinary
+    allocation, and there MPI_Init of MPICH's components never met (Slurm 22.05, pmi2, the
+    local cluster: the step hung until cancelled); as their own batch jobs (`#SBATCH hetjob`)
+    they run."""
+    for i, bench in enumerate(cfg.benchmark):
+        if bench.components:
+            raise NearmetalError(f"{source}: benchmark[{i}].components: a heterogeneous (MPMD) benchmark "
+                                 f"({bench.label}) does not run inside one runner job: run the study without "
+                                 f"--submit (each run is then a heterogeneous batch job of its own)")
+
+
 def job_size(cfg):
     """{"nodes", "per_node", "threads"} of the study's largest cell: the most nodes any cell
     asks for, the most ranks any cell puts on one node, the most threads per rank."""
