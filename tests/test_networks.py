@@ -131,7 +131,7 @@ def test_the_agent_runs_no_shell_and_only_on_the_jobs_nodes(tmp_path):
 
 def test_a_study_compares_isolated_with_the_host_network_and_records_the_transport(tmp_path, host_mpis):
     f = tmp_path / "net.toml"
-    f.write_text('[study]\nname = "net"\nrepetitions = 2\nwarmup = 0\n[baseline]\nmode = "native"\n'
+    f.write_text('[study]\nname = "net"\nrepetitions = 5\nwarmup = 0\n[baseline]\nmode = "native"\n'
                  '[matrix]\nmode = ["native"]\nmpi = ["openmpi"]\nnetwork = ["host", "isolated"]\n'
                  '[[benchmark]]\nkernel = "latency"\nargs = ["-m", "8:8", "-i", "2000"]\n'
                  '[[finding]]\nid = "tcp"\nstatement = "TCP between ranks of one node is slower."\nsource = "test"\n'
