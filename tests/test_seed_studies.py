@@ -1,16 +1,21 @@
 """examples/seeds/: one study file per seed study, each stating the paper's findings as
 [[finding]] entries. Every file parses and names only real benchmarks and variants (unit),
 passes a real --dry-run (every run planned, nothing created), and the quickest runs end to end
-with its report opening with the findings."""
+with its report opening with the findings. Seed 001 runs GROMACS on a run input shipped beside
+the seeds, made from the text files there by the commands its README gives."""
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import nearmetal
 
-SEEDS = sorted((Path(__file__).resolve().parents[1] / "examples" / "seeds").glob("*.toml"))
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = sorted((ROOT / "examples" / "seeds").glob("*.toml"))
+WATER = ROOT / "examples" / "seeds" / "inputs" / "gromacs-water"
 
 
 def test_there_is_one_study_per_seed_that_can_run_here():
@@ -33,7 +38,8 @@ def test_a_seed_study_states_its_findings(path):
 
 @pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.name)
 def test_a_seed_study_dry_runs(path, tmp_path):
-    out = nearmetal("study", path, "--dry-run", "--db", tmp_path / "r" / "study.db", cwd=tmp_path)
+    """From the repository root, as the seeds' headers say (seed 001's input path is relative to it)."""
+    out = nearmetal("study", path, "--dry-run", "--db", tmp_path / "r" / "study.db", cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert re.search(r"^\s+1 (warmup|block 0) ", out.stdout, re.M), out.stdout[:2000]
     assert not (tmp_path / "r").exists()
@@ -54,3 +60,56 @@ def test_seed_003_runs_and_reports_its_findings_first(tmp_path, default_image, b
     assert len(lines) == 9, text[:3000]
     html = (tmp_path / "r" / "report.html").read_text()
     assert html.index('id="findings"') < html.index('id="answer"')
+
+
+@pytest.mark.unit
+def test_seed_001_runs_gromacs_natively_in_containers_and_over_tcp(monkeypatch):
+    """The paper's real application: Debian's gmx_mpi on the shipped topol.tpr, natively and in
+    the image whose build command the header gives, and natively on an isolated network; its
+    findings compare ns/day (higher is better: "slower" means fewer ns/day)."""
+    from nearmetal.study.config import parse
+
+    path = next(p for p in SEEDS if p.name.startswith("001"))
+    monkeypatch.chdir(ROOT)  # inputs are relative to the current directory: the seeds run from the root
+    text = path.read_text()
+    cfg = parse(text, source=path.name)
+    gmx = {b.label: b for b in cfg.benchmark if b.command and b.command[0] == "gmx_mpi"}
+    assert set(gmx) == {"gromacs", "gromacs-network"}
+    for b in gmx.values():
+        assert b.command[1] == "mdrun" and b.preset == "gromacs" and b.metrics == ["ns_per_day"]
+        assert b.inputs == [str(WATER / "topol.tpr")]
+    (image,) = gmx["gromacs"].image
+    assert f"nearmetal image build --mpi openmpi --name {image} --packages gromacs --format podman" in text
+    assert gmx["gromacs-network"].mode == ["native"] and gmx["gromacs-network"].network == ["host", "isolated"]
+    found = {f.id: f for f in cfg.finding if f.benchmark in gmx}
+    assert {f.expect for f in found.values()} == {"same", "slower"}
+    assert all(f.metric == "ns_per_day" for f in found.values())
+    assert found["gromacs-tcp-on-one-node"].variant == "native/openmpi+isolated"
+    tpr = WATER / "topol.tpr"
+    assert tpr.read_bytes()[8:30] == b"VERSION 2022.5-Debian_"  # a GROMACS 2022.5 run input (XDR)
+    assert tpr.stat().st_size < 64 << 10
+
+
+def test_seed_001_gromacs_input_is_made_by_its_readme_commands(tmp_path):
+    """The README's commands, run on the shipped md.mdp and topol.top, make a topol.tpr whose
+    contents (gmx dump) are the shipped one's: the binary input is reproducible from its text
+    (set-up installs Debian's gromacs, as for tests/test_applications.py)."""
+    commands = re.findall(r"^(gmx_mpi (?:solvate|grompp) [^#\n]*?)\s*(?:#.*)?$", (WATER / "README.md").read_text(), re.M)
+    assert [c.split()[1] for c in commands] == ["solvate", "grompp"]
+    made = tmp_path / "made"
+    made.mkdir()
+    for name in ("md.mdp", "topol.top"):
+        shutil.copy(WATER / name, made)
+    for command in commands:
+        subprocess.run(command.split(), cwd=made, check=True, capture_output=True, timeout=120)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    shutil.copy(WATER / "topol.tpr", shipped)
+
+    def dump(d):
+        out = subprocess.run(["gmx_mpi", "dump", "-s", "topol.tpr"], cwd=d, check=True, capture_output=True,
+                             text=True, timeout=120)
+        return out.stdout
+
+    assert "natoms = 663" in dump(shipped)
+    assert dump(made) == dump(shipped)
