@@ -57,7 +57,7 @@ def test_seed_003_runs_and_reports_its_findings_first(tmp_path, default_image, b
     assert text.lstrip().startswith("Findings"), text[:1500]
     lines = [line for line in text.splitlines() if re.match(r"(REPRODUCED|NOT REPRODUCED|UNDECIDED|NOT MEASURABLE "
                                                              r"HERE): ", line)]
-    assert len(lines) == 9, text[:3000]
+    assert len(lines) == 10, text[:3000]
     html = (tmp_path / "r" / "report.html").read_text()
     assert html.index('id="findings"') < html.index('id="answer"')
 

@@ -8,6 +8,7 @@ from nearmetal.errors import NearmetalError
 from nearmetal.study.config import parse
 from nearmetal.study.mpmd import more_requests, parts
 from nearmetal.study.plan import cells
+from test_unit_compose import FakeHost, machine  # noqa: F401  (machine: autouse fixture)
 
 pytestmark = pytest.mark.unit
 
@@ -48,6 +49,8 @@ def test_the_other_components_share_the_first_ones_variant():
     (TWO + 'ranks_per_node = [2]\n', r"benchmark\[0\]: .*remove ranks_per_node"),
     ('components = [{ranks = 0}, {ranks = 1}]\n', r"benchmark\[0\]\.components\[0\]\.ranks"),
     ('components = [{ranks = 1, host = "x"}, {ranks = 1}]\n', r"benchmark\[0\]\.components\[0\]\.host"),
+    (TWO + 'nodes = [2]\n', r"benchmark\[0\]: .*nodes of its own.*remove nodes"),
+    ('components = [{ranks = 1000000}, {ranks = 1}]\n', r"benchmark\[0\]: .*1000001 ranks together; at most"),
 ])
 def test_what_a_heterogeneous_benchmark_may_not_say(lines, message):
     with pytest.raises(NearmetalError, match=message) as e:
@@ -62,3 +65,31 @@ def test_submit_refuses_a_heterogeneous_benchmark_before_planning():
                                              r"benchmark \(c\) does not run inside one runner job"):
         check(study(TWO), "s.toml")
     check(parse(HEAD + '[[benchmark]]\nkernel = "bw"\n'), "s.toml")  # a plain study: nothing to refuse
+
+
+def test_the_matrixs_nodes_do_not_apply_to_a_heterogeneous_benchmark():
+    cfg = parse('[study]\nname = "a"\nrepetitions = 2\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\n'
+                'mpi = ["mpich"]\nnodes = [2]\n[[benchmark]]\nname = "c"\nkernel = "coupled"\n' + TWO
+                + '[[benchmark]]\nkernel = "bw"\n')
+    placed = {c.benchmark.label: (c.ranks, c.variant.get("nodes")) for c in cells(cfg)}
+    assert placed == {"c": (4, None), "bw": (2, 2)}
+
+
+def test_every_component_sees_the_large_inputs_bound_into_the_working_directory(monkeypatch):
+    from nearmetal.run import RunRequest, plan
+
+    first = RunRequest("/bin/true", ["a"], mode="native", mpi="mpich", ranks=1, scheduler="local")
+    first.workdir_binds = [("/data/big.nc", "big.nc")]
+    p = plan(first, more_requests(first, [(["b"], 1)]), check_paths=False, host=FakeHost())
+    assert [c.workdir_binds for c in p.components] == [(("/data/big.nc", "big.nc"),)] * 2
+
+
+def test_inside_an_allocation_slurm_says_why_a_heterogeneous_job_cannot_run(monkeypatch):
+    from nearmetal import schedulers
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert schedulers.get("slurm").heterogeneous_problem() is None
+    assert schedulers.get("local").heterogeneous_problem() is None
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    why = schedulers.get("slurm").heterogeneous_problem()
+    assert "inside an allocation" in why and "\n" not in why

@@ -432,18 +432,63 @@ def test_user_with_a_batch_scheduler_is_refused_in_a_study():
               'mpi = ["mpich"]\nuser = ["", "nmuser"]\n[[benchmark]]\nkernel = "startup"\n')
 
 
-def test_a_program_run_directory_is_handed_to_the_account(tmp_path, monkeypatch):
+def test_a_program_run_directory_is_handed_to_the_account_without_following_anything(tmp_path, monkeypatch):
+    """Staged copies and the directory become the account's, the directory last; a symbolic
+    link inside is changed itself (never followed), a file with other hard links is left, and a
+    run directory that is a symbolic link is refused; without `user` nothing is handed over."""
     from nearmetal.study import program
 
     given = []
-    monkeypatch.setattr(privilege, "lookup", lambda name: NM if name == "nmuser" else None)
-    monkeypatch.setattr(os, "chown", lambda p, u, g: given.append((os.path.relpath(p, tmp_path), u, g)))
-    monkeypatch.setattr(os, "lchown", lambda p, u, g: given.append((os.path.relpath(p, tmp_path), u, g)))
+    monkeypatch.setattr(privilege, "account", lambda name: NM)
+    monkeypatch.setattr(os, "chown", lambda name, u, g, dir_fd=None, follow_symlinks=True:
+                        given.append((name, u, g, follow_symlinks)))
+    monkeypatch.setattr(os, "fchown", lambda fd, u, g: given.append(("<top>", u, g, None)))
     src = tmp_path / "topol.tpr"
     src.write_text("x")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("root's")
     program.stage(str(tmp_path / "run"), [str(src)], user="nmuser")
-    assert sorted(given) == [("run", 999, 995), ("run/topol.tpr", 999, 995)]
+    assert given == [("topol.tpr", 999, 995, False), ("<top>", 999, 995, None)]
     given.clear()
-    program.stage(str(tmp_path / "run"), [str(src)], user=None)   # the caller's own runs: nothing handed over
-    program.hand_over(str(tmp_path / "run"), "nosuch")            # no such account: planning says so
+    run = tmp_path / "run"
+    os.symlink(outside, run / "link")
+    os.link(outside / "secret", run / "hard")
+    (run / "sub").mkdir()
+    (run / "sub" / "out").write_text("")
+    program.hand_over(str(run), "nmuser", tree=True)
+    assert ("link", 999, 995, False) in given and all(name not in ("hard", "secret") for name, *_ in given)
+    assert given.index(("out", 999, 995, False)) < given.index(("sub", 999, 995, False)) and given[-1][0] == "<top>"
+    given.clear()
+    program.hand_over(str(run), "nmuser")                            # a kernel's directory: itself only
+    assert given == [("<top>", 999, 995, None)]
+    os.symlink(outside, tmp_path / "linked-run")
+    with pytest.raises(NearmetalError, match=r"run directory .*linked-run: .*a symbolic link is refused"):
+        program.hand_over(str(tmp_path / "linked-run"), "nmuser")
+    given.clear()
+    program.stage(str(tmp_path / "run"), [str(src)], user=None)     # the caller's own runs: nothing handed over
     assert given == []
+
+
+def test_user_does_not_combine_with_an_isolated_network_or_the_tracer():
+    from nearmetal.study.config import parse
+
+    head = '[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
+    with pytest.raises(NearmetalError, match=r"benchmark\[0\]: variant native/mpich\+isolated\+as-nmuser: user and "
+                                             r"network \"isolated\" do not combine"):
+        parse(head + 'user = ["nmuser"]\nnetwork = ["host", "isolated"]\n[baseline]\nuser = "nmuser"\n'
+              '[[benchmark]]\nkernel = "bw"\n')
+    with pytest.raises(NearmetalError, match=r"benchmark\[0\]\.trace: variant native/mpich\+as-nmuser runs as nmuser"):
+        parse(head + 'user = ["", "nmuser"]\n[[benchmark]]\nkernel = "iobench"\ntrace = true\n')
+
+
+def test_a_study_all_as_the_account_names_its_baselines_account():
+    from conftest import planned_variants
+    from nearmetal.study.plan import baseline_of, cells, variant_id
+
+    cfg, ids = planned_variants('user = ["nmuser"]', extra='[baseline]\nuser = "nmuser"\n')
+    assert ids == ["hybrid/charliecloud/mpich/default+as-nmuser", "native/mpich+as-nmuser"]
+    hybrid = next(c.variant for c in cells(cfg) if c.variant["mode"] == "hybrid")
+    assert variant_id(baseline_of(cfg, hybrid)) == "native/mpich+as-nmuser"
+    with pytest.raises(NearmetalError, match=r"baseline: 'native/mpich', the baseline of variant "):
+        planned_variants('user = ["nmuser"]')  # as the caller by default: not in this matrix

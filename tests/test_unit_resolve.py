@@ -242,7 +242,8 @@ def test_plan_hybrid_finds_the_program_in_the_image(monkeypatch, tmp_path):
     img.meta = {"mpi": {"openmpi": {"version": "3.1.6"}}}
     p = plan(RunRequest("model", ["-c", "x"], mode="hybrid", image="syn", mpi="openmpi", workdir=str(tmp_path)),
              host=FakeHost(images={"syn": img}))
-    assert p.argv == ["/usr/bin/mpirun.openmpi", "-np", "2", "/usr/bin/ch-run", "--join-ct=2", f"--join-tag=nm{os.getpid()}",
+    assert p.tag.startswith(f"nm{os.getpid()}x") and len(p.tag) == len(f"nm{os.getpid()}x") + 6
+    assert p.argv == ["/usr/bin/mpirun.openmpi", "-np", "2", "/usr/bin/ch-run", "--join-ct=2", f"--join-tag={p.tag}",
                       f"--bind={tmp_path}:/nm/work", "--set-env=PWD=/nm/work", "--set-env=OMP_NUM_THREADS=1",
                       "--cd=/nm/work", str(img.rootfs), "--", "/usr/bin/model", "-c", "x"]
     assert p.notes == [

@@ -200,6 +200,7 @@ def plan(req, more=(), check_paths=True, host=None):
     _validate(req, check_paths)
     for r in more:
         r.workdir = req.workdir  # one working directory for the whole job
+        r.workdir_binds = list(req.workdir_binds)  # and the large inputs bound into it
         r.network = req.network  # and one network
         r.user = req.user  # and one account: the launcher's
         _validate(r, check_paths)
@@ -215,7 +216,7 @@ def plan(req, more=(), check_paths=True, host=None):
 
         networks.get(req.network).check(components)
     models = [prepare(c.mode, c) for c in components]
-    tag = f"nm{os.getpid()}"
+    tag = f"nm{os.getpid()}x{os.urandom(3).hex()}"  # a reused PID never meets an earlier job's join state
     argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ, tag=tag)
     p = Plan(argv, env_delta, notes, cwd=req.workdir, components=components, tag=tag)
     return p if account is None else _as_account(p, account, host.facts())

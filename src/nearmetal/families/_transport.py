@@ -34,7 +34,7 @@ def report(text):
     for m in _UCX.finditer(text or ""):
         host, kind, lanes = m.groups()
         if m.start() and text[m.start() - 1] != "\n":  # begun inside another rank's line
-            lanes = lanes[:m.start() + 128 - m.start(3)]
+            lanes = lanes[:max(0, m.start() + 128 - m.start(3))]
         found = set(_LANE.findall(lanes))
         if kind == "self" or (not kind and "self" in found):  # the rank's endpoint to itself
             continue

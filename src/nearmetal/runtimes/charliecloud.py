@@ -50,5 +50,5 @@ class Charliecloud(Runtime):
         for name in (f"ch-run_shm-{tag}", f"sem.ch-run_sem-{tag}"):
             try:
                 os.unlink(os.path.join("/dev/shm", name))
-            except FileNotFoundError:
+            except OSError:  # gone already, or another account's (sticky /dev/shm): not this job's to remove
                 pass

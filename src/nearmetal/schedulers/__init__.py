@@ -94,6 +94,10 @@ class Scheduler:
     def release(self, job_id):
         """Let a job submitted with hold=True start."""
 
+    def heterogeneous_problem(self):
+        """Why a heterogeneous (MPMD) job cannot run from here (one line), or None."""
+        return None
+
     def allocation_ending(self):
         """Whether the batch job this process runs in is ending (its time limit reached, or
         cancelled): a run that failed then was cut short by the job, and is not a result."""

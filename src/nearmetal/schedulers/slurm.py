@@ -96,6 +96,13 @@ class Slurm(Scheduler):
 
         release(job_id)
 
+    def heterogeneous_problem(self):
+        if _inside_allocation():  # measured: slurm 22.05, pmi2, the local cluster
+            return ("inside an allocation a heterogeneous job would be a heterogeneous step of its ordinary "
+                    "allocation, whose MPICH components never met in MPI_Init here: run the study outside the "
+                    "allocation (each run is then a heterogeneous batch job of its own)")
+        return None
+
     def allocation_ending(self):
         job = self.own_job()
         if not job:

@@ -127,7 +127,7 @@ class Matrix(_Strict):
     cold: list[StrictBool] = [False]    # the page cache dropped before each run (root)
     audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
     network: list[Network] = ["host"]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
-    user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py), seed 003
+    user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py)
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
     nodes: list[Nodes] = [1]            # each run's job on this many nodes (study/placement.py)
@@ -290,11 +290,12 @@ class Baseline(_Strict):
     mpi: Mpi | None = None
     image: ImageName | None = None
     audit: StrictBool = False  # the baseline runs unaudited unless told
+    user: Account = ""         # ... and as the caller unless told (a study run all as an account)
 
     @model_validator(mode="after")
     def _one_kind(self):
-        if self.variant is not None and self.model_fields_set & {"mode", "runtime", "mpi", "image", "audit"}:
-            raise ValueError("give either variant (a named variant) or mode/runtime/mpi/image/audit, not both")
+        if self.variant is not None and self.model_fields_set & {"mode", "runtime", "mpi", "image", "audit", "user"}:
+            raise ValueError("give either variant (a named variant) or mode/runtime/mpi/image/audit/user, not both")
         return self
 
 

@@ -94,8 +94,14 @@ class Executor:
                     make_workdir(workdir)
                     if own_dir:  # nearmetal's own run directory: the account's, for a `user` variant
                         hand_over(workdir, req.user)
-                self._plans[key] = (plan(req, more_requests(req, components[1:]), check_paths=not dry), req, spec,
-                                    bench)
+                if components:
+                    why = scheduler.heterogeneous_problem()
+                    if why:
+                        raise NearmetalError(why)
+                planned = plan(req, more_requests(req, components[1:]), check_paths=not dry)
+                if not dry:  # e.g. podman's import of the image for an account: not inside a run's time
+                    planned.prepare()
+                self._plans[key] = (planned, req, spec, bench)
             except NearmetalError as e:
                 self._plans[key] = e
             except (OSError, ValueError, RuntimeError) as e:  # a path or value no check foresaw: cannot run

@@ -10,13 +10,15 @@ heterogeneous step `srun A : B`), as a coupled climate model runs its atmosphere
 
 Each component runs the benchmark's program (its kernel, or `command`'s program) with its own
 `args` (default: the benchmark's `args`, or `command`'s arguments). The cell's ranks are the
-components' together (so `ranks` and `ranks_per_node` are not given with components); the
-variant — mode, runtime, image, MPI, environment, network, account — is every component's.
+components' together (so `ranks`, `ranks_per_node` and `nodes` are not given with components,
+and the matrix's do not apply: Slurm gives each component of a heterogeneous job nodes of its
+own); the variant — mode, runtime, image, MPI, environment, network, account — is every
+component's.
 """
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .fields import ExecString, Ranks
+from .fields import MAX_RANKS, ExecString, Ranks
 
 MAX_COMPONENTS = 64
 
@@ -42,6 +44,11 @@ class MpmdFields(BaseModel):
         given = [k for k in ("ranks", "ranks_per_node") if getattr(self, k, None) is not None]
         if given:
             raise ValueError(f"components: the cell's ranks are the components' together: remove {', '.join(given)}")
+        if getattr(self, "nodes", None) not in (None, [1]):
+            raise ValueError("components: Slurm gives each component of a heterogeneous job nodes of its own, so "
+                             "the job's nodes are not a dimension here: remove nodes (or give nodes = [1])")
+        if self.total_ranks() > MAX_RANKS:
+            raise ValueError(f"components: {self.total_ranks()} ranks together; at most {MAX_RANKS}")
         return self
 
     def total_ranks(self):

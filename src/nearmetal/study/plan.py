@@ -134,8 +134,8 @@ def _dimensions(config, bench):
     """A benchmark's dimensions ({dim: values}) and zips: its own, else the matrix's."""
     m = config.matrix
     dims = {d: getattr(bench, d) or getattr(m, d) for d in DIMS}
-    if bench.components:  # a heterogeneous job: its ranks are its components' (study/mpmd.py)
-        dims.update(ranks=[bench.total_ranks()], ranks_per_node=None)
+    if bench.components:  # a heterogeneous job: its ranks are its components', its nodes theirs (study/mpmd.py)
+        dims.update(ranks=[bench.total_ranks()], ranks_per_node=None, nodes=[1])
     return placement.dimensions(dims), (bench.zips if bench.zips is not None else m.zips)
 
 
@@ -303,10 +303,29 @@ def check(config):
                                  f"its file systems, its namespaces, its accounts), not on the nodes "
                                  f"{config.study.scheduler} runs the job on: "
                                  f"use them where the runs start on this machine (scheduler = \"local\")")
+    _check_accounts(config, all_cells)
     if config.finding:
         from .finding_spec import check as check_findings
 
         check_findings(config)
+
+
+def _check_accounts(config, all_cells):
+    """What a `user` variant cannot be combined with, refused with the key path before any run:
+    an isolated network (its emulated nodes are root's namespaces) and the I/O tracer (its
+    staging directory is root's)."""
+    for c in all_cells:
+        if not is_set(c.variant.get("user")):
+            continue
+        i = config.benchmark.index(c.benchmark)
+        if is_set(c.variant.get("network")):
+            raise NearmetalError(f"benchmark[{i}]: variant {variant_id(c.variant)}: user and network "
+                                 f"\"{c.variant['network']}\" do not combine (the emulated nodes are root's "
+                                 f"namespaces): run one or the other")
+        if c.benchmark.trace_layers() is not None:
+            raise NearmetalError(f"benchmark[{i}].trace: variant {variant_id(c.variant)} runs as "
+                                 f"{c.variant['user']}, and the tracer's files are root's: trace the benchmark "
+                                 f"without `user` variants")
 
 
 def check_kernel_ranks(config):

@@ -11,6 +11,7 @@ study's database; in containers it is mounted read-write and is the ranks' cwd.
 
 import os
 import shutil
+import stat
 
 from pydantic import BaseModel, StrictStr, field_validator, model_validator
 
@@ -147,22 +148,33 @@ def large_inputs(inputs, limit=LARGE_INPUT):
     return [p for p in inputs if os.path.exists(p) and size_of(p) > limit]
 
 
-def hand_over(path, user):
-    """Give nearmetal's own run directory `path` and what was staged in it to the account
-    `user` the ranks run as (a `user` variant), so its program can write its outputs beside
-    its inputs; the inputs themselves are copies. No such account: left as is (planning
-    says so)."""
+def hand_over(path, user, tree=False):
+    """Give nearmetal's own run directory `path` (with `tree`, also what was just staged in it)
+    to the account `user` the ranks run as (a `user` variant), so its program can write beside
+    its inputs, which are copies. The account may have written there before: a symbolic link
+    at `path` is refused, nothing under it is followed, a file with other hard links is not
+    touched, and the directory itself is handed over last (bottom-up), so nothing can be
+    swapped in below it meanwhile."""
     if not user:
         return
-    from ..privilege import lookup
+    from ..privilege import account
 
-    acct = lookup(user)
-    if acct is None:
-        return
-    for root, dirs, files in os.walk(path):
-        os.chown(root, acct.uid, acct.gid)
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), acct.uid, acct.gid)
+    acct = account(user)  # as planning checks it: exists, not root, and nearmetal is root
+    try:
+        top = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise NearmetalError(f"run directory {path}: {e.strerror} (a symbolic link is refused)") from None
+    try:
+        if tree:
+            for _, dirs, files, fd in os.fwalk(".", topdown=False, follow_symlinks=False, dir_fd=top):
+                for name in dirs + files:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                        continue  # a hard link to a file elsewhere: not nearmetal's copy
+                    os.chown(name, acct.uid, acct.gid, dir_fd=fd, follow_symlinks=False)
+        os.fchown(top, acct.uid, acct.gid)
+    finally:
+        os.close(top)
 
 
 def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
@@ -172,9 +184,12 @@ def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
     before every run of a program benchmark."""
     if os.path.islink(path):
         raise NearmetalError(f"working directory {path} is a symbolic link: refusing to empty it")
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-    os.makedirs(path)
+    try:
+        if os.path.isdir(path):
+            shutil.rmtree(path)  # fd-based: a link inside is removed, not followed
+        os.makedirs(path)
+    except OSError as e:
+        raise NearmetalError(f"cannot make a fresh working directory {path}: {e.strerror or e}") from None
     large = set(large_inputs(inputs, limit))
     for src in inputs:
         dst = os.path.join(path, os.path.basename(src.rstrip("/")))
@@ -189,7 +204,7 @@ def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
                 shutil.copy2(src, dst)
         except OSError as e:
             raise NearmetalError(f"cannot stage input {src}: {e.strerror or e}") from None
-    hand_over(path, user)
+    hand_over(path, user, tree=True)
 
 
 def read_outputs(workdir, names, stdout, stderr):
@@ -199,11 +214,13 @@ def read_outputs(workdir, names, stdout, stderr):
     texts = {"output": (stdout or "") + ("\n" if stdout and not stdout.endswith("\n") else "") + (stderr or "")}
     for name in names:
         path = os.path.join(workdir or ".", relative_path(name, "file"))
-        try:
-            with open(path, "rb") as f:
-                texts[name] = f.read(MAX_FILE_BYTES).decode("utf-8", "replace")
+        try:  # a file the ranks (maybe another account) wrote: not a link, not a FIFO that never ends
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
-            pass
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                texts[name] = f.read(MAX_FILE_BYTES).decode("utf-8", "replace")
     return texts
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from ..errors import NearmetalError
 
 
-def check(cfg, source="<study>"):
+def check(cfg, source=None):
     """What one runner job cannot run, refused before anything is planned: a heterogeneous
     (MPMD) benchmark. Its runs would be heterogeneous steps inside the runner's ordinary
     allocation, and there MPI_Init of MPICH's components never met (Slurm 22.05, pmi2, the
@@ -36,7 +36,7 @@ def check(cfg, source="<study>"):
     they run."""
     for i, bench in enumerate(cfg.benchmark):
         if bench.components:
-            raise NearmetalError(f"{source}: benchmark[{i}].components: a heterogeneous (MPMD) benchmark "
+            raise NearmetalError(f"{source or 'study'}: benchmark[{i}].components: a heterogeneous (MPMD) benchmark "
                                  f"({bench.label}) does not run inside one runner job: run the study without "
                                  f"--submit (each run is then a heterogeneous batch job of its own)")
 
