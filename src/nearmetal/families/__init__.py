@@ -76,13 +76,21 @@ class MpiFamily:
     # What is known to go wrong when its ranks talk over TCP between nodes (said with an
     # isolated network's launch notes), or "".
     tcp_between_nodes_hazard = ""
-    # Images: Debian packages of the MPI and of its parallel I/O stack, its pkg-config
-    # module, its library file pattern and its launcher names inside the image.
+    # Images: Debian packages of the MPI (those of its parallel I/O stack come from
+    # nm-iobench's backend table), its pkg-config module, its library file pattern and its
+    # launcher names inside the image.
     image_packages = ()
-    image_io_packages = ()
     pkgconfig = ""
     library_pattern = r"$^"
     image_launchers = ()
+
+    @property
+    def image_io_packages(self):
+        """Debian packages of the parallel I/O libraries built for this family
+        (kernels/csrc/iobench/backends.def: Debian builds some for Open MPI only)."""
+        from ..kernels.iobench_backends import image_packages
+
+        return image_packages(self.name)
 
     # -- discovery (on a cache miss only)
     def identifies_wrapper(self, wrapper):

@@ -19,7 +19,6 @@ class Mpich(MpiFamily):
     plugin_env = {"ucx": "UCX_MODULE_DIR", "libfabric": "FI_PROVIDER_PATH"}
     wireup_prefixes = ("PMI_", "HYDRA_", "MPIR_", "MPICH_", "UCX_")
     image_packages = ("mpich", "libmpich-dev")
-    image_io_packages = ("libhdf5-mpich-dev",)
     pkgconfig = "mpich"
     library_pattern = r"^libmpich\.so\.\d+$"
     image_launchers = ("mpiexec.mpich", "mpiexec.hydra")

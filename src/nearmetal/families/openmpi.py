@@ -23,8 +23,6 @@ class OpenMpi(MpiFamily):
     # ob1's BML names each peer's BTL at verbosity 1 (and nothing else); pml ucx: UCX's lines
     transport_env = {"OMPI_MCA_btl_base_verbose": "1", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
     image_packages = ("openmpi-bin", "libopenmpi-dev")
-    # Debian builds PnetCDF and parallel netCDF-4 for Open MPI, parallel HDF5 for both.
-    image_io_packages = ("libpnetcdf-dev", "libnetcdf-mpi-dev", "libhdf5-openmpi-dev")
     pkgconfig = "ompi-c"
     library_pattern = r"^libmpi\.so\.\d+$"
     image_launchers = ("mpiexec.openmpi", "mpirun.openmpi")

@@ -10,12 +10,20 @@ import os
 
 from ..errors import NearmetalError
 from ..home import home_str
-from . import ALL_LAYERS, DEFAULT_LAYERS  # noqa: F401 (DEFAULT_LAYERS: what `trace` records when not told)
+from . import ALL_LAYERS, CSRC, DEFAULT_LAYERS, layers  # noqa: F401 (DEFAULT_LAYERS: what `trace` records)
 
-CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
-SOURCES = ("nm-trace.c", "nm-intern.c", "nm-mpi.c", "layer-posix.c", "layer-mpiio.c", "layer-netcdf.c",
-           "layer-pnetcdf.c", "layer-hdf5.c")
-HEADERS = ("nm-trace.h",)
+
+def sources(csrc=CSRC):
+    """The core's files, then one layer-NAME.c per line of the layer table (nm-layers.def)."""
+    return ("nm-trace.c", "nm-intern.c", "nm-mpi.c") + tuple(f"layer-{layer.name}.c" for layer in layers(csrc))
+
+
+def headers(csrc=CSRC):
+    """What the sources include: nm-trace.h, nm-layers.def, nc-common.h, ..."""
+    return tuple(sorted(f for f in os.listdir(csrc) if f.endswith((".h", ".def"))))
+
+
+SOURCES, HEADERS = sources(), headers()
 FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
 # libdl.so.2 needed by name (no libdl.so link in glibc >= 2.34): images with an older glibc,
 # where dlsym is not yet in libc, load it too

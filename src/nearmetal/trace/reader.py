@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import NearmetalError
+from . import LAYERS  # highest first, as in the tracer (csrc/nm-layers.def)
 
 MAGIC = b"NMTRACE\0"
 VERSIONS = (1, 2)  # 2: event times may be TSC ticks, converted here with the file's clock pairs
-LAYERS = ("netcdf", "pnetcdf", "hdf5", "mpiio", "posix")  # highest first, as in the tracer
 REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END, REC_CLOCK = 1, 2, 3, 4, 5, 6
 CLOCK_NS, CLOCK_TSC = 0, 1
 STR_FUNCTION, STR_FILE, STR_VAR = 1, 2, 3

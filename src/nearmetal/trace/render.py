@@ -8,10 +8,10 @@ import shutil
 import subprocess
 
 from ..errors import NearmetalError
+from . import COLOURS
 
 FORMATS = ("html", "md", "json")
-LAYER_COLOURS = {"app": "#eeeeee", "netcdf": "#dbe9f6", "pnetcdf": "#d6efe0", "hdf5": "#f6e7d0",
-                 "mpiio": "#f3d9e6", "posix": "#e4e0f3"}
+LAYER_COLOURS = {"app": "#eeeeee", **COLOURS}  # the application, then each layer's (csrc/nm-layers.def)
 
 
 def _t(s):

@@ -4,12 +4,14 @@ as the kernel has one C backend per library (kernels/csrc/iobench/<name>.c).
 A library's module says what applies to it — one shared file, MPI-IO underneath (hints and
 the MPI-IO component matter), chunk layouts, the FMS namelist it maps to — so the I/O
 study's validation, pre-selection, analysis, `io best` and the figures ask it rather than
-listing names. A new library is its C backend plus one module here.
+listing names. A new library is its C backend (a line of kernels/csrc/iobench/backends.def
+and iobench/NAME.c) plus one module here.
 """
 
+from ...kernels import iobench_backends
 from ...registry import Registry
 
-LIBRARIES = Registry(__name__, "I/O library", first=("posix", "mpiio", "pnetcdf", "netcdf4", "hdf5"))
+LIBRARIES = Registry(__name__, "I/O library", first=iobench_backends.names())  # the C's order
 
 
 def names():

@@ -48,7 +48,16 @@ static const char *const pattern_names[NPATTERNS] = {"serial", "file-per-rank", 
 enum readmode { READ_NONE, READ_SERIAL, READ_PARALLEL, NREADS };
 static const char *const read_names[NREADS] = {"none", "serial", "parallel"};
 
-static const nm_io_backend *const backends[] = {&nm_io_posix, &nm_io_mpiio, &nm_io_pnetcdf, &nm_io_netcdf4, &nm_io_hdf5};
+#define NM_IO_BACKEND(name, packages) &nm_io_##name,
+static const nm_io_backend *const backends[] = {
+#include "backends.def"
+};
+#undef NM_IO_BACKEND
+#define NM_IO_BACKEND(name, packages) " " #name
+static const char unknown_library[] = "unknown library '%s' (choose from:"
+#include "backends.def"
+    ")";
+#undef NM_IO_BACKEND
 enum { NBACKENDS = sizeof backends / sizeof backends[0] };
 
 /* The hints nm-iobench passes on; ROMIO_ONLY: OMPIO has its own parameters instead. */
@@ -130,6 +139,22 @@ static const nm_io_backend *backend_named(const char *s)
 {
     for (int k = 0; k < NBACKENDS; k++) if (strcmp(s, backends[k]->name) == 0) return backends[k];
     return NULL;
+}
+
+/* The names of the backends that can write a shared file (chunked 0) or have chunk layouts
+ * (chunked 1), for messages: "a, b, c" + `last` + "d". */
+static const char *backend_list(int chunked, const char *last, char *out, size_t len)
+{
+    int n = 0, k, i = 0;
+    for (k = 0; k < NBACKENDS; k++) n += chunked ? backends[k]->chunked : backends[k]->shared_capable;
+    out[0] = '\0';
+    for (k = 0; k < NBACKENDS; k++) {
+        if (!(chunked ? backends[k]->chunked : backends[k]->shared_capable)) continue;
+        size_t used = strlen(out);
+        snprintf(out + used, len - used, "%s%s", i == 0 ? "" : i == n - 1 ? last : ", ", backends[k]->name);
+        i++;
+    }
+    return out;
 }
 
 static int hint_index(const char *key)
@@ -226,12 +251,13 @@ static int parse_options(int argc, char **argv, int nranks, options *o, char *er
         return fail_usage(err, len, "unknown pattern '%s' (choose from: serial file-per-rank io-domains shared)", pattern);
     if (!library) library = o->pattern == SHARED ? "mpiio" : "posix";
     if (!(o->lib = backend_named(library)))
-        return fail_usage(err, len, "unknown library '%s' (choose from: posix mpiio pnetcdf netcdf4 hdf5)", library);
+        return fail_usage(err, len, unknown_library, library);
     if (o->lib->unavailable)
         return fail_usage(err, len, "library %s is not available in this build: %s", library, o->lib->unavailable);
+    char names[256];
     if (o->pattern == SHARED && !o->lib->shared_capable)
         return fail_usage(err, len, "library %s cannot write a shared file (one writer per file descriptor); "
-                          "use mpiio, pnetcdf, netcdf4 or hdf5", library);
+                          "use %s", library, backend_list(0, " or ", names, sizeof names));
     if (strcmp(o->types, "double,float") == 0) {
         o->nvars = 2;
     } else if (strcmp(o->types, "double") == 0 || strcmp(o->types, "float") == 0) {
@@ -244,8 +270,9 @@ static int parse_options(int argc, char **argv, int nranks, options *o, char *er
         o->var_names[k] = o->is_double[k] ? "temp_r8" : "temp_r4";
     }
     if (chunk) {
-        if (strcmp(o->lib->name, "netcdf4") && strcmp(o->lib->name, "hdf5"))
-            return fail_usage(err, len, "-c (chunk layout) applies to netcdf4 and hdf5 only, not %s", o->lib->name);
+        if (!o->lib->chunked)
+            return fail_usage(err, len, "-c (chunk layout) applies to %s only, not %s",
+                              backend_list(1, " and ", names, sizeof names), o->lib->name);
         o->chunk_given = 1;
         if (strcmp(chunk, "default") != 0) {
             if (parse_pair(chunk, &o->cx, &o->cy)) return fail_usage(err, len, "bad chunk '%s' (want default or CXxCY)", chunk);

@@ -7,11 +7,12 @@
  * dimensions) times the memory type's size. Whole-variable (_var) and untyped calls have no
  * size (-1): that would need the variable's shape or type, more real calls per call.
  */
-#include "nm-trace.h"
-
 #include <stddef.h>
 
-#define NC_ERR (-33) /* NC_EBADID: the program has no netCDF, yet reached a wrapper */
+#define NC_PREFIX "nc_"
+#define NC_LAYER NM_NETCDF
+typedef size_t nc_count_t;
+#include "nc-common.h"
 
 /* X(kind, type, C type) for the typed data calls */
 #define NC_TYPED(X, kind)                                                                         \
@@ -37,51 +38,12 @@ enum { NC_FILE_CALLS(ENUM_NAME) NC_UNTYPED(ENUM_NAME) NC_DATA(ENUM_TYPED) N_COUN
 const char *const nm_names_netcdf[] = {NC_FILE_CALLS(NAME_NAME) NC_UNTYPED(NAME_NAME) NC_DATA(NAME_TYPED)};
 const int nm_count_netcdf = N_COUNT;
 
-static nm_map files; /* ncid -> file id */
-
 /* A netCDF-4 group's ncid is its file's ncid with the group in the low 16 bits. */
 static uint32_t file_of(int ncid)
 {
     uint32_t file = nm_map_get(&files, ncid);
     return file ? file : nm_map_get(&files, ncid & ~0xffff);
 }
-
-static uint32_t var_of(int ncid, int varid)
-{
-    static int (*inq_varname)(int, int, char *);
-    char name[257] = ""; /* NC_MAX_NAME + 1 */
-    if (!inq_varname && !(inq_varname = (int (*)(int, int, char *))nm_real("nc_inq_varname"))) return 0;
-    return inq_varname(ncid, varid, name) == 0 ? nm_intern(NM_STR_VAR, name) : 0;
-}
-
-static int64_t elements(int ncid, int varid, const size_t *count)
-{
-    static int (*inq_varndims)(int, int, int *);
-    int ndims = 0;
-    if (!count) return -1;
-    if (!inq_varndims && !(inq_varndims = (int (*)(int, int, int *))nm_real("nc_inq_varndims"))) return -1;
-    if (inq_varndims(ncid, varid, &ndims) != 0) return -1;
-    int64_t n = 1;
-    for (int d = 0; d < ndims; d++) n *= (int64_t)count[d];
-    return n;
-}
-
-/* After a data call: element count -> bytes (esize 0: unknown), variable, file. */
-static void finish(nm_call *c, int ncid, int varid, int64_t n, size_t esize, int rc)
-{
-    int64_t size = n >= 0 && esize ? n * (int64_t)esize : -1;
-    nm_end(c, file_of(ncid), var_of(ncid, varid), -1, size, rc, rc != 0);
-}
-
-#define DATA_BODY(fn, ptr_type, args, ncid, varid, n, esize)     \
-    static __typeof__(ptr_type) real;                                       \
-    NM_REAL(real, #fn, NC_ERR);                                  \
-    nm_call c;                                                   \
-    if (!nm_begin(&c, NM_NETCDF, idx)) return real args;        \
-    int rc = real args;                                          \
-    nm_stop(&c);                                                 \
-    finish(&c, ncid, varid, n, esize, rc);                       \
-    return rc;
 
 /* One wrapper per (kind, memory type); `idx` is the function's index in the name table. */
 #define W_var1(fn, idx_v, esize)                                                                  \
@@ -183,29 +145,12 @@ int nc_open_par(const char *path, int mode, nm_handle comm, nm_handle info, int 
 }
 
 /* Calls on an open file; close forgets the ncid (netCDF reuses them). */
-#define NCID_CALL(fn, forget)                                                      \
-    int nc_##fn(int ncid)                                                          \
-    {                                                                              \
-        static int (*real)(int);                                                   \
-        NM_REAL(real, "nc_" #fn, NC_ERR);                                          \
-        return nm_id_call(real, NM_NETCDF, N_##fn, ncid, &files, file_of, forget); \
-    }
-NCID_CALL(close, 1)
-NCID_CALL(enddef, 0)
-NCID_CALL(redef, 0)
-NCID_CALL(sync, 0)
+NCID_CALL(nc_close, N_close, 1)
+NCID_CALL(nc_enddef, N_enddef, 0)
+NCID_CALL(nc_redef, N_redef, 0)
+NCID_CALL(nc_sync, N_sync, 0)
 
-int nc_def_var(int ncid, const char *name, int xtype, int ndims, const int *dimids, int *varidp)
-{
-    static int (*real)(int, const char *, int, int, const int *, int *);
-    NM_REAL(real, "nc_def_var", NC_ERR);
-    nm_call c;
-    if (!nm_begin(&c, NM_NETCDF, N_def_var)) return real(ncid, name, xtype, ndims, dimids, varidp);
-    int rc = real(ncid, name, xtype, ndims, dimids, varidp);
-    nm_stop(&c);
-    nm_end(&c, file_of(ncid), nm_intern(NM_STR_VAR, name), -1, -1, rc, rc != 0);
-    return rc;
-}
+DEF_VAR_CALL(nc_def_var, N_def_var)
 
 /* netCDF-Fortran's parallel create/open: Fortran MPI handles (MPI_Fint) */
 int nc_create_par_fortran(const char *path, int cmode, int comm, int info, int *ncidp)

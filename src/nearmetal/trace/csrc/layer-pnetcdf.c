@@ -8,10 +8,12 @@
  * flexible calls have no size (-1): the flexible one's datatype may be MPI_DATATYPE_NULL,
  * which MPI_Type_size would turn into a fatal error.
  */
-#include "nm-trace.h"
-
-#define NC_ERR (-33) /* NC_EBADID */
 typedef long long mpi_offset; /* MPI_Offset in Open MPI and MPICH */
+
+#define NC_PREFIX "ncmpi_"
+#define NC_LAYER NM_PNETCDF
+typedef mpi_offset nc_count_t;
+#include "nc-common.h"
 
 #define PN_TYPED(X, kind, all)                                                                     \
     X(kind, all, text, char) X(kind, all, schar, signed char) X(kind, all, uchar, unsigned char)   \
@@ -45,43 +47,7 @@ enum { PN_FILE_CALLS(ENUM_NAME) PN_FLEX(ENUM_FLEX) PN_DATA(ENUM_TYPED) P_COUNT }
 const char *const nm_names_pnetcdf[] = {PN_FILE_CALLS(NAME_NAME) PN_FLEX(NAME_FLEX) PN_DATA(NAME_TYPED)};
 const int nm_count_pnetcdf = P_COUNT;
 
-static nm_map files; /* ncid -> file id */
-
-static uint32_t var_of(int ncid, int varid)
-{
-    static int (*inq_varname)(int, int, char *);
-    char name[257] = "";
-    if (!inq_varname && !(inq_varname = (int (*)(int, int, char *))nm_real("ncmpi_inq_varname"))) return 0;
-    return inq_varname(ncid, varid, name) == 0 ? nm_intern(NM_STR_VAR, name) : 0;
-}
-
-static int64_t elements(int ncid, int varid, const mpi_offset *count)
-{
-    static int (*inq_varndims)(int, int, int *);
-    int ndims = 0;
-    if (!count) return -1;
-    if (!inq_varndims && !(inq_varndims = (int (*)(int, int, int *))nm_real("ncmpi_inq_varndims"))) return -1;
-    if (inq_varndims(ncid, varid, &ndims) != 0) return -1;
-    int64_t n = 1;
-    for (int d = 0; d < ndims; d++) n *= count[d];
-    return n;
-}
-
-static void finish(nm_call *c, int ncid, int varid, int64_t n, size_t esize, int rc)
-{
-    int64_t size = n >= 0 && esize ? n * (int64_t)esize : -1;
-    nm_end(c, nm_map_get(&files, ncid), var_of(ncid, varid), -1, size, rc, rc != 0);
-}
-
-#define DATA_BODY(fn, ptr_type, args, ncid, varid, n, esize)     \
-    static __typeof__(ptr_type) real;                                       \
-    NM_REAL(real, #fn, NC_ERR);                                  \
-    nm_call c;                                                   \
-    if (!nm_begin(&c, NM_PNETCDF, idx)) return real args;       \
-    int rc = real args;                                          \
-    nm_stop(&c);                                                 \
-    finish(&c, ncid, varid, n, esize, rc);                       \
-    return rc;
+static uint32_t file_of(int ncid) { return nm_map_get(&files, ncid); }
 
 /* Prototypes by kind; EXTRA/EXTRA_ARGS: what the flexible (bufcount, buftype) and the
  * nonblocking (request) forms add at the end. */
@@ -204,21 +170,12 @@ PN_FLEX(DEF_FLEX)
 OPEN_CALL(create)
 OPEN_CALL(open)
 
-static uint32_t file_of(int ncid) { return nm_map_get(&files, ncid); }
-
-#define NCID_CALL(fn, forget)                                                        \
-    int ncmpi_##fn(int ncid)                                                         \
-    {                                                                                \
-        static int (*real)(int);                                                     \
-        NM_REAL(real, "ncmpi_" #fn, NC_ERR);                                         \
-        return nm_id_call(real, NM_PNETCDF, P_##fn, ncid, &files, file_of, forget);  \
-    }
-NCID_CALL(close, 1)
-NCID_CALL(enddef, 0)
-NCID_CALL(redef, 0)
-NCID_CALL(sync, 0)
-NCID_CALL(begin_indep_data, 0)
-NCID_CALL(end_indep_data, 0)
+NCID_CALL(ncmpi_close, P_close, 1)
+NCID_CALL(ncmpi_enddef, P_enddef, 0)
+NCID_CALL(ncmpi_redef, P_redef, 0)
+NCID_CALL(ncmpi_sync, P_sync, 0)
+NCID_CALL(ncmpi_begin_indep_data, P_begin_indep_data, 0)
+NCID_CALL(ncmpi_end_indep_data, P_end_indep_data, 0)
 
 /* wait/wait_all: the requests' data move here; the size is the number of requests. */
 #define WAIT_CALL(fn)                                                                    \
@@ -230,20 +187,10 @@ NCID_CALL(end_indep_data, 0)
         if (!nm_begin(&c, NM_PNETCDF, P_##fn)) return real(ncid, count, requests, statuses); \
         int rc = real(ncid, count, requests, statuses);                                  \
         nm_stop(&c);                                                                     \
-        nm_end(&c, nm_map_get(&files, ncid), 0, -1, count, rc, rc != 0);                 \
+        nm_end(&c, file_of(ncid), 0, -1, count, rc, rc != 0);                            \
         return rc;                                                                       \
     }
 WAIT_CALL(wait)
 WAIT_CALL(wait_all)
 
-int ncmpi_def_var(int ncid, const char *name, int xtype, int ndims, const int *dimids, int *varidp)
-{
-    static int (*real)(int, const char *, int, int, const int *, int *);
-    NM_REAL(real, "ncmpi_def_var", NC_ERR);
-    nm_call c;
-    if (!nm_begin(&c, NM_PNETCDF, P_def_var)) return real(ncid, name, xtype, ndims, dimids, varidp);
-    int rc = real(ncid, name, xtype, ndims, dimids, varidp);
-    nm_stop(&c);
-    nm_end(&c, nm_map_get(&files, ncid), nm_intern(NM_STR_VAR, name), -1, -1, rc, rc != 0);
-    return rc;
-}
+DEF_VAR_CALL(ncmpi_def_var, P_def_var)

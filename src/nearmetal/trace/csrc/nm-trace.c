@@ -96,7 +96,21 @@ static int (*key_set)(pthread_key_t, const void *);
 static ssize_t (*real_write)(int, const void *, size_t);
 static int (*real_open)(const char *, int, ...), (*real_close)(int);
 
-static const char *const layer_names[NM_NLAYERS] = {"netcdf", "pnetcdf", "hdf5", "mpiio", "posix"};
+#define NM_LAYER(ID, name, on, colour) #name,
+static const char *const layer_names[NM_NLAYERS] = {
+#include "nm-layers.def"
+};
+#undef NM_LAYER
+#define NM_LAYER(ID, name, on, colour) on,
+static const int layer_default[NM_NLAYERS] = { /* traced when NM_TRACE_LAYERS is not set */
+#include "nm-layers.def"
+};
+#undef NM_LAYER
+#define NM_LAYER(ID, name, on, colour) " " #name
+static const char unknown_layer[] = "NM_TRACE_LAYERS: unknown layer ignored (known:"
+#include "nm-layers.def"
+    "): ";
+#undef NM_LAYER
 
 static int64_t now_ns(clockid_t clock)
 {
@@ -223,9 +237,16 @@ static int ensure_file(void)
     memcpy(h.host, host, sizeof h.host);
     for (int l = 0; l < NM_NLAYERS; l++) h.layers |= (uint32_t)nm_enabled[l] << l;
     write_all(&h, sizeof h);
-    const char *const *names[NM_NLAYERS] = {nm_names_netcdf, nm_names_pnetcdf, nm_names_hdf5, nm_names_mpiio,
-                                            nm_names_posix};
-    const int counts[NM_NLAYERS] = {nm_count_netcdf, nm_count_pnetcdf, nm_count_hdf5, nm_count_mpiio, nm_count_posix};
+#define NM_LAYER(ID, name, on, colour) nm_names_##name,
+    const char *const *names[NM_NLAYERS] = {
+#include "nm-layers.def"
+    };
+#undef NM_LAYER
+#define NM_LAYER(ID, name, on, colour) nm_count_##name,
+    const int counts[NM_NLAYERS] = {
+#include "nm-layers.def"
+    };
+#undef NM_LAYER
     for (int l = 0; l < NM_NLAYERS; l++)
         for (int k = 0; k < counts[l]; k++) stage_string(NM_STR_FUNCTION, NM_FUNC(l, k), l, names[l][k]);
     nm_intern_each(stage_interned);
@@ -463,7 +484,7 @@ static void enable_layers(const char *list)
             for (l = 0; l < NM_NLAYERS && strcmp(word, layer_names[l]); l++) {}
         }
         if (l < NM_NLAYERS) nm_enabled[l] = 1;
-        else if (n) warn("NM_TRACE_LAYERS: unknown layer ignored (known: netcdf pnetcdf hdf5 mpiio posix): ", list);
+        else if (n) warn(unknown_layer, list);
         list += n + (list[n] == ',');
     }
 }
@@ -498,7 +519,8 @@ __attribute__((constructor)) static void nm_load(void)
         key_set = (int (*)(pthread_key_t, const void *))dlsym(RTLD_DEFAULT, "pthread_setspecific");
     pthread_atfork(NULL, NULL, after_fork_child);
     const char *layers = getenv("NM_TRACE_LAYERS");
-    enable_layers(layers ? layers : "netcdf,pnetcdf,mpiio,posix");
+    if (layers) enable_layers(layers);
+    else for (int l = 0; l < NM_NLAYERS; l++) nm_enabled[l] = layer_default[l];
     tracing = 1;
 }
 

@@ -26,8 +26,14 @@ __asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
 __asm__(".symver memcpy,memcpy@GLIBC_2.2.5");
 #endif
 
-/* Layers, highest first: a call's parent is the innermost active call of a lower number. */
-enum nm_layer { NM_NETCDF, NM_PNETCDF, NM_HDF5, NM_MPIIO, NM_POSIX, NM_NLAYERS };
+/* Layers, highest first (nm-layers.def): a call's parent is the innermost active call of a
+ * lower number. NM_NETCDF, NM_PNETCDF, ... */
+#define NM_LAYER(ID, name, on, colour) NM_##ID,
+enum nm_layer {
+#include "nm-layers.def"
+    NM_NLAYERS
+};
+#undef NM_LAYER
 
 /* A function id is layer << 12 | index in that layer's name table. */
 #define NM_FUNC(layer, index) ((uint16_t)((layer) << 12 | (index)))
@@ -51,10 +57,11 @@ typedef struct {
 /* Set once at load time from NM_TRACE_DIR / NM_TRACE_LAYERS; all zero: forward only. */
 extern int nm_enabled[NM_NLAYERS];
 
-/* Each layer's function names, indexed like its wrappers (written as string records). */
-extern const char *const nm_names_netcdf[], *const nm_names_pnetcdf[], *const nm_names_hdf5[],
-    *const nm_names_mpiio[], *const nm_names_posix[];
-extern const int nm_count_netcdf, nm_count_pnetcdf, nm_count_hdf5, nm_count_mpiio, nm_count_posix;
+/* Each layer's function names, indexed like its wrappers (written as string records):
+ * layer-NAME.c defines nm_names_NAME[] and nm_count_NAME. */
+#define NM_LAYER(ID, name, on, colour) extern const char *const nm_names_##name[]; extern const int nm_count_##name;
+#include "nm-layers.def"
+#undef NM_LAYER
 
 void *nm_real(const char *name);                  /* the next definition (RTLD_NEXT), or NULL */
 int nm_begin(nm_call *c, int layer, int index);   /* 1: record it (nm_stop, nm_end follow) */

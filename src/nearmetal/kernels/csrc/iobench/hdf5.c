@@ -352,6 +352,7 @@ const nm_io_backend nm_io_hdf5 = {
     .ext = ".h5",
     .unavailable = NULL,
     .shared_capable = 1,
+    .chunked = 1,
     .create = h5_create,
     .write = h5_write,
     .close = h5_close,
@@ -383,6 +384,7 @@ const nm_io_backend nm_io_hdf5 = {
     .ext = ".h5",
     .unavailable = NM_HDF5_WHY,
     .shared_capable = 1,
+    .chunked = 1,
 };
 
 #endif

@@ -1,5 +1,5 @@
-/* nm-iobench's I/O layers: one backend per library (posix, mpiio, pnetcdf, netcdf4, hdf5)
- * behind one vtable, like Darshan's one module per I/O layer. The core (nm-iobench.c) owns
+/* nm-iobench's I/O layers: one backend per library (backends.def: posix, mpiio, pnetcdf,
+ * netcdf4, hdf5) behind one vtable, like Darshan's one module per I/O layer. The core (nm-iobench.c) owns
  * decomposition, gathers, timers and verification; a backend only creates, writes, closes,
  * opens and reads files with a fixed layout: variables (t, z, y, x), t unlimited. */
 #ifndef NM_IOBENCH_H
@@ -21,6 +21,7 @@ typedef struct {
     const char *ext;                             /* ".bin" ".bin" ".nc" ".nc4" ".h5" */
     const char *unavailable;                     /* NULL when built in, else the reason (printed by -A) */
     int shared_capable;                          /* 0 for posix */
+    int chunked;                                 /* has chunk layouts (-c): netcdf4, hdf5 */
     /* create: collective over comm (MPI_COMM_SELF for one writer); info = the hints (may be MPI_INFO_NULL) */
     int (*create)(MPI_Comm comm, const char *path, const nm_io_layout *lay, MPI_Info info, nm_io_file **out);
     /* write one record of one variable: start/count are {z, y, x} within this file; collective over
@@ -32,5 +33,7 @@ typedef struct {
     int (*read)(nm_io_file *f, int var, int t, const int start[3], const int count[3], void *buf);
 } nm_io_backend;
 /* returns 0 on success; on failure the backend prints "nm-iobench: LIB: what failed: library message" to stderr */
-extern const nm_io_backend nm_io_posix, nm_io_mpiio, nm_io_pnetcdf, nm_io_netcdf4, nm_io_hdf5;
+#define NM_IO_BACKEND(name, packages) extern const nm_io_backend nm_io_##name;
+#include "backends.def"
+#undef NM_IO_BACKEND
 #endif

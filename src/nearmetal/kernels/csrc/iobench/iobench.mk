@@ -1,8 +1,11 @@
-# nm-iobench's high-level I/O libraries, detected at build time for the MPI family being
-# built (MPI=openmpi|mpich, MPICC), on the host and inside images alike. Defines
+# nm-iobench's backends (backends.def) and their I/O libraries, detected at build time for the
+# MPI family being built (MPI=openmpi|mpich, MPICC), on the host and inside images alike. Defines
+#   IOBENCH_BACKENDS the names of backends.def, in its order (iobench/NAME.c each)
 #   IOBENCH_CFLAGS  -DNM_HAVE_PNETCDF / -DNM_HAVE_NETCDF4 / -DNM_HAVE_HDF5 + include dirs,
 #                   -DNM_MPI_FAMILY / -DNM_MPI_LABEL for the "unavailable" reasons
 #   IOBENCH_LIBS    -l flags; -L + RUNPATH for libraries outside the default search path
+# Each backend whose library must be found has a fragment iobench/NAME.mk, included below,
+# that adds to IOBENCH_CFLAGS and IOBENCH_LIBS with the helpers defined here.
 # A library counts only if its pkg-config package exists AND its shared library links this
 # family's MPI: Debian's libpnetcdf and libnetcdf_mpi link Open MPI (libmpi.so.40), and
 # linking them into an MPICH program would load two MPIs into one process.
@@ -36,49 +39,7 @@ iobench_pc_exists = $(shell pkg-config --exists $(1) 2>/dev/null && echo yes)
 IOBENCH_CFLAGS := -DNM_MPI_FAMILY=\"$(MPI)\" -DNM_MPI_LABEL='"$(IOBENCH_MPI_LABEL)"'
 IOBENCH_LIBS   :=
 
-# --- PnetCDF (pkg pnetcdf; its .pc libdir may be wrong, so the compiler's search decides)
-ifeq ($(call iobench_pc_exists,pnetcdf),yes)
-IOBENCH_PNETCDF_SO := $(call iobench_lib_path,libpnetcdf.so,$(shell pkg-config --variable=libdir pnetcdf))
-ifeq ($(call iobench_links_family,$(IOBENCH_PNETCDF_SO)),yes)
-IOBENCH_PNETCDF_DIR := $(patsubst %/,%,$(dir $(realpath $(IOBENCH_PNETCDF_SO))))
-IOBENCH_CFLAGS += -DNM_HAVE_PNETCDF $(shell pkg-config --cflags-only-I pnetcdf)
-IOBENCH_LIBS   += $(call iobench_libdir,$(IOBENCH_PNETCDF_DIR)) -lpnetcdf
-else
-IOBENCH_CFLAGS += -DNM_PNETCDF_OTHER_MPI
-endif
-endif
-
-# --- parallel netCDF-4 (pkg netcdf-mpi). Its .pc includedir points at /usr/include, which
-# has no netcdf.h; the headers sit under the prefix (Debian: .../netcdf/mpi/include).
-ifeq ($(call iobench_pc_exists,netcdf-mpi),yes)
-IOBENCH_NETCDF4_SO := $(call iobench_lib_path,libnetcdf_mpi.so,$(shell pkg-config --variable=libdir netcdf-mpi))
-IOBENCH_NETCDF4_INC := $(patsubst %/netcdf_par.h,%,$(firstword $(wildcard \
-    $(addsuffix /netcdf_par.h,$(shell pkg-config --variable=includedir netcdf-mpi) \
-        $(shell pkg-config --variable=prefix netcdf-mpi)/include \
-        /usr/lib/x86_64-linux-gnu/netcdf/mpi/include))))
-ifeq ($(call iobench_links_family,$(IOBENCH_NETCDF4_SO))$(if $(IOBENCH_NETCDF4_INC),,no),yes)
-IOBENCH_NETCDF4_DIR := $(patsubst %/,%,$(dir $(realpath $(IOBENCH_NETCDF4_SO))))
-IOBENCH_CFLAGS += -DNM_HAVE_NETCDF4 -I$(IOBENCH_NETCDF4_INC)
-IOBENCH_LIBS   += $(call iobench_libdir,$(IOBENCH_NETCDF4_DIR)) -lnetcdf_mpi
-else ifeq ($(IOBENCH_NETCDF4_INC),)
-IOBENCH_CFLAGS += -DNM_NETCDF4_NO_HEADERS
-else
-IOBENCH_CFLAGS += -DNM_NETCDF4_OTHER_MPI
-endif
-endif
-
-# --- parallel HDF5 (pkg hdf5-openmpi / hdf5-mpich: one build per MPI family). Only its own
-# -I/-L flags are taken: the .pc also lists the MPI's, which the wrapper supplies.
-IOBENCH_HDF5_PC := hdf5-$(MPI)
-ifeq ($(call iobench_pc_exists,$(IOBENCH_HDF5_PC)),yes)
-iobench_hdf5_only = $(foreach f,$(1),$(if $(findstring hdf5,$(f)),$(f)))
-IOBENCH_HDF5_INC := $(call iobench_hdf5_only,$(shell pkg-config --cflags-only-I $(IOBENCH_HDF5_PC)))
-IOBENCH_HDF5_DIR := $(patsubst -L%,%,$(firstword $(call iobench_hdf5_only,$(shell pkg-config --libs-only-L $(IOBENCH_HDF5_PC)))))
-IOBENCH_HDF5_SO := $(call iobench_lib_path,libhdf5.so,$(IOBENCH_HDF5_DIR))
-ifeq ($(call iobench_links_family,$(IOBENCH_HDF5_SO)),yes)
-IOBENCH_CFLAGS += -DNM_HAVE_HDF5 $(IOBENCH_HDF5_INC)
-IOBENCH_LIBS   += $(call iobench_libdir,$(IOBENCH_HDF5_DIR)) -lhdf5
-else
-IOBENCH_CFLAGS += -DNM_HDF5_OTHER_MPI
-endif
-endif
+# (-E and `.` for the table's opening parenthesis: make counts the parentheses of a call)
+IOBENCH_BACKENDS := $(shell sed -nE 's/^NM_IO_BACKEND.([A-Za-z0-9_]+),.*/\1/p' iobench/backends.def)
+IOBENCH_FRAGMENTS := $(wildcard $(addprefix iobench/,$(addsuffix .mk,$(IOBENCH_BACKENDS))))
+include $(IOBENCH_FRAGMENTS)

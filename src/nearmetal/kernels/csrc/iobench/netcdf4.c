@@ -162,6 +162,7 @@ const nm_io_backend nm_io_netcdf4 = {
     .ext = ".nc4",
     .unavailable = NULL,
     .shared_capable = 1,
+    .chunked = 1,
     .create = nc4_create,
     .write = nc4_write,
     .close = nc4_close,
@@ -190,6 +191,7 @@ const nm_io_backend nm_io_netcdf4 = {
     .ext = ".nc4",
     .unavailable = NM_NETCDF4_WHY,
     .shared_capable = 1,
+    .chunked = 1,
 };
 
 #endif
