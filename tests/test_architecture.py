@@ -113,3 +113,23 @@ def test_no_module_outside_the_schedulers_branches_on_a_scheduler_name():
 def test_modules_stay_small():
     big = {str(p.relative_to(SRC)): n for p in _modules() if (n := len(p.read_text().splitlines())) > 430}
     assert not big, f"modules over ~430 lines: {big}"
+
+
+def _docstrings(tree):
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_user_facing_text_explains_instead_of_citing_a_seed():
+    """Warnings, errors and help say the mechanism in their own words; seeds (the studies
+    nearmetal reproduces) are cited in docs, docstrings and the findings' references."""
+    seed = re.compile(r"\bseeds? ?\d{3}\b", re.I)
+    found = []
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        found += [f"{path.relative_to(SRC)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                  and seed.search(node.value)]
+    assert not found, f"user-facing strings citing a seed: {found}"

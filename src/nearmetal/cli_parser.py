@@ -180,7 +180,8 @@ def _launch_options(r):
                    help="each MPI rank says at exit which MPI library it really ran (path, inode, version)")
     r.add_argument("--audit", action="store_true",
                    help="run the ranks under an rtld-audit library that sees every object and symbol binding "
-                        "(LD_AUDIT interception, as seed 002's Titan jobs ran: measure what it costs)")
+                        "(LD_AUDIT interception, which some HPC container set-ups use to redirect library loads to the "
+                        "host's: measure what it costs)")
 
 
 def _add_run(sub):

@@ -59,7 +59,8 @@ def warning(transport):
         return None
     return (f"warning: ranks on one node talked over TCP ({', '.join(transport['between_ranks'])}); shared memory "
             f"was not used: a container MPI without the host's transports, or ranks in separate namespaces, fall "
-            f"back to TCP (seed 001: GROMACS 4x slower)")
+            "back to TCP, and every message then crosses the kernel's network stack instead of a shared-memory copy: "
+            "communication-bound applications can run several times slower")
 
 
 # What transport_env makes the MPI print besides the lines above: UCX's other INFO and DIAG

@@ -12,7 +12,6 @@ import multiprocessing as mp
 import os
 import threading
 from collections import OrderedDict
-from importlib import resources
 from pathlib import Path
 
 from . import figure_plan
@@ -21,17 +20,14 @@ from . import io_section as IO
 from . import plot_base as B
 from . import points as PT
 from . import summaries as S
+from .templating import template
 
 MAX_FAILURE_ROWS = 200
 FIGURE_FAILED = "This figure could not be drawn"
 
 
 def _template():
-    import jinja2
-
-    text = resources.files(__package__).joinpath("templates/report.html").read_text(encoding="utf-8")
-    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(text)
+    return template("report.html")
 
 
 def _flatten(d, prefix=""):

@@ -16,7 +16,6 @@ MPI library did not honour. Rows of the figures are variant x placement (at most
 docs/reports.md ("Parallel I/O") explains how to read them.
 """
 
-from importlib import resources
 
 from . import formatting as F
 from . import points as PT
@@ -156,8 +155,6 @@ def render(sec, figures):
     """The section's HTML (a string for the page template), or '' when it is empty."""
     if not sec:
         return ""
-    import jinja2
+    from .templating import render as render_template
 
-    text = resources.files(__package__).joinpath("templates/io_section.html").read_text(encoding="utf-8")
-    env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(text).render(figures=figures, tables=sec.tables, notes=sec.notes)
+    return render_template("io_section.html", figures=figures, tables=sec.tables, notes=sec.notes)

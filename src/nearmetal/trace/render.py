@@ -1,6 +1,7 @@
 """`trace report` formats: JSON (the analysis dict as is), Markdown tables, and one
 self-contained HTML page with the call-path graph drawn by Graphviz (`dot -Tsvg`, Debian's
-graphviz) inline. Renders only: the numbers come from callpath.analyze."""
+graphviz) inline, rendered from the report's templates (report/templates/trace.html). Renders
+only: the numbers come from callpath.analyze."""
 
 import html
 import json
@@ -158,28 +159,12 @@ def markdown(a):
 
 
 def page(a):
-    """One HTML file: the graph first, then the tables (the Markdown's content, escaped)."""
+    """One HTML file (report/templates/trace.html): the graph first, then the tables (the
+    Markdown's content, escaped)."""
+    from ..report.templating import render as render_template
+
     graph, why = svg(a)
-    body = graph if graph else f"<p>{html.escape(why)}</p><pre>{html.escape(dot(a))}</pre>"
-    rows = "".join(f"<tr><td>{html.escape(n['layer'])}</td><td>{html.escape(n['function'])}</td><td>{n['calls']}</td>"
-                   f"<td>{n['bytes']}</td><td>{n['ranks']}</td><td>{_t(n['max_rank_s'])}</td></tr>" for n in a["nodes"])
-    paths = "".join(
-        f"<tr><td>{html.escape(w['layer'])}</td><td>{html.escape(w['function'])}</td><td>{w['writing_ranks']}</td><td>"
-        + " ".join(f"{html.escape(str(r['rank']))}: {_t(r['s'])}" for r in w["per_rank_s"]) + "</td></tr>"
-        for w in a["write_paths"])
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>nearmetal trace</title><style>"
-            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-            "padding:2px 6px}</style></head><body>"
-            f"<h1>I/O trace: {html.escape(a['directory'])}</h1><p>{len(a['ranks'])} processes; layers: "
-            f"{html.escape(', '.join(a['layers']))}; node: max per-rank time inside the function; edge: max per-rank "
-            f"time of the child under that parent [ranks on that path]; {a['omitted_edges']} paths under "
-            f"{a['threshold']:.0%} omitted.</p>{body}"
-            + (f"<h2>Timeline per rank</h2><p>Each call as a bar, coloured by layer as in the graph (times from the "
-               f"first traced call on the node; hover for the call).</p>{timeline_svg(a)}" if a.get("timeline") else "")
-            + "<h2>Main write path per layer</h2><p>Time of each rank in each layer's busiest write function, on one "
-              f"scale.</p>{write_paths_svg(a) or ''}"
-              "<table><tr><th>layer</th><th>function</th><th>ranks writing</th>"
-            f"<th>time per rank</th></tr>{paths}</table>"
-            "<h2>Functions</h2><table><tr><th>layer</th><th>function</th><th>calls</th><th>bytes</th><th>ranks</th>"
-            f"<th>max per rank</th></tr>{rows}</table>"
-            f"<h2>Files, hints</h2><pre>{html.escape(markdown(a).split('## Files', 1)[-1])}</pre></body></html>\n")
+    return render_template("trace.html", a=a, graph=graph, why=why, dot=None if graph else dot(a),
+                           threshold=f"{a['threshold']:.0%}", timeline=timeline_svg(a) if a.get("timeline") else None,
+                           write_paths=write_paths_svg(a) or "", files=markdown(a).split("## Files", 1)[-1],
+                           seconds=_t)

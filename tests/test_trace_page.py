@@ -1,0 +1,24 @@
+"""The trace report's HTML page is rendered by the report's template machinery
+(report/templating.py, templates/trace.html): escaped, with the Markdown's content."""
+
+import pytest
+
+from nearmetal.trace import callpath, render
+from test_trace_cli import _two_ranks
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_page_is_the_trace_template_escaped(monkeypatch):
+    monkeypatch.setattr(render.shutil, "which", lambda name: None)  # no Graphviz: the DOT text instead
+    a = callpath.analyze(_two_ranks())
+    a["nodes"][0]["function"] = "<script>alert(1)</script>"
+    a["directory"] = "dir & <b>"
+    page = render.page(a)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</body></html>")
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<h1>I/O trace: dir &amp; &lt;b&gt;</h1>" in page
+    assert "<td>posix</td><td>pwrite</td><td>1</td><td>1600</td><td>1</td>\n<td>60 µs</td>" in page
+    assert "Graphviz is not installed" in page and "digraph callpath" in page
+    assert f"{len(a['ranks'])} processes; layers: {', '.join(a['layers'])};" in page
+    assert render.markdown(a).split("## Files", 1)[-1].strip().splitlines()[0] in page
