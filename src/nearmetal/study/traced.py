@@ -57,6 +57,7 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
     its meta.json and report.html; returns the directory. A report that cannot be made (no
     trace files) is said in meta.json, never fails the run."""
     from ..errors import NearmetalError
+    from ..safe_write import write_text
     from ..trace import DEFAULT_LAYERS, command
 
     dest = os.path.join(traces_dir(db_path), safe_name(f"{study}.{row['run_key']}"))
@@ -70,15 +71,13 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
             "layers": list(layers or DEFAULT_LAYERS)}
     files = _move(stage, dest)
     meta["trace_files"] = files
-    with open(os.path.join(dest, command.META), "w") as f:
-        json.dump(meta, f, indent=1, sort_keys=True)
+    write_text(os.path.join(dest, command.META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     if files:
         try:
             command.report(dest, "html")
         except NearmetalError as e:
             meta["report_error"] = str(e)
-            with open(os.path.join(dest, command.META), "w") as f:
-                json.dump(meta, f, indent=1, sort_keys=True)
+            write_text(os.path.join(dest, command.META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     return dest
 
 

@@ -10,6 +10,7 @@ import subprocess
 from ..errors import NearmetalError
 
 FORMATS = ("html", "md", "json")
+MAX_GRAPH_EDGES, DOT_TIMEOUT_S = 2000, 120
 LAYER_COLOURS = {"app": "#eeeeee", "netcdf": "#dbe9f6", "pnetcdf": "#d6efe0", "hdf5": "#f6e7d0",
                  "mpiio": "#f3d9e6", "posix": "#e4e0f3"}
 
@@ -63,7 +64,12 @@ def svg(a):
     exe = shutil.which("dot")
     if not exe:
         return None, "Graphviz is not installed (Debian: apt-get install graphviz): the graph is given as DOT text"
-    out = subprocess.run([exe, "-Tsvg"], input=dot(a), capture_output=True, text=True, timeout=120)
+    if len(a["edges"]) > MAX_GRAPH_EDGES:  # a crafted trace's thousands of functions: Graphviz takes minutes
+        return None, f"the graph has {len(a['edges'])} call paths, over the {MAX_GRAPH_EDGES} drawn: given as DOT text"
+    try:
+        out = subprocess.run([exe, "-Tsvg"], input=dot(a), capture_output=True, text=True, timeout=DOT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, f"Graphviz did not draw the graph within {DOT_TIMEOUT_S} s: given as DOT text"
     if out.returncode != 0:
         raise NearmetalError(f"dot -Tsvg failed: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
     text = out.stdout
