@@ -270,6 +270,25 @@ def test_collect_refuses_a_planted_meta_json(tmp_path, victim):
     assert (out / "trace-node1-1.nmt").read_bytes() == trace_bytes() and not stage.exists()
 
 
+@pytest.mark.unit
+def test_a_study_report_skips_crafted_trace_metadata_beside_the_database(tmp_path, no_hang):
+    """`report` lists the traces kept beside a database (traces/*/meta.json): a database
+    handed over may come with crafted ones, skipped without hanging or reading without end."""
+    from nearmetal.study.traced import listing
+
+    root = tmp_path / "traces"
+    good = {"study": "s", "run_key": "k", "benchmark": "b", "variant": "v", "block": 0, "status": "ok"}
+    makers = {"good": lambda p: p.write_text(__import__("json").dumps(good)),
+              "fifo": os.mkfifo, "zero": lambda p: os.symlink("/dev/zero", p),
+              "deep": lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+              "list": lambda p: p.write_text("[1, 2]"), "dir": lambda p: p.mkdir()}
+    for name, make in makers.items():
+        (root / name).mkdir(parents=True)
+        make(root / name / "meta.json")
+    (found,) = listing(tmp_path / "study.db", "s")
+    assert found["run_key"] == "k" and found["dir"] == str(root / "good")
+
+
 # ------------------------------------------------------------------ the real command line
 
 @pytest.mark.parametrize("case", list(CRAFTED))
@@ -301,5 +320,8 @@ def test_trace_report_through_a_planted_link_is_refused(tmp_path, victim):
         assert "report.html: it is a symbolic link" in err
         os.unlink(d / "report.html")
     assert digest(victim_path) == before and not (tmp_path / "outside" / "canary").exists()
-    assert nearmetal("trace", "report", d, timeout=120, cwd=tmp_path).returncode == 0  # and without the link, it works
+    os.link(victim_path, d / "report.html")  # a hard link: replaced by the new report, its other name untouched
+    assert nearmetal("trace", "report", d, timeout=120, cwd=tmp_path).returncode == 0
     assert (d / "report.html").is_file() and not (d / "report.html").is_symlink()
+    assert "<html" in (d / "report.html").read_text() and digest(victim_path) == before
+    assert not [n for n in os.listdir(d) if n.endswith(".nearmetal-tmp")]

@@ -28,7 +28,8 @@ def add_parser(sub, parser_class):
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     b = isub.add_parser("best", help="the fastest configuration, its speed-up over serial, a hints file and FMS namelist")
     b.add_argument("--db", help=f"results database (default: results/{BUILTIN_NAME}/study.db)")
-    b.add_argument("--study", type=study_name_arg, help="the sweep's study name (needed when the database holds several sweeps)")
+    b.add_argument("--study", type=study_name_arg,
+                   help="the sweep's study name (needed when the database holds several sweeps)")
     b.add_argument("--metric", choices=("write", "total"), default="total",
                    help="rank by the max-over-ranks write time or total time (default: total)")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
