@@ -51,6 +51,16 @@ def _env_pair(text):
     return key, value
 
 
+def study_name_arg(text):
+    """--study: checked as a study file's [study] name is (it may name a directory)."""
+    from .study.fields import study_name_problem
+
+    problem = study_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"'{text[:80]}': {problem}")
+    return text
+
+
 def _positive(text, limit=None):
     try:
         value = int(text)
@@ -255,7 +265,7 @@ def _add_study(sub):
 def _add_report(sub):
     r = sub.add_parser("report", help="statistics, verdicts and plots from a results database")
     r.add_argument("--db", help="results database (default: results/quickstart/study.db)")
-    r.add_argument("--study", help="study name (needed when the database holds several)")
+    r.add_argument("--study", type=study_name_arg, help="study name (needed when the database holds several)")
     r.add_argument("--out", help="output directory (default: beside the database)")
     r.add_argument("--format", choices=_report_formats(), default=_report_formats()[0],
                    help=f"report format (default: {_report_formats()[0]})")
@@ -267,7 +277,7 @@ def _add_import(sub):
                                    "(summary rows); optional unit, benchmark, block; other columns are point "
                                    "parameters (e.g. cores). See docs/import.md.")
     i.add_argument("csv", metavar="CSV")
-    i.add_argument("--study", required=True, help="name for the imported study")
+    i.add_argument("--study", required=True, type=study_name_arg, help="name for the imported study")
     i.add_argument("--baseline", required=True, help="the variant the others are compared with (e.g. native)")
     i.add_argument("--db", help="results database (default: results/<study>/study.db)")
     i.add_argument("--metric", help="metric name when the CSV has no metric column")

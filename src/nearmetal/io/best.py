@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..errors import NearmetalError
+from ..safe_write import write_text
 from ..study import config as study_config
 from ..study.analysis import analyze as analyze_study
 from ..study.store import Store
@@ -136,7 +137,7 @@ def hints_file(result, path):
     if not result["hints"]:
         lines.append("# (this configuration sets no MPI-IO hint)")
     lines += [f"{k} {v}" for k, v in result["hints"].items()]
-    Path(path).write_text(_one_entry_per_line(lines, "hints file"))
+    write_text(path, _one_entry_per_line(lines, "hints file"), "hints file")
 
 
 def namelist(result):
@@ -209,7 +210,7 @@ def run(db, study=None, metric="total", console=None, as_json=False):
     result["hints_file"] = str(out_dir / "best.hints")
     result["namelist_file"] = str(out_dir / "best.nml")
     hints_file(result, result["hints_file"])
-    Path(result["namelist_file"]).write_text(namelist(result))
+    write_text(result["namelist_file"], namelist(result), "namelist file")
     if as_json:
         print(json.dumps(result, indent=1))
     else:

@@ -5,6 +5,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from .. import safe_write
 from ..errors import NearmetalError
 
 BUILTIN_NAME = "io-tune"
@@ -12,6 +13,7 @@ BUILTIN_NAME = "io-tune"
 
 def add_parser(sub, parser_class):
     """The `io` subcommand's argparse definition (called from cli_parser)."""
+    from ..cli_parser import study_name_arg
     io = sub.add_parser("io", help="tune parallel I/O: sweep a parameter space, pick the fastest configuration",
                         description="See docs/io-tuning.md.")
     isub = io.add_subparsers(dest="io_command", metavar="ACTION", parser_class=parser_class)
@@ -26,7 +28,8 @@ def add_parser(sub, parser_class):
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     b = isub.add_parser("best", help="the fastest configuration, its speed-up over serial, a hints file and FMS namelist")
     b.add_argument("--db", help=f"results database (default: results/{BUILTIN_NAME}/study.db)")
-    b.add_argument("--study", help="the sweep's study name (needed when the database holds several sweeps)")
+    b.add_argument("--study", type=study_name_arg,
+                   help="the sweep's study name (needed when the database holds several sweeps)")
     b.add_argument("--metric", choices=("write", "total"), default="total",
                    help="rank by the max-over-ranks write time or total time (default: total)")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -102,7 +105,7 @@ def _sweep_locked(args, s, db):
                 store.close()
             preselect.render(decision, err)
             path = db.parent / f"{name}.json"
-            path.write_text(json.dumps(decision, indent=1) + "\n")
+            safe_write.write_text(path, json.dumps(decision, indent=1) + "\n", "pre-selection decisions")
             say(f"pre-selection decisions: {path}")
             fixed = preselect.fixed_values(io.space, decision)
         else:

@@ -12,8 +12,8 @@ import multiprocessing as mp
 import os
 import threading
 from collections import OrderedDict
-from pathlib import Path
 
+from ..safe_write import write_text
 from . import figure_plan
 from . import formatting as F
 from . import io_section as IO
@@ -351,5 +351,5 @@ def render_html(analysis, path):
     ctx["traces"] = [dict(t, href=os.path.relpath(t["report"] or t["dir"], here))
                      for t in analysis.get("traces") or [] if isinstance(t, dict) and t.get("dir")]
     text = _template().render(**ctx)
-    Path(path).write_text(text, encoding="utf-8")
+    write_text(path, text, "report")  # never through a link planted in the output directory
     return path

@@ -2,6 +2,7 @@
 variant, every statistic flattened) and JSON (the analysis dict itself)."""
 
 import csv
+import io
 import json
 import math
 
@@ -162,12 +163,16 @@ def write_csv(analysis, path):
     """One row per point x variant with the point parameters, every statistic and every
     comparison field as columns (see docs/reports.md); empty cells where a field does not
     apply (a baseline has no comparison)."""
+    from ..safe_write import replacing
+
     fields, rows = csv_rows(analysis)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with replacing(path, "report") as raw:
+        f = io.TextIOWrapper(raw, encoding="utf-8", newline="")
         w = csv.writer(f)
         w.writerow(fields)
         for row in rows:
             w.writerow([_cell(row.get(k)) for k in fields])
+        f.detach()  # flushes; replacing() syncs and closes the file itself
     return path
 
 

@@ -85,10 +85,11 @@ class Slurm(Scheduler):
     def submit_runner(self, argv, size, options, outdir, name, after=None, hold=False):
         from pathlib import Path
 
+        from ..safe_write import write_text
         from ..slurm.runner_job import script, submit
 
         path = Path(outdir) / "runner.sh"
-        path.write_text(script(argv, size, options, outdir, name))
+        write_text(path, script(argv, size, options, outdir, name), "runner job script")
         return submit(path, after=after, hold=hold)
 
     def release(self, job_id):

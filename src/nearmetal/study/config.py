@@ -22,7 +22,7 @@ from ..choices import modes as _modes
 from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
 from ..errors import NearmetalError
-from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
+from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
                      Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
 from .placement import Nodes, SlurmSection
@@ -60,7 +60,7 @@ class _Strict(BaseModel):
 
 
 class StudySection(_Strict):
-    name: StrictStr = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    name: StrictStr = Field(pattern=STUDY_NAME)
     description: StrictStr = Field("", max_length=65536)
     # repetitions fixes the number of randomized blocks; without it the study is adaptive:
     # min_repetitions blocks, then more blocks only for cells whose verdict is still open,

@@ -18,6 +18,17 @@ MAX_RANKS, MAX_THREADS = 1_000_000, 1024
 MAX_TIMEOUT = 7 * 24 * 3600          # seconds: a week
 MAX_EXEC_STRING = 64 << 10           # bytes per argument or environment value (Linux allows 128 KiB)
 MAX_EXEC_TOTAL = 1 << 20             # bytes of a benchmark's arguments and environment together
+# [study] name, and every study name given on the command line (--study): it names a
+# directory (results/NAME/), so no separator, no leading dot, no "..".
+STUDY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+def study_name_problem(name):
+    """None when `name` is a valid study name, else why it is not."""
+    if re.fullmatch(STUDY_NAME[1:-1], name):
+        return None
+    return ("a study name is 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit "
+            "(it names a directory under results/)")
 
 
 def _fits_exec(v):

@@ -140,6 +140,10 @@ def _read(csv_path):
 
 
 def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin=0.03):
+    from .fields import study_name_problem
+
+    if study_name_problem(study):
+        raise NearmetalError(f"study name '{study[:80]}': {study_name_problem(study)}")
     header, rows = _read(csv_path)
     if not rows:
         raise NearmetalError(f"{csv_path}: no rows")

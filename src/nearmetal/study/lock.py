@@ -74,8 +74,12 @@ def lock_for_writing(db_path, what):
         _HELD[key][1] += 1
         return WriterLock(key, db_path)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # O_NOFOLLOW: the file is truncated and written; a link planted there is refused (ELOOP)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise NearmetalError(f"refusing the lock file {path} of results database {db_path}: it is a symbolic "
+                                 f"link") from None
         raise NearmetalError(f"cannot open the lock file {path} of results database {db_path}: {e.strerror}")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

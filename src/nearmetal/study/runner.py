@@ -15,6 +15,12 @@ from .store import Store
 
 
 def default_db(name):
+    """results/NAME/study.db; a name that could reach outside results/ is refused."""
+    from .fields import study_name_problem
+
+    problem = study_name_problem(name)
+    if problem:
+        raise NearmetalError(f"study name '{name[:80]}': {problem}")
     return Path("results") / name / "study.db"
 
 

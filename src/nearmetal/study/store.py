@@ -36,6 +36,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import NearmetalError
+from ..safe_write import refuse_links
 from . import shared_fs
 from .lock import lock_for_writing
 
@@ -112,6 +113,7 @@ class Store:
         self.db = None
         self._lock = None
         self._copy = None  # on a cluster file system: the runner-local copy written to (shared_fs.py)
+        refuse_links(self.path, ("", "-journal", "-wal", "-shm", ".lock"), "results database")  # SQLite follows them
         exists, head = _header(self.path)
         if not exists and (readonly or not create):
             raise NearmetalError(f"no results database at {self.path}")

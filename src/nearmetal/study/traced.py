@@ -57,6 +57,7 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
     its meta.json and report.html; returns the directory. A report that cannot be made (no
     trace files) is said in meta.json, never fails the run."""
     from ..errors import NearmetalError
+    from ..safe_write import write_text
     from ..trace import DEFAULT_LAYERS, command
 
     dest = os.path.join(traces_dir(db_path), safe_name(f"{study}.{row['run_key']}"))
@@ -70,15 +71,13 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
             "layers": list(layers or DEFAULT_LAYERS)}
     files = _move(stage, dest)
     meta["trace_files"] = files
-    with open(os.path.join(dest, command.META), "w") as f:
-        json.dump(meta, f, indent=1, sort_keys=True)
+    write_text(os.path.join(dest, command.META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     if files:
         try:
             command.report(dest, "html")
         except NearmetalError as e:
             meta["report_error"] = str(e)
-            with open(os.path.join(dest, command.META), "w") as f:
-                json.dump(meta, f, indent=1, sort_keys=True)
+            write_text(os.path.join(dest, command.META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     return dest
 
 
@@ -96,16 +95,19 @@ def _move(stage, dest):
 def listing(db_path, study):
     """[{run_key, benchmark, variant, block, status, dir, report, files}] of the kept traces,
     for the study's report (absolute paths; report None where there is none)."""
+    from ..errors import NearmetalError
+    from ..safe_read import load_json
+    from ..trace.command import MAX_META_BYTES, MAX_META_DEPTH
+
     root = traces_dir(db_path)
     out = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else ():
         meta_path = os.path.join(root, name, "meta.json")
-        try:
-            with open(meta_path) as f:
-                meta = json.load(f)
-        except (OSError, ValueError):
+        try:  # bounded: a database handed over may come with a crafted traces/ beside it
+            meta = load_json(meta_path, MAX_META_BYTES, MAX_META_DEPTH, "trace metadata")
+        except NearmetalError:
             continue
-        if meta.get("study") != study:
+        if not isinstance(meta, dict) or meta.get("study") != study:
             continue
         report = os.path.join(root, name, "report.html")
         out.append({k: meta.get(k) for k in ("run_key", "benchmark", "variant", "block", "status")}

@@ -13,10 +13,13 @@ import sys
 import tempfile
 import time
 
+from .. import safe_write
 from ..errors import NearmetalError
+from ..safe_read import load_json
 from . import build, callpath, reader, render
 
 META = "meta.json"
+MAX_META_BYTES, MAX_META_DEPTH = 4 << 20, 16  # what nearmetal writes there: a few KiB, 3 levels
 
 
 def check_program(program, mode):
@@ -60,13 +63,14 @@ def staging():
 def collect(stage, out, meta):
     """Move the ranks' files into `out`, write meta.json; the number of trace files."""
     moved = 0
-    for name in sorted(os.listdir(stage)):
-        if name.startswith("trace-") and name.endswith(".nmt"):
-            shutil.move(os.path.join(stage, name), os.path.join(out, name))
-            moved += 1
-    shutil.rmtree(stage, ignore_errors=True)
-    with open(os.path.join(out, META), "w") as f:
-        json.dump(meta, f, indent=1, sort_keys=True)
+    try:
+        for name in sorted(os.listdir(stage)):
+            if name.startswith("trace-") and name.endswith(".nmt"):
+                safe_write.move_into(os.path.join(stage, name), os.path.join(out, name), "trace file")
+                moved += 1
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    safe_write.write_text(os.path.join(out, META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     return moved
 
 
@@ -80,12 +84,8 @@ def report(trace_dir, fmt="html", out=None, threshold=callpath.THRESHOLD):
         raise NearmetalError(f"{trace_dir} is not a trace directory (no such directory)")
     analysis = callpath.analyze(reader.read(trace_dir), threshold=threshold)
     meta_path = os.path.join(trace_dir, META)
-    if os.path.isfile(meta_path):
-        try:
-            with open(meta_path) as f:
-                analysis["run"] = json.load(f)
-        except (OSError, ValueError) as e:
-            raise NearmetalError(f"{meta_path} is not readable JSON: {e}") from None
+    if os.path.lexists(meta_path):
+        analysis["run"] = load_json(meta_path, MAX_META_BYTES, MAX_META_DEPTH, "trace metadata")
     if fmt == "json":
         (out or sys.stdout).write(render.as_json(analysis))
         return None
@@ -93,8 +93,7 @@ def report(trace_dir, fmt="html", out=None, threshold=callpath.THRESHOLD):
         (out or sys.stdout).write(render.markdown(analysis))
         return None
     path = os.path.join(trace_dir, "report.html")
-    with open(path, "w") as f:
-        f.write(render.page(analysis))
+    safe_write.write_text(path, render.page(analysis), "trace report")
     return path
 
 

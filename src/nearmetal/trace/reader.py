@@ -14,6 +14,14 @@ import numpy as np
 
 from ..errors import NearmetalError
 from . import LAYERS  # highest first, as in the tracer (csrc/nm-layers.def)
+from ..safe_read import read_regular
+
+# Bounds on what a trace directory may make nearmetal read (a directory handed over may be
+# crafted: a link to /dev/zero, a FIFO, millions of files). A traced run writes 80 bytes per
+# call: 1 GiB is 13 million calls in one process.
+MAX_FILE_BYTES = 1 << 30
+MAX_TOTAL_BYTES = 4 << 30
+MAX_FILES = 100_000
 
 MAGIC = b"NMTRACE\0"
 VERSIONS = (1, 2)  # 2: event times may be TSC ticks, converted here with the file's clock pairs
@@ -32,6 +40,8 @@ EVENT = np.dtype([("type", "<u4"), ("bytes", "<u4"), ("seq", "<u8"), ("parent", 
                   ("end_ns", "<i8"), ("offset", "<i8"), ("size", "<i8"), ("result", "<i8"), ("tid", "<u4"),
                   ("function", "<u2"), ("layer", "u1"), ("flags", "u1"), ("file", "<u4"), ("var", "<u4")])
 assert HEADER.size == 128 and EVENT.itemsize == 80
+MIN_BYTES = {REC_STRING: STRING.size, REC_EVENT: EVENT.itemsize, REC_RANK: RANK.size, REC_HINTS: HINTS.size,
+             REC_END: END.size, REC_CLOCK: CLOCK.size}  # each record type's fixed fields
 FIELDS = EVENT.names[2:]  # what a Process's events carry (type and bytes are framing)
 EVENTS = np.dtype([(name, EVENT.fields[name][0]) for name in FIELDS])
 
@@ -114,14 +124,16 @@ def _text(data, start, length):
 
 
 def read_file(path):
-    """One trace file as a Process; NearmetalError if it is not one (bad magic, version, record)."""
-    with open(path, "rb") as f:
-        data = f.read()
+    """One trace file as a Process; NearmetalError if it is not one (bad magic, version, record)
+    or is not a regular file of at most MAX_FILE_BYTES."""
+    data = read_regular(path, MAX_FILE_BYTES, "trace file")
     if len(data) < HEADER.size or data[:8] != MAGIC:
         _fail(path, "not an nm-trace file (bad magic or shorter than its header)")
     _, version, header_bytes, pid, rank, env_rank, mono, real, host, mask, clock, ticks = HEADER.unpack_from(data)
     if version not in VERSIONS:
         _fail(path, f"format version {version}, this reader knows {', '.join(map(str, VERSIONS))}")
+    if header_bytes < HEADER.size or header_bytes % 8 or header_bytes > len(data):
+        _fail(path, f"corrupt header (it says {header_bytes} bytes)")
     clock = clock if version >= 2 else CLOCK_NS
     if clock not in (CLOCK_NS, CLOCK_TSC):
         _fail(path, f"unknown clock {clock} in the header")
@@ -135,7 +147,7 @@ def read_file(path):
             proc.truncated = True
             break
         rtype, rbytes = FRAME.unpack_from(data, pos)
-        if rbytes < FRAME.size or rbytes % 8 or rtype not in (REC_STRING, REC_EVENT, REC_RANK, REC_HINTS, REC_END, REC_CLOCK):
+        if rbytes < MIN_BYTES.get(rtype, 1 << 32) or rbytes % 8:  # unknown, or shorter than its fields
             _fail(path, f"corrupt record at byte {pos} (type {rtype}, {rbytes} bytes)")
         if pos + rbytes > n:
             proc.truncated = True  # the process was killed while writing its last record
@@ -166,7 +178,8 @@ def read_file(path):
             if HINTS.size + length > rbytes:
                 _fail(path, f"corrupt hints record at byte {pos}")
             words = data[pos + HINTS.size:pos + HINTS.size + length].split(b"\0")
-            pairs = {words[k].decode(): words[k + 1].decode("utf-8", "replace") for k in range(0, len(words) - 1, 2)}
+            pairs = {words[k].decode("utf-8", "replace"): words[k + 1].decode("utf-8", "replace")
+                     for k in range(0, len(words) - 1, 2)}
             hint_files.append((fid, pairs))
         elif rtype == REC_CLOCK:
             clock_pairs.append(CLOCK.unpack_from(data, pos)[2:])
@@ -207,11 +220,15 @@ def _tick_converter(path, pairs):
         _fail(path, "its clock readings do not advance together")
 
     def to_ns(ticks):
-        x = ticks.astype(np.int64) - t[0]  # small integers before any floating point
-        xs, ys = (t - t[0]).astype(np.float64), (ns - ns[0]).astype(np.float64)
-        k = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, len(xs) - 2)
-        slope = (ys[k + 1] - ys[k]) / (xs[k + 1] - xs[k])
-        return ns[0] + np.rint(ys[k] + (x - xs[k]) * slope).astype(np.int64)
+        with np.errstate(all="ignore"):  # a crafted file's values may overflow: checked below
+            x = ticks.astype(np.int64) - t[0]  # small integers before any floating point
+            xs, ys = (t - t[0]).astype(np.float64), (ns - ns[0]).astype(np.float64)
+            k = np.clip(np.searchsorted(xs, x, side="right") - 1, 0, len(xs) - 2)
+            slope = (ys[k + 1] - ys[k]) / (xs[k + 1] - xs[k])
+            rel = np.rint(ys[k] + (x - xs[k]) * slope)
+        if not np.all(np.abs(rel) < 2.0**62):
+            _fail(path, "event times far outside its clock readings")
+        return ns[0] + rel.astype(np.int64)
     return to_ns
 
 
@@ -223,6 +240,18 @@ def read(trace_dir):
         raise NearmetalError(f"cannot read trace directory {trace_dir}: {e.strerror}") from None
     if not names:
         raise NearmetalError(f"no trace files (trace-*.nmt) in {trace_dir}")
-    procs = [read_file(os.path.join(trace_dir, name)) for name in names]
+    if len(names) > MAX_FILES:
+        raise NearmetalError(f"{trace_dir} holds {len(names)} trace files, over the limit of {MAX_FILES}")
+    procs, total = [], 0
+    for name in names:
+        path = os.path.join(trace_dir, name)
+        try:
+            total += os.lstat(path).st_size  # counted before reading (read_file refuses what is not a file)
+        except OSError:
+            pass  # read_file says why
+        if total > MAX_TOTAL_BYTES:
+            raise NearmetalError(f"the trace files in {trace_dir} hold over {MAX_TOTAL_BYTES >> 30} GiB, the limit "
+                                 f"for one report")
+        procs.append(read_file(path))
     procs.sort(key=lambda p: (p.host, p.rank, p.pid))
     return Trace(directory=str(trace_dir), processes=procs)

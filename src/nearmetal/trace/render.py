@@ -12,6 +12,7 @@ from ..errors import NearmetalError
 from . import COLOURS
 
 FORMATS = ("html", "md", "json")
+MAX_GRAPH_EDGES, DOT_TIMEOUT_S = 2000, 120
 LAYER_COLOURS = {"app": "#eeeeee", **COLOURS}  # the application, then each layer's (csrc/nm-layers.def)
 
 
@@ -64,7 +65,12 @@ def svg(a):
     exe = shutil.which("dot")
     if not exe:
         return None, "Graphviz is not installed (Debian: apt-get install graphviz): the graph is given as DOT text"
-    out = subprocess.run([exe, "-Tsvg"], input=dot(a), capture_output=True, text=True, timeout=120)
+    if len(a["edges"]) > MAX_GRAPH_EDGES:  # a crafted trace's thousands of functions: Graphviz takes minutes
+        return None, f"the graph has {len(a['edges'])} call paths, over the {MAX_GRAPH_EDGES} drawn: given as DOT text"
+    try:
+        out = subprocess.run([exe, "-Tsvg"], input=dot(a), capture_output=True, text=True, timeout=DOT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, f"Graphviz did not draw the graph within {DOT_TIMEOUT_S} s: given as DOT text"
     if out.returncode != 0:
         raise NearmetalError(f"dot -Tsvg failed: {(out.stderr.strip().splitlines() or ['no output'])[-1]}")
     text = out.stdout

@@ -8,6 +8,7 @@ class Json:
     filename = "analysis.json"
 
     def write(self, analysis, path):
+        from ...safe_write import write_text
         from ..tables import render_json
 
-        path.write_text(render_json(analysis), encoding="utf-8")
+        write_text(path, render_json(analysis), "report")

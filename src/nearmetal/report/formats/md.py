@@ -8,6 +8,7 @@ class Markdown:
     filename = "report.md"
 
     def write(self, analysis, path):
+        from ...safe_write import write_text
         from ..tables import render_markdown
 
-        path.write_text(render_markdown(analysis), encoding="utf-8")
+        write_text(path, render_markdown(analysis), "report")
