@@ -1,0 +1,363 @@
+"""The one way nearmetal writes an image it did not build: tar layers (docker, OCI), a root
+file system directory, and the check after unsquashfs (SquashFS, SIF).
+
+Rules (docs/security.md): every path is resolved beneath the image's root (beneath.py),
+never by the kernel following a link; an existing entry is removed and replaced, never
+written through (so neither a planted symlink nor a hard link reaches its target); a hard
+link only to a file already inside the image; whiteouts never through a link of the image;
+device nodes, FIFOs and sockets are left out and listed; setuid/setgid bits and o+w (on
+files, and on directories without the sticky bit: /tmp stays 1777) are cleared unless the
+user asks to keep modes; the number of entries and their total size are bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tarfile
+
+from ..errors import NearmetalError, one_line
+from .beneath import DIR_FLAGS, Tree, lstat_at, remove, set_mode_at, split, write_all
+
+MAX_FILES = 1_000_000
+MAX_BYTES = 64 << 30
+CHUNK = 1 << 20
+FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+SPECIAL = {stat.S_IFCHR: "character device", stat.S_IFBLK: "block device", stat.S_IFIFO: "FIFO",
+           stat.S_IFSOCK: "socket"}
+
+
+def size_text(n: int) -> str:
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):g} {unit}"
+    return f"{n} bytes"
+
+
+class Limits:
+    __slots__ = ("max_files", "max_bytes", "keep_modes")
+
+    def __init__(self, max_files=MAX_FILES, max_bytes=MAX_BYTES, keep_modes=False):
+        self.max_files, self.max_bytes, self.keep_modes = max_files, max_bytes, keep_modes
+
+
+def safe_mode(mode: int, is_dir: bool, keep: bool) -> int:
+    """The mode an entry gets: setuid/setgid and o+w cleared (o+w kept on a sticky
+    directory such as /tmp), unless the user keeps modes."""
+    mode &= 0o7777
+    if keep:
+        return mode
+    if is_dir:
+        return mode & ~0o4000 if mode & 0o1000 else mode & ~0o4002
+    return mode & ~0o6002
+
+
+class Extractor:
+    """Writes entries into one image root; counts and reports what it changed."""
+
+    def __init__(self, rootfs, limits: Limits | None = None):
+        self.tree = Tree(rootfs)
+        self.limits = limits or Limits()
+        self.files = self.bytes = self.cleared = 0
+        self.left_out: list[str] = []  # "path (what)" of each special file not written
+        self.dirs: dict[tuple, tuple] = {}  # directory attributes, set at the end (a 0555 one stays writable)
+        self.layer: set[str] = set()  # paths written by the current layer: its own whiteouts spare them
+        self.owner = os.geteuid() == 0  # ownership as the image has it: only root can give files away
+
+    def close(self):
+        self.tree.close()
+
+    def _count(self, size=0):
+        self.files += 1
+        self.bytes += size
+        if self.files > self.limits.max_files:
+            raise NearmetalError(f"the image has more than {self.limits.max_files:,} files and directories, the "
+                                 f"import limit (raise it with --max-files)")
+        if self.bytes > self.limits.max_bytes:
+            raise NearmetalError(f"the image is larger than {size_text(self.limits.max_bytes)}, the import limit "
+                                 f"(raise it with --max-size)")
+
+    def _mode(self, mode, is_dir):
+        safe = safe_mode(mode, is_dir, self.limits.keep_modes)
+        if safe != mode & 0o7777:
+            self.cleared += 1
+        return safe
+
+    def _place(self, parts, keep_dir=False):
+        """(parent descriptor, name) for a new entry; what was there is removed (a directory
+        over a directory stays). Only ever acts inside the resolved parent."""
+        if not parts:
+            raise NearmetalError("an archive member names the image's root as a file (a corrupt or crafted archive)")
+        parent = self.tree.dir_fd(parts[:-1], create=True)
+        try:
+            st = lstat_at(parent, parts[-1])
+            if st is not None and not (keep_dir and stat.S_ISDIR(st.st_mode)):
+                remove(parent, parts[-1])
+        except BaseException:
+            os.close(parent)
+            raise
+        self.layer.add("/".join(parts))
+        return parent, parts[-1]
+
+    def _own(self, fd, uid, gid):
+        if self.owner:
+            os.fchown(fd, uid, gid)
+
+    def directory(self, parts, mode, uid, gid, mtime):
+        self._count()
+        if parts:
+            parent, name = self._place(parts, keep_dir=True)
+            try:
+                if lstat_at(parent, name) is None:
+                    os.mkdir(name, 0o755, dir_fd=parent)
+            finally:
+                os.close(parent)
+        self.dirs[tuple(parts)] = (self._mode(mode, True), uid, gid, mtime)
+
+    def regular(self, parts, mode, uid, gid, mtime, size, source):
+        """A file of `size` bytes read from `source` (a file object)."""
+        self._count(size)
+        parent, name = self._place(parts)
+        try:
+            fd = os.open(name, FILE_FLAGS, 0o600, dir_fd=parent)
+        finally:
+            os.close(parent)
+        try:
+            left = size
+            while left > 0:
+                block = source.read(min(CHUNK, left))
+                if not block:
+                    raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}' is cut short in the archive "
+                                         f"({size - left} of {size} bytes)")
+                write_all(fd, block)
+                left -= len(block)
+            self._own(fd, uid, gid)  # before chmod: chown clears setuid bits
+            os.fchmod(fd, self._mode(mode, False))
+            os.utime(fd, (mtime, mtime))
+        finally:
+            os.close(fd)
+
+    def copy_fd(self, parts, src_fd, st):
+        """A regular file copied from an open descriptor (a root file system directory)."""
+        self._count(st.st_size)
+        parent, name = self._place(parts)
+        try:
+            fd = os.open(name, FILE_FLAGS, 0o600, dir_fd=parent)
+        finally:
+            os.close(parent)
+        try:
+            left = st.st_size
+            while left > 0:
+                n = os.copy_file_range(src_fd, fd, min(left, 1 << 30))
+                if n == 0:
+                    break
+                left -= n
+            self._own(fd, st.st_uid, st.st_gid)
+            os.fchmod(fd, self._mode(st.st_mode, False))
+            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(fd)
+
+    def symlink(self, parts, target, uid, gid, mtime):
+        """A link stored as it is: nearmetal never follows it while writing."""
+        self._count()
+        parent, name = self._place(parts)
+        try:
+            os.symlink(target, name, dir_fd=parent)
+            if self.owner:
+                os.chown(name, uid, gid, dir_fd=parent, follow_symlinks=False)
+            os.utime(name, (mtime, mtime), dir_fd=parent, follow_symlinks=False)
+        finally:
+            os.close(parent)
+
+    def hardlink(self, parts, target_parts, shown):
+        """A hard link to a file already inside the image (never to anything outside)."""
+        self._count()
+        tdir = self.tree.dir_fd(target_parts[:-1]) if target_parts else None
+        try:
+            st = lstat_at(tdir, target_parts[-1]) if tdir is not None else None
+            if st is None or stat.S_ISDIR(st.st_mode):
+                raise NearmetalError(f"hard link '{one_line('/'.join(parts))[:160]}' -> '{one_line(shown)[:160]}': "
+                                     "its target is not a file extracted earlier into the image: refused")
+            if target_parts == parts:
+                return
+            parent, name = self._place(parts)
+            try:
+                os.link(target_parts[-1], name, src_dir_fd=tdir, dst_dir_fd=parent, follow_symlinks=False)
+            finally:
+                os.close(parent)
+        finally:
+            if tdir is not None:
+                os.close(tdir)
+
+    def special(self, parts, what):
+        """A device node, FIFO or socket: not created; listed (runtimes provide /dev)."""
+        self._count()
+        self.left_out.append(f"/{'/'.join(parts)} ({what})")
+
+    def whiteout(self, parts):
+        """`.wh.NAME`: NAME of a lower layer goes; resolved without following any link."""
+        self._count()
+        if "/".join(parts) in self.layer:  # the layer's own file: whiteouts hide lower layers only
+            return
+        parent = self.tree.dir_fd(parts[:-1], follow=False)
+        if parent is not None:
+            try:
+                remove(parent, parts[-1])
+            finally:
+                os.close(parent)
+
+    def opaque(self, parts):
+        """`.wh..wh..opq`: the lower layers' contents of the directory go, the layer's own stay."""
+        self._count()
+        fd = self.tree.dir_fd(parts, follow=False)
+        if fd is not None:
+            try:
+                self._remove_lower(fd, "/".join(parts))
+            finally:
+                os.close(fd)
+
+    def _remove_lower(self, fd, prefix):
+        for entry in list(os.scandir(fd)):
+            rel = f"{prefix}/{entry.name}" if prefix else entry.name
+            if rel not in self.layer:
+                remove(fd, entry.name)
+            elif entry.is_dir(follow_symlinks=False):
+                sub = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                try:
+                    self._remove_lower(sub, rel)
+                finally:
+                    os.close(sub)
+
+    def end_layer(self):
+        self.layer = set()
+
+    def finish(self):
+        """Directory attributes, deepest first, on directories that are still directories."""
+        for parts in sorted(self.dirs, key=len, reverse=True):
+            mode, uid, gid, mtime = self.dirs[parts]
+            fd = self.tree.dir_fd(parts, follow=False)
+            if fd is None:
+                continue
+            try:
+                if self.owner:
+                    os.fchown(fd, uid, gid)
+                set_mode_at(fd, ".", mode)
+                os.utime(fd, (mtime, mtime))
+            finally:
+                os.close(fd)
+        self.dirs = {}
+
+    # --- tar layers ---------------------------------------------------------------------
+
+    def member(self, m: tarfile.TarInfo, layer: tarfile.TarFile):
+        parts = split(m.name, "archive member")
+        base = parts[-1] if parts else ""
+        if base == ".wh..wh..opq":
+            return self.opaque(parts[:-1])
+        if base.startswith(".wh..wh."):  # aufs's own bookkeeping, not part of the image
+            return self._count()
+        if base.startswith(".wh."):
+            hidden = base[len(".wh."):]
+            if hidden in ("", ".", ".."):
+                raise NearmetalError(f"whiteout '{one_line(m.name)[:160]}' names no file: refused (a crafted archive)")
+            return self.whiteout(parts[:-1] + [hidden])
+        if m.isdir():
+            return self.directory(parts, m.mode, m.uid, m.gid, m.mtime)
+        if m.isreg():
+            return self.regular(parts, m.mode, m.uid, m.gid, m.mtime, m.size, layer.extractfile(m))
+        if m.issym():
+            return self.symlink(parts, m.linkname, m.uid, m.gid, m.mtime)
+        if m.islnk():
+            return self.hardlink(parts, split(m.linkname, "hard link target"), m.linkname)
+        what = {tarfile.CHRTYPE: "character device", tarfile.BLKTYPE: "block device",
+                tarfile.FIFOTYPE: "FIFO"}.get(m.type, f"tar type {m.type!r}")
+        return self.special(parts, what)
+
+    def layer_from(self, fileobj, what: str):
+        """One image layer (a tar, gzip/bzip2/xz or not) read as a stream, in order."""
+        try:
+            with tarfile.open(fileobj=fileobj, mode="r|*") as layer:
+                for m in layer:
+                    layer.members = []  # a stream: keep no list of members (memory stays flat)
+                    self.member(m, layer)
+        except NearmetalError:
+            raise
+        except (tarfile.TarError, EOFError, ValueError) as e:
+            raise NearmetalError(f"{what} cannot be read as a tar layer ({one_line(str(e))[:200]}; "
+                                 "zstd layers are not supported)") from None
+        except OSError as e:
+            raise NearmetalError(f"{what}: {one_line(e.strerror or str(e))[:200]} while unpacking it") from None
+        finally:
+            self.end_layer()
+
+    # --- a root file system directory -----------------------------------------------------
+
+    def copy_tree(self, source):
+        """A directory's contents copied entry by entry: nothing followed, special files left
+        out, hard links kept within the copy."""
+        top = os.open(str(source), DIR_FLAGS)
+        st = os.fstat(top)
+        self.directory([], st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
+        linked: dict[tuple, list] = {}
+        stack = [(top, [])]
+        while stack:
+            fd, parts = stack.pop()
+            try:
+                for entry in sorted(os.scandir(fd), key=lambda e: e.name):
+                    self._copy_entry(fd, entry.name, parts + [entry.name], stack, linked)
+            finally:
+                os.close(fd)
+
+    def _copy_entry(self, dirfd, name, parts, stack, linked):
+        st = os.lstat(name, dir_fd=dirfd)
+        kind = stat.S_IFMT(st.st_mode)
+        if kind == stat.S_IFDIR:
+            self.directory(parts, st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
+            stack.append((os.open(name, DIR_FLAGS, dir_fd=dirfd), parts))
+        elif kind == stat.S_IFLNK:
+            self.symlink(parts, os.readlink(name, dir_fd=dirfd), st.st_uid, st.st_gid, st.st_mtime)
+        elif kind == stat.S_IFREG:
+            key = (st.st_dev, st.st_ino)
+            if st.st_nlink > 1 and key in linked:
+                return self.hardlink(parts, linked[key], "/".join(linked[key]))
+            src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
+            try:
+                now = os.fstat(src)
+                if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != key:
+                    raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}' changed while it was copied")
+                self.copy_fd(parts, src, now)
+            finally:
+                os.close(src)
+            if st.st_nlink > 1:
+                linked[key] = parts
+        else:
+            self.special(parts, SPECIAL.get(kind, "special file"))
+
+
+def check_unpacked(rootfs, limits: Limits) -> Extractor:
+    """After unsquashfs: special files removed and listed, modes made safe, entries counted.
+    Walks by descriptors, never following a link."""
+    ex = Extractor(rootfs, limits)
+    stack = [(os.dup(ex.tree.fd), [])]
+    while stack:
+        fd, parts = stack.pop()
+        try:
+            for entry in list(os.scandir(fd)):
+                st = os.lstat(entry.name, dir_fd=fd)
+                kind = stat.S_IFMT(st.st_mode)
+                here = parts + [entry.name]
+                if kind in SPECIAL:
+                    os.unlink(entry.name, dir_fd=fd)
+                    ex.special(here, SPECIAL[kind])
+                    continue
+                ex._count(st.st_size if kind == stat.S_IFREG else 0)
+                if kind == stat.S_IFDIR:
+                    stack.append((os.open(entry.name, DIR_FLAGS, dir_fd=fd), here))
+                if kind in (stat.S_IFDIR, stat.S_IFREG):
+                    mode = ex._mode(st.st_mode, kind == stat.S_IFDIR)
+                    if mode != st.st_mode & 0o7777:
+                        set_mode_at(fd, entry.name, mode)
+        finally:
+            os.close(fd)
+    return ex
