@@ -430,3 +430,18 @@ def test_squashfs_with_devices_setuid_and_host_links(tmp_path, host):
     err = assert_one_line_error(run_import(host, sqfs, "hx-sqfs-small", "--max-size", "1K"))
     assert "larger than 1 KiB" in err
     host.unchanged()
+
+
+def test_describing_the_image_reads_its_files_beneath_its_root(tmp_path, host):
+    """What image.json records is read from the image: its links to host files (a host
+    os-release, /dev/zero for dpkg's status) are resolved beneath its root, never followed."""
+    hosts_release = host.dir / "os-release"
+    hosts_release.write_text('PRETTY_NAME="the host secret"\nID=host\n')
+    evil = layer(("etc/.wh.os-release", "file"), ("etc/os-release", "sym", {"target": str(hosts_release)}),
+                 ("var/lib/dpkg/status", "sym", {"target": "/dev/zero"}),
+                 ("var/lib/dpkg/info", "sym", {"target": "/proc/self/fd"}))
+    host.before = host.state()
+    out = imported(run_import(host, docker_archive(tmp_path / "a.tar", [BASE, evil]), "hx-describe", timeout=120))
+    meta = json.loads((host.rootfs("hx-describe").parent / "image.json").read_text())
+    assert "host secret" not in json.dumps(meta) and "host secret" not in out.stdout
+    host.unchanged()
