@@ -445,3 +445,10 @@ def test_describing_the_image_reads_its_files_beneath_its_root(tmp_path, host):
     meta = json.loads((host.rootfs("hx-describe").parent / "image.json").read_text())
     assert "host secret" not in json.dumps(meta) and "host secret" not in out.stdout
     host.unchanged()
+
+
+def test_a_directory_holding_the_images_directory_is_refused(host):
+    host.home.mkdir()
+    err = assert_one_line_error(run_import(host, host.home.parent, "hx-self"))
+    assert "holds nearmetal's own images directory" in err
+    host.unchanged()

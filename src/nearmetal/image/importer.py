@@ -186,6 +186,9 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
     unknown = [f for f in fmt if f not in formats.names()]
     if unknown:
         raise NearmetalError(f"unknown format '{unknown[0]}' (choose from: {', '.join(formats.names())})")
+    if kind == "rootfs directory" and images_dir().resolve().is_relative_to(source):
+        raise NearmetalError(f"{source} holds nearmetal's own images directory ({images_dir()}): it cannot be "
+                             "imported into itself; give the image's root file system directory")
     with _name_lock(images_dir(), name):
         final = images_dir() / name
         if final.exists():

@@ -12,6 +12,7 @@ user asks to keep modes; the number of entries and their total size are bounded.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tarfile
@@ -146,12 +147,7 @@ class Extractor:
         finally:
             os.close(parent)
         try:
-            left = st.st_size
-            while left > 0:
-                n = os.copy_file_range(src_fd, fd, min(left, 1 << 30))
-                if n == 0:
-                    break
-                left -= n
+            _copy_data(src_fd, fd, st.st_size)
             self._own(fd, st.st_uid, st.st_gid)
             os.fchmod(fd, self._mode(st.st_mode, False))
             os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -333,6 +329,29 @@ class Extractor:
                 linked[key] = parts
         else:
             self.special(parts, SPECIAL.get(kind, "special file"))
+
+
+def _copy_data(src: int, dst: int, size: int):
+    """At most `size` bytes (the size when the copy began: a growing file cannot make it
+    endless): copy_file_range (reflinks where the file system has them), else read/write
+    (another file system, /proc)."""
+    left, fast = size, True
+    while left > 0:
+        if fast:
+            try:
+                n = os.copy_file_range(src, dst, min(left, 1 << 30))
+            except OSError as e:
+                if e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+                    raise
+                fast = False
+                continue
+        else:
+            block = os.read(src, min(CHUNK, left))
+            write_all(dst, block)
+            n = len(block)
+        if n == 0:
+            break
+        left -= n
 
 
 def check_unpacked(rootfs, limits: Limits) -> Extractor:
