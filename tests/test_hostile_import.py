@@ -18,6 +18,8 @@ import threading
 import pytest
 
 from conftest import assert_one_line_error, nearmetal
+from nearmetal.image import sif as SIF
+from test_unit_sif import make_sif
 
 pytestmark = pytest.mark.integration
 
@@ -416,7 +418,7 @@ def test_rootfs_directory_with_devices_setuid_and_host_links(tmp_path, host):
     assert stat.S_IMODE(os.lstat(source / "usr/bin/su-evil").st_mode) == 0o4755  # the source is left as it was
 
 
-def test_squashfs_with_devices_setuid_and_host_links(tmp_path, host):
+def test_squashfs_and_sif_with_devices_setuid_and_host_links(tmp_path, host):
     source = _hostile_rootfs(tmp_path, host)
     if os.path.lexists(source / "dev/mem"):
         os.unlink(source / "dev/mem")
@@ -427,6 +429,11 @@ def test_squashfs_with_devices_setuid_and_host_links(tmp_path, host):
     out = imported(run_import(host, sqfs, "hx-sqfs"))
     _check_hostile_rootfs(host, "hx-sqfs", out)
     assert "/dev/mem (character device)" in out.stdout
+    sif = tmp_path / "image.sif"  # the same file system as a SIF's primary partition
+    make_sif(sif, [(SIF.FS_SQUASH, SIF.PART_PRIMSYS, sqfs.read_bytes())])
+    out = imported(run_import(host, sif, "hx-sif"))
+    _check_hostile_rootfs(host, "hx-sif", out)
+    assert json.loads((host.rootfs("hx-sif").parent / "image.json").read_text())["imported"]["kind"] == "SIF"
     err = assert_one_line_error(run_import(host, sqfs, "hx-sqfs-small", "--max-size", "1K"))
     assert "larger than 1 KiB" in err
     host.unchanged()
