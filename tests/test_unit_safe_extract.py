@@ -185,3 +185,25 @@ def test_oci_layout_blob_paths_are_opened_without_following_links(tmp_path, worl
     (layout / "index.json").write_text(json.dumps({"manifests": [{"digest": f"sha256:{digest}"}]}))
     with pytest.raises(NearmetalError, match="symbolic link"):
         oci_layers(LayoutFiles(layout), layout)
+
+
+def test_a_wide_directory_copies_with_few_descriptors_open(tmp_path, world):
+    """300 subdirectories copy under a limit of 64 open descriptors (the copy walks one at a time)."""
+    import resource
+
+    root, _ = world
+    source = tmp_path / "wide"
+    source.mkdir()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for i in range(300):
+        (source / f"d{i}").mkdir()
+        (source / f"d{i}" / "f").write_text(str(i))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        ex = Extractor(root)
+        ex.copy_tree(source)
+        ex.finish()
+        ex.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert (root / "d299" / "f").read_text() == "299" and ex.files == 601

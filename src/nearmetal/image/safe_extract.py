@@ -292,25 +292,19 @@ class Extractor:
     def copy_tree(self, source):
         """A directory's contents copied entry by entry: nothing followed, special files left
         out, hard links kept within the copy."""
-        top = os.open(str(source), DIR_FLAGS)
-        st = os.fstat(top)
-        self.directory([], st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
-        linked: dict[tuple, list] = {}
-        stack = [(top, [])]
-        while stack:
-            fd, parts = stack.pop()
-            try:
+        with Tree(source) as src:
+            st = os.fstat(src.fd)
+            self.directory([], st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
+            linked: dict[tuple, list] = {}
+            for fd, parts in _directories(src):
                 for entry in sorted(os.scandir(fd), key=lambda e: e.name):
-                    self._copy_entry(fd, entry.name, parts + [entry.name], stack, linked)
-            finally:
-                os.close(fd)
+                    self._copy_entry(fd, entry.name, parts + [entry.name], linked)
 
-    def _copy_entry(self, dirfd, name, parts, stack, linked):
+    def _copy_entry(self, dirfd, name, parts, linked):
         st = os.lstat(name, dir_fd=dirfd)
         kind = stat.S_IFMT(st.st_mode)
         if kind == stat.S_IFDIR:
             self.directory(parts, st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
-            stack.append((os.open(name, DIR_FLAGS, dir_fd=dirfd), parts))
         elif kind == stat.S_IFLNK:
             self.symlink(parts, os.readlink(name, dir_fd=dirfd), st.st_uid, st.st_gid, st.st_mtime)
         elif kind == stat.S_IFREG:
@@ -329,6 +323,25 @@ class Extractor:
                 linked[key] = parts
         else:
             self.special(parts, SPECIAL.get(kind, "special file"))
+
+
+def _directories(tree: Tree):
+    """(descriptor, parts) of every directory under the tree's root, parents first; one
+    descriptor open at a time (a directory of 100,000 directories needs no more), each
+    reopened from the root without following any link. The caller lists a directory before
+    the next is yielded; its subdirectories are found from that listing."""
+    pending = [[]]
+    while pending:
+        parts = pending.pop()
+        fd = tree.dir_fd(parts, follow=False)
+        if fd is None:  # replaced by something else meanwhile: nothing to walk
+            continue
+        try:
+            yield fd, parts
+            subdirs = [e.name for e in os.scandir(fd) if e.is_dir(follow_symlinks=False)]
+        finally:
+            os.close(fd)
+        pending.extend(parts + [name] for name in sorted(subdirs, reverse=True))
 
 
 def _copy_data(src: int, dst: int, size: int):
@@ -358,25 +371,22 @@ def check_unpacked(rootfs, limits: Limits) -> Extractor:
     """After unsquashfs: special files removed and listed, modes made safe, entries counted.
     Walks by descriptors, never following a link."""
     ex = Extractor(rootfs, limits)
-    stack = [(os.dup(ex.tree.fd), [])]
-    while stack:
-        fd, parts = stack.pop()
-        try:
-            for entry in list(os.scandir(fd)):
-                st = os.lstat(entry.name, dir_fd=fd)
-                kind = stat.S_IFMT(st.st_mode)
-                here = parts + [entry.name]
-                if kind in SPECIAL:
-                    os.unlink(entry.name, dir_fd=fd)
-                    ex.special(here, SPECIAL[kind])
-                    continue
-                ex._count(st.st_size if kind == stat.S_IFREG else 0)
-                if kind == stat.S_IFDIR:
-                    stack.append((os.open(entry.name, DIR_FLAGS, dir_fd=fd), here))
-                if kind in (stat.S_IFDIR, stat.S_IFREG):
-                    mode = ex._mode(st.st_mode, kind == stat.S_IFDIR)
-                    if mode != st.st_mode & 0o7777:
-                        set_mode_at(fd, entry.name, mode)
-        finally:
-            os.close(fd)
+    st = os.fstat(ex.tree.fd)
+    mode = ex._mode(st.st_mode, True)
+    if mode != st.st_mode & 0o7777:
+        set_mode_at(ex.tree.fd, ".", mode)
+    for fd, parts in _directories(ex.tree):
+        for entry in list(os.scandir(fd)):
+            st = os.lstat(entry.name, dir_fd=fd)
+            kind = stat.S_IFMT(st.st_mode)
+            if kind in SPECIAL:
+                os.unlink(entry.name, dir_fd=fd)
+                ex.special(parts + [entry.name], SPECIAL[kind])
+                continue
+            ex._count(st.st_size if kind == stat.S_IFREG else 0)
+            if kind in (stat.S_IFDIR, stat.S_IFREG):
+                mode = safe_mode(st.st_mode, kind == stat.S_IFDIR, limits.keep_modes)
+                if mode != st.st_mode & 0o7777:
+                    ex.cleared += 1
+                    set_mode_at(fd, entry.name, mode)
     return ex
