@@ -459,3 +459,13 @@ def test_a_directory_holding_the_images_directory_is_refused(host):
     err = assert_one_line_error(run_import(host, host.home.parent, "hx-self"))
     assert "holds nearmetal's own images directory" in err
     host.unchanged()
+
+
+def test_a_killed_imports_leftovers_are_removed_by_the_next_import(tmp_path, host):
+    stale = host.home / "images" / ".hx-stale.import-99999999" / "rootfs"
+    stale.mkdir(parents=True)
+    (stale / "half").write_text("half an image\n")
+    (stale.parent / "link").symlink_to(host.vdir)  # removed as a link, never followed
+    imported(run_import(host, docker_archive(tmp_path / "a.tar", [BASE]), "hx-stale"))
+    assert not os.path.lexists(stale.parent)
+    host.unchanged()

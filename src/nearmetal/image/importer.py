@@ -202,6 +202,8 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
         ok = False
         try:
             with report.session(f"importing {source} ({kind}) as image '{name}'"):
+                for stale in images_dir().glob(f".{name}.import-*"):  # of imports that were killed: the lock is ours
+                    remove_tree(stale)
                 tmp.mkdir(mode=0o700)
                 with report.step(f"unpacking the {kind}"):
                     done = _unpack(kind, source, tmp / "rootfs", log, limits)
