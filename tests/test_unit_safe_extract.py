@@ -207,3 +207,10 @@ def test_a_wide_directory_copies_with_few_descriptors_open(tmp_path, world):
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert (root / "d299" / "f").read_text() == "299" and ex.files == 601
+
+
+def test_an_opaque_whiteout_spares_what_its_own_layer_wrote_under_implicit_directories(world):
+    root, _ = world
+    _extract(root, _layer(("a/old/x", "file", {}), ("a/y", "file", {})),
+             _layer(("a/new/z", "file", {}), ("a/.wh..wh..opq", "file", {})))
+    assert sorted(os.listdir(root / "a")) == ["new"] and os.listdir(root / "a/new") == ["z"]

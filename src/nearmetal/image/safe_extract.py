@@ -97,7 +97,8 @@ class Extractor:
         except BaseException:
             os.close(parent)
             raise
-        self.layer.add("/".join(parts))
+        for i in range(1, len(parts) + 1):  # its parents too: an opaque whiteout spares the layer's own
+            self.layer.add("/".join(parts[:i]))
         return parent, parts[-1]
 
     def _own(self, fd, uid, gid):
