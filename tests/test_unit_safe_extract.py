@@ -214,3 +214,39 @@ def test_an_opaque_whiteout_spares_what_its_own_layer_wrote_under_implicit_direc
     _extract(root, _layer(("a/old/x", "file", {}), ("a/y", "file", {})),
              _layer(("a/new/z", "file", {}), ("a/.wh..wh..opq", "file", {})))
     assert sorted(os.listdir(root / "a")) == ["new"] and os.listdir(root / "a/new") == ["z"]
+
+
+def test_fuzzed_layers_import_or_fail_in_one_line_and_never_reach_outside(tmp_path, world):
+    """300 seeded layers of random members (names with '..', '/', whiteouts; every type; owner
+    ids, modes and times out of range; links to the host): each is written or refused with a
+    one-line NearmetalError, never another exception, and the host directory stays as it was."""
+    import random
+
+    _, outside = world
+    rng = random.Random(26)
+    names = ["a", "a/b", "/abs", "./c", "l", "l/x", "l/victim", "..x", ".wh.a", "a/.wh..wh..opq", ".wh.l",
+             "d/", "é\udcff", "x" * 300, "a//b", ".", "h", "../up"]
+    targets = names + [str(outside), str(outside / "victim"), "../" * 8 + str(outside).lstrip("/"), ""]
+    kinds = [tarfile.DIRTYPE, tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE,
+             tarfile.CONTTYPE, b"Z"]
+    refused = 0
+    for n in range(300):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            for _ in range(rng.randint(1, 8)):
+                info = tarfile.TarInfo(rng.choice(names))
+                info.type, info.linkname = rng.choice(kinds), rng.choice(targets)
+                info.uid, info.gid = (rng.choice([0, 1000, 2 ** 31, 2 ** 32 - 1, 2 ** 40]) for _ in range(2))
+                info.mtime, info.mode = rng.choice([0, 1.5, 2 ** 40, -5, 1e30]), rng.randrange(0o200000)
+                data = b"x" * rng.choice([0, 7])
+                info.size = len(data) if info.type in (tarfile.REGTYPE, tarfile.CONTTYPE, b"Z") else 0
+                t.addfile(info, io.BytesIO(data) if info.size else None)
+        root = tmp_path / f"r{n}"
+        root.mkdir()
+        try:
+            _extract(root, io.BytesIO(buf.getvalue()), limits=Limits(max_files=100, max_bytes=1 << 20))
+        except NearmetalError as e:
+            assert "\n" not in str(e)
+            refused += 1
+    assert sorted(os.listdir(outside)) == ["victim"] and (outside / "victim").read_text() == "host\n"
+    assert 0 < refused < 300  # both outcomes were exercised

@@ -35,6 +35,22 @@ def size_text(n: int) -> str:
     return f"{n} bytes"
 
 
+def _time(t) -> int:
+    """An archive's timestamp as utime takes it (a crafted one may be 1e30 or negative)."""
+    try:
+        return min(max(int(t), 0), 1 << 33)
+    except (ValueError, OverflowError):
+        return 0
+
+
+def _ids(uid, gid, parts) -> tuple[int, int]:
+    for n in (uid, gid):
+        if not isinstance(n, int) or not 0 <= n < 0xFFFFFFFF:  # 2**32-1 is chown's "unchanged"
+            raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}': owner id {str(n)[:40]} is not a valid "
+                                 "uid or gid (a corrupt or crafted archive)")
+    return uid, gid
+
+
 class Limits:
     __slots__ = ("max_files", "max_bytes", "keep_modes")
 
@@ -107,6 +123,7 @@ class Extractor:
 
     def directory(self, parts, mode, uid, gid, mtime):
         self._count()
+        uid, gid = _ids(uid, gid, parts)
         if parts:
             parent, name = self._place(parts, keep_dir=True)
             try:
@@ -114,11 +131,12 @@ class Extractor:
                     os.mkdir(name, 0o755, dir_fd=parent)
             finally:
                 os.close(parent)
-        self.dirs[tuple(parts)] = (self._mode(mode, True), uid, gid, mtime)
+        self.dirs[tuple(parts)] = (self._mode(mode, True), uid, gid, _time(mtime))
 
     def regular(self, parts, mode, uid, gid, mtime, size, source):
         """A file of `size` bytes read from `source` (a file object)."""
         self._count(size)
+        uid, gid = _ids(uid, gid, parts)
         parent, name = self._place(parts)
         try:
             fd = os.open(name, FILE_FLAGS, 0o600, dir_fd=parent)
@@ -135,7 +153,7 @@ class Extractor:
                 left -= len(block)
             self._own(fd, uid, gid)  # before chmod: chown clears setuid bits
             os.fchmod(fd, self._mode(mode, False))
-            os.utime(fd, (mtime, mtime))
+            os.utime(fd, (_time(mtime),) * 2)
         finally:
             os.close(fd)
 
@@ -158,12 +176,13 @@ class Extractor:
     def symlink(self, parts, target, uid, gid, mtime):
         """A link stored as it is: nearmetal never follows it while writing."""
         self._count()
+        uid, gid = _ids(uid, gid, parts)
         parent, name = self._place(parts)
         try:
             os.symlink(target, name, dir_fd=parent)
             if self.owner:
                 os.chown(name, uid, gid, dir_fd=parent, follow_symlinks=False)
-            os.utime(name, (mtime, mtime), dir_fd=parent, follow_symlinks=False)
+            os.utime(name, (_time(mtime),) * 2, dir_fd=parent, follow_symlinks=False)
         finally:
             os.close(parent)
 
