@@ -418,7 +418,7 @@ def test_rootfs_directory_with_devices_setuid_and_host_links(tmp_path, host):
     assert stat.S_IMODE(os.lstat(source / "usr/bin/su-evil").st_mode) == 0o4755  # the source is left as it was
 
 
-def test_squashfs_and_sif_with_devices_setuid_and_host_links(tmp_path, host):
+def test_squashfs_and_sif_with_devices_setuid_and_host_links(tmp_path, host, monkeypatch):
     source = _hostile_rootfs(tmp_path, host)
     if os.path.lexists(source / "dev/mem"):
         os.unlink(source / "dev/mem")
@@ -434,6 +434,12 @@ def test_squashfs_and_sif_with_devices_setuid_and_host_links(tmp_path, host):
     out = imported(run_import(host, sif, "hx-sif"))
     _check_hostile_rootfs(host, "hx-sif", out)
     assert json.loads((host.rootfs("hx-sif").parent / "image.json").read_text())["imported"]["kind"] == "SIF"
+    # A SIF given to `run --image` is inspected through a read-only extraction: the same check.
+    monkeypatch.setenv("NEARMETAL_HOME", str(host.home))
+    copy, _ = SIF.extracted(sif)
+    assert not os.path.lexists(copy / "dev/mem") and not os.path.lexists(copy / "dev/pipe")
+    assert stat.S_IMODE(os.lstat(copy / "usr/bin/su-evil").st_mode) == 0o755
+    assert (copy / str(host.vdir).lstrip("/") / "host-mpi").is_dir()  # /nm links to a host path: made inside
     err = assert_one_line_error(run_import(host, sqfs, "hx-sqfs-small", "--max-size", "1K"))
     assert "larger than 1 KiB" in err
     host.unchanged()
