@@ -16,6 +16,7 @@ from nearmetal.errors import NearmetalError
 from nearmetal.image.beneath import Tree, split
 from nearmetal.image.layouts import LayoutFiles, blob_path, oci_layers
 from nearmetal.image.safe_extract import Extractor, Limits, safe_mode
+from nearmetal.image.tree_import import copy_tree
 
 pytestmark = pytest.mark.unit
 
@@ -201,7 +202,7 @@ def test_a_wide_directory_copies_with_few_descriptors_open(tmp_path, world):
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
     try:
         ex = Extractor(root)
-        ex.copy_tree(source)
+        copy_tree(ex, source)
         ex.finish()
         ex.close()
     finally:

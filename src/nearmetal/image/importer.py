@@ -22,7 +22,8 @@ from ..errors import NearmetalError, one_line
 from .beneath import Tree
 from .layouts import ArchiveFiles, LayoutFiles, docker_layers, oci_layers
 from .recipe import MOUNT_POINTS, NAME_RE
-from .safe_extract import Extractor, Limits, check_unpacked, size_text
+from .safe_extract import Extractor, Limits, size_text
+from .tree_import import check_unpacked, copy_tree
 
 MAX_OUTER = 100_000  # members of a docker or OCI archive itself (layers, blobs, configs)
 KINDS = ("rootfs directory", "docker archive", "OCI layout", "OCI archive", "SquashFS", "SIF")
@@ -73,7 +74,7 @@ def _unpack(kind, source: Path, rootfs: Path, log, limits: Limits) -> Extractor:
     ex = Extractor(rootfs, limits)
     try:
         if kind == "rootfs directory":
-            ex.copy_tree(source)
+            copy_tree(ex, source)
         elif kind == "OCI layout":
             files = LayoutFiles(source)
             for blob in oci_layers(files, source):

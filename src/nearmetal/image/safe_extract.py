@@ -1,7 +1,8 @@
-"""The one way nearmetal writes an image it did not build: tar layers (docker, OCI), a root
-file system directory, and the check after unsquashfs (SquashFS, SIF).
+"""The one way nearmetal writes an image it did not build: tar layers (docker, OCI) here, a
+root file system directory and the check after unsquashfs (SquashFS, SIF) in tree_import.py,
+through the same Extractor.
 
-Rules (docs/security.md): every path is resolved beneath the image's root (beneath.py),
+Rules (docs/applications.md, "image import"): every path is resolved beneath the image's root (beneath.py),
 never by the kernel following a link; an existing entry is removed and replaced, never
 written through (so neither a planted symlink nor a hard link reaches its target); a hard
 link only to a file already inside the image; whiteouts never through a link of the image;
@@ -12,7 +13,6 @@ user asks to keep modes; the number of entries and their total size are bounded.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import tarfile
@@ -133,8 +133,8 @@ class Extractor:
                 os.close(parent)
         self.dirs[tuple(parts)] = (self._mode(mode, True), uid, gid, _time(mtime))
 
-    def regular(self, parts, mode, uid, gid, mtime, size, source):
-        """A file of `size` bytes read from `source` (a file object)."""
+    def regular(self, parts, mode, uid, gid, mtime, size, fill):
+        """A file of `size` bytes, written by fill(descriptor) into a new file (never an old one)."""
         self._count(size)
         uid, gid = _ids(uid, gid, parts)
         parent, name = self._place(parts)
@@ -143,33 +143,10 @@ class Extractor:
         finally:
             os.close(parent)
         try:
-            left = size
-            while left > 0:
-                block = source.read(min(CHUNK, left))
-                if not block:
-                    raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}' is cut short in the archive "
-                                         f"({size - left} of {size} bytes)")
-                write_all(fd, block)
-                left -= len(block)
+            fill(fd)
             self._own(fd, uid, gid)  # before chmod: chown clears setuid bits
             os.fchmod(fd, self._mode(mode, False))
             os.utime(fd, (_time(mtime),) * 2)
-        finally:
-            os.close(fd)
-
-    def copy_fd(self, parts, src_fd, st):
-        """A regular file copied from an open descriptor (a root file system directory)."""
-        self._count(st.st_size)
-        parent, name = self._place(parts)
-        try:
-            fd = os.open(name, FILE_FLAGS, 0o600, dir_fd=parent)
-        finally:
-            os.close(parent)
-        try:
-            _copy_data(src_fd, fd, st.st_size)
-            self._own(fd, st.st_uid, st.st_gid)
-            os.fchmod(fd, self._mode(st.st_mode, False))
-            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
         finally:
             os.close(fd)
 
@@ -281,7 +258,9 @@ class Extractor:
         if m.isdir():
             return self.directory(parts, m.mode, m.uid, m.gid, m.mtime)
         if m.isreg():
-            return self.regular(parts, m.mode, m.uid, m.gid, m.mtime, m.size, layer.extractfile(m))
+            source = layer.extractfile(m)
+            return self.regular(parts, m.mode, m.uid, m.gid, m.mtime, m.size,
+                                lambda fd: _copy_stream(source, fd, m.size, parts))
         if m.issym():
             return self.symlink(parts, m.linkname, m.uid, m.gid, m.mtime)
         if m.islnk():
@@ -307,106 +286,13 @@ class Extractor:
         finally:
             self.end_layer()
 
-    # --- a root file system directory -----------------------------------------------------
 
-    def copy_tree(self, source):
-        """A directory's contents copied entry by entry: nothing followed, special files left
-        out, hard links kept within the copy."""
-        with Tree(source) as src:
-            st = os.fstat(src.fd)
-            self.directory([], st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
-            linked: dict[tuple, list] = {}
-            for fd, parts in _directories(src):
-                for entry in sorted(os.scandir(fd), key=lambda e: e.name):
-                    self._copy_entry(fd, entry.name, parts + [entry.name], linked)
-
-    def _copy_entry(self, dirfd, name, parts, linked):
-        st = os.lstat(name, dir_fd=dirfd)
-        kind = stat.S_IFMT(st.st_mode)
-        if kind == stat.S_IFDIR:
-            self.directory(parts, st.st_mode, st.st_uid, st.st_gid, st.st_mtime)
-        elif kind == stat.S_IFLNK:
-            self.symlink(parts, os.readlink(name, dir_fd=dirfd), st.st_uid, st.st_gid, st.st_mtime)
-        elif kind == stat.S_IFREG:
-            key = (st.st_dev, st.st_ino)
-            if st.st_nlink > 1 and key in linked:
-                return self.hardlink(parts, linked[key], "/".join(linked[key]))
-            src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dirfd)
-            try:
-                now = os.fstat(src)
-                if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != key:
-                    raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}' changed while it was copied")
-                self.copy_fd(parts, src, now)
-            finally:
-                os.close(src)
-            if st.st_nlink > 1:
-                linked[key] = parts
-        else:
-            self.special(parts, SPECIAL.get(kind, "special file"))
-
-
-def _directories(tree: Tree):
-    """(descriptor, parts) of every directory under the tree's root, parents first; one
-    descriptor open at a time (a directory of 100,000 directories needs no more), each
-    reopened from the root without following any link. The caller lists a directory before
-    the next is yielded; its subdirectories are found from that listing."""
-    pending = [[]]
-    while pending:
-        parts = pending.pop()
-        fd = tree.dir_fd(parts, follow=False)
-        if fd is None:  # replaced by something else meanwhile: nothing to walk
-            continue
-        try:
-            yield fd, parts
-            subdirs = [e.name for e in os.scandir(fd) if e.is_dir(follow_symlinks=False)]
-        finally:
-            os.close(fd)
-        pending.extend(parts + [name] for name in sorted(subdirs, reverse=True))
-
-
-def _copy_data(src: int, dst: int, size: int):
-    """At most `size` bytes (the size when the copy began: a growing file cannot make it
-    endless): copy_file_range (reflinks where the file system has them), else read/write
-    (another file system, /proc)."""
-    left, fast = size, True
+def _copy_stream(source, fd, size, parts):
+    left = size
     while left > 0:
-        if fast:
-            try:
-                n = os.copy_file_range(src, dst, min(left, 1 << 30))
-            except OSError as e:
-                if e.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
-                    raise
-                fast = False
-                continue
-        else:
-            block = os.read(src, min(CHUNK, left))
-            write_all(dst, block)
-            n = len(block)
-        if n == 0:
-            break
-        left -= n
-
-
-def check_unpacked(rootfs, limits: Limits) -> Extractor:
-    """After unsquashfs: special files removed and listed, modes made safe, entries counted.
-    Walks by descriptors, never following a link."""
-    ex = Extractor(rootfs, limits)
-    st = os.fstat(ex.tree.fd)
-    mode = ex._mode(st.st_mode, True)
-    if mode != st.st_mode & 0o7777:
-        set_mode_at(ex.tree.fd, ".", mode)
-    for fd, parts in _directories(ex.tree):
-        for entry in list(os.scandir(fd)):
-            st = os.lstat(entry.name, dir_fd=fd)
-            kind = stat.S_IFMT(st.st_mode)
-            if kind in SPECIAL:
-                os.unlink(entry.name, dir_fd=fd)
-                ex.special(parts + [entry.name], SPECIAL[kind])
-                continue
-            ex._count(st.st_size if kind == stat.S_IFREG else 0)
-            if kind in (stat.S_IFDIR, stat.S_IFREG):
-                mode = safe_mode(st.st_mode, kind == stat.S_IFDIR, limits.keep_modes)
-                if mode != st.st_mode & 0o7777:
-                    ex.cleared += 1
-                    set_mode_at(fd, entry.name, mode)
-    return ex
+        block = source.read(min(CHUNK, left))
+        if not block:
+            raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}' is cut short in the archive "
+                                 f"({size - left} of {size} bytes)")
+        write_all(fd, block)
+        left -= len(block)

@@ -117,7 +117,8 @@ def extracted(path, log=None) -> tuple[Path, str]:
     from ..home import subdir
     from .beneath import Tree
     from .recipe import MOUNT_POINTS
-    from .safe_extract import Limits, check_unpacked
+    from .safe_extract import Limits
+    from .tree_import import check_unpacked
 
     path = Path(path).resolve()
     part = primary_partition(path)
