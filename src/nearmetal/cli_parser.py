@@ -84,6 +84,20 @@ def _at_most(limit):
 _RANKS, _THREADS, _TIMEOUT = _at_most(1_000_000), _at_most(1024), _at_most(7 * 24 * 3600)
 
 
+def _size(text):
+    """A size in bytes: 5000, 512K, 300M, 64G, 1T (powers of 1024)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    body = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = body[-1:] if body[-1:] in units else ""
+    try:
+        value = float(body[:len(body) - len(unit)]) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size such as 500M or 64G, got '{text[:60]}'")
+    if not 1 <= value <= 1 << 60:
+        raise argparse.ArgumentTypeError(f"must be between 1 byte and 1 EiB, got '{text[:60]}'")
+    return int(value)
+
+
 def _mpi_spec(text):
     from .discovery.mpi import spec_problem
 
@@ -149,6 +163,13 @@ def _add_image(sub):
     imp.add_argument("--name", required=True, help="the image's name")
     imp.add_argument("--format", type=_csv(_formats()), default=["dir"],
                      help=f"formats to make, comma-separated ({', '.join(_formats())}; dir always)")
+    imp.add_argument("--keep-modes", action="store_true",
+                     help="keep setuid/setgid bits and world-writable modes as the image has them (default: cleared, "
+                          "except on sticky directories such as /tmp); the image directory is then 0700")
+    imp.add_argument("--max-files", type=_at_most(1 << 40), default=1_000_000, metavar="N",
+                     help="refuse an image of more files and directories than this (default: 1000000)")
+    imp.add_argument("--max-size", type=_size, default=64 << 30, metavar="SIZE",
+                     help="refuse an image whose files add up to more than this (default: 64G)")
     isub.add_parser("list", help="list images (built and imported)")
 
 

@@ -13,12 +13,18 @@ def command(args):
             copies.append("generic: no shared-memory transport in its MPIs")
         print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
     elif args.image_command == "import":
-        from .importer import import_image
+        from .importer import import_image, what_changed
+        from .safe_extract import Limits
 
-        img = import_image(args.source, args.name, fmt=args.format)
+        img = import_image(args.source, args.name, fmt=args.format,
+                           limits=Limits(max_files=args.max_files, max_bytes=args.max_size, keep_modes=args.keep_modes))
+        left_out = img.meta["imported"].get("left_out_count", 0)
         mpis = ", ".join(f"{f} {m.get('version') or ''}".strip() for f, m in img.meta.get("mpi", {}).items()) or "no MPI"
         print(f"image {img.name}: {img.rootfs} (imported {img.meta['imported']['kind']}; {img.meta.get('os') or ''}; "
-              f"{mpis}; glibc {img.meta.get('glibc')})")
+              f"{mpis}; glibc {img.meta.get('glibc')}"
+              + (f"; {left_out} special file(s) left out" if left_out else "") + ")")
+        for line in what_changed(img.meta["imported"]):
+            print(f"nearmetal: {line}")
     else:
         for img in image.list_images():
             formats = ",".join(["dir"] + [f for f, _ in _format_copies(img)])

@@ -6,7 +6,9 @@ store treat a user's image like one of nearmetal's."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 from .. import families
@@ -17,11 +19,28 @@ from ..elf import DEFAULT_DIRS, LinkerView, glibc_release
 LIB_DIRS = DEFAULT_DIRS + ("/usr/local/lib",)
 
 
+MAX_TEXT = 64 << 20  # dpkg's status file of a large image is a few MB
+
+
+def read_text(rootfs: Path, path: str) -> str | None:
+    """A text file of the image, its links resolved beneath the image's root (an imported
+    image's /etc/os-release may link to the host's /dev/zero or /etc/shadow): a regular file
+    only, at most MAX_TEXT bytes; None otherwise."""
+    real = LinkerView(rootfs).host_path("/" + path.lstrip("/"))
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read(MAX_TEXT).decode(errors="replace")
+
+
 def os_release(rootfs: Path) -> dict:
     for rel in ("etc/os-release", "usr/lib/os-release"):
-        try:
-            text = (Path(rootfs) / rel).read_text(errors="replace")
-        except OSError:
+        text = read_text(rootfs, rel)
+        if text is None:
             continue
         out = {}
         for line in text.splitlines():
@@ -34,16 +53,16 @@ def os_release(rootfs: Path) -> dict:
 
 def dpkg_owner_versions(rootfs: Path, paths) -> dict:
     """{path: (package, version)} for the given in-image paths, from /var/lib/dpkg (if any)."""
-    info = Path(rootfs) / "var/lib/dpkg/info"
+    info = LinkerView(rootfs).host_path("/var/lib/dpkg/info")
     wanted = {p: None for p in paths}
-    if not info.is_dir() or not wanted:
+    if info.is_symlink() or not info.is_dir() or not wanted:
         return {}
     owners = {}
     for lst in info.glob("*.list"):
-        try:
-            lines = set(lst.read_text(errors="replace").splitlines())
-        except OSError:
+        text = read_text(rootfs, f"/var/lib/dpkg/info/{lst.name}")
+        if text is None:
             continue
+        lines = set(text.splitlines())
         for p in wanted:
             if p in lines and p not in owners:
                 owners[p] = lst.stem.split(":")[0]
@@ -52,9 +71,8 @@ def dpkg_owner_versions(rootfs: Path, paths) -> dict:
 
 
 def _dpkg_status(rootfs: Path) -> dict:
-    try:
-        text = (Path(rootfs) / "var/lib/dpkg/status").read_text(errors="replace")
-    except OSError:
+    text = read_text(rootfs, "var/lib/dpkg/status")
+    if text is None:
         return {}
     out = {}
     for stanza in text.split("\n\n"):

@@ -10,17 +10,22 @@ podman, sif) are made from that directory, once, with --format.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
-import json
 import os
-import shutil
+import sys
 import tarfile
 import time
 from pathlib import Path
 
-from ..errors import NearmetalError
+from ..errors import NearmetalError, one_line
+from .beneath import Tree
+from .layouts import ArchiveFiles, LayoutFiles, docker_layers, oci_layers
 from .recipe import MOUNT_POINTS, NAME_RE
+from .safe_extract import Extractor, Limits, size_text
+from .tree_import import check_unpacked, copy_tree
 
+MAX_OUTER = 100_000  # members of a docker or OCI archive itself (layers, blobs, configs)
 KINDS = ("rootfs directory", "docker archive", "OCI layout", "OCI archive", "SquashFS", "SIF")
 
 
@@ -38,8 +43,8 @@ def kind_of(source: Path) -> str:
         return "SIF"
     try:
         with tarfile.open(source) as t:
-            names = set(t.getnames()[:10000])
-    except (tarfile.TarError, OSError):
+            names = _archive_members(t, source)
+    except (tarfile.TarError, OSError, EOFError):
         raise NearmetalError(f"{source} is not an image: not a directory, a tar archive (docker save, OCI), "
                              "a SquashFS file or a SIF") from None
     if "manifest.json" in names:
@@ -50,101 +55,105 @@ def kind_of(source: Path) -> str:
                          "nor index.json and oci-layout (OCI)")
 
 
-def _safe(member, dest):
-    """tarfile's 'tar' filter (no absolute paths, nothing outside dest, no links out of it),
-    keeping the member's mode (setuid and sticky bits belong to the image)."""
-    checked = tarfile.tar_filter(member, dest)
-    return checked.replace(mode=member.mode, deep=False) if checked is not None else None
+def _archive_members(outer: tarfile.TarFile, source) -> dict:
+    """{normalized name: member} of an outer archive (docker save, OCI), bounded."""
+    index = {}
+    for m in outer:
+        if len(index) >= MAX_OUTER:
+            raise NearmetalError(f"{source}: more than {MAX_OUTER:,} files at its top level: not an image archive")
+        index[os.path.normpath(m.name).lstrip("/")] = m
+    return index
 
 
-def apply_layer(fileobj, rootfs: Path):
-    """One image layer (a tar, compressed or not) onto rootfs, whiteouts first."""
+def _unpack(kind, source: Path, rootfs: Path, log, limits: Limits) -> Extractor:
+    """The image's root file system into rootfs (which does not exist yet), by the rules of
+    safe_extract.py; returns what was done (counts, what was left out)."""
+    if kind in ("SquashFS", "SIF"):
+        return _unsquash(kind, source, rootfs, log, limits)
+    rootfs.mkdir(mode=0o755)
+    ex = Extractor(rootfs, limits)
     try:
-        layer = tarfile.open(fileobj=fileobj, mode="r:*")
-    except tarfile.TarError as e:
-        raise NearmetalError(f"an image layer cannot be read ({e}; zstd layers are not supported)") from None
-    with layer:
-        members = layer.getmembers()
-        keep = []
-        for m in members:
-            parent, base = os.path.split(m.name.lstrip("./").lstrip("/"))
-            if base == ".wh..wh..opq":  # opaque: the lower layers' contents of this directory go
-                target = rootfs / parent
-                if target.is_dir() and not target.is_symlink():
-                    for child in target.iterdir():
-                        _remove(child)
-            elif base.startswith(".wh."):
-                _remove(rootfs / parent / base[len(".wh."):])
-            else:
-                keep.append(m)
-        for m in keep:  # a later file replaces an earlier one of another type
-            target = rootfs / m.name.lstrip("./").lstrip("/")
-            if (target.is_symlink() or target.exists()) and not (m.isdir() and target.is_dir()):
-                _remove(target)
-        layer.extractall(rootfs, members=keep, filter=_safe)
+        if kind == "rootfs directory":
+            copy_tree(ex, source)
+        elif kind == "OCI layout":
+            files = LayoutFiles(source)
+            for blob in oci_layers(files, source):
+                with files.open(blob) as f:
+                    ex.layer_from(f, f"{source}: layer {blob}")
+        else:
+            with tarfile.open(source) as outer:
+                files = ArchiveFiles(outer, source, _archive_members(outer, source))
+                layers = docker_layers(files) if kind == "docker archive" else oci_layers(files, source)
+                for name in layers:
+                    ex.layer_from(files.open(name), f"{source}: layer {name}")
+        ex.finish()
+    except OSError as e:
+        raise NearmetalError(f"unpacking {source}: {one_line(e.strerror or str(e))[:200]}"
+                             + (f" ({one_line(e.filename)[:120]})" if isinstance(e.filename, str) else "")) from None
+    finally:
+        ex.close()
+    return ex
 
 
-def _remove(path: Path):
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
-
-
-def _docker_archive(source: Path, rootfs: Path):
-    with tarfile.open(source) as outer:
-        manifest = json.load(outer.extractfile("manifest.json"))
-        if not manifest or not manifest[0].get("Layers"):
-            raise NearmetalError(f"{source}: manifest.json lists no layers")
-        for name in manifest[0]["Layers"]:
-            apply_layer(outer.extractfile(name), rootfs)
-
-
-def _oci(read, source):
-    """Layers of an OCI layout, through read(path) -> file object: index -> manifest (the
-    linux/amd64 one of a multi-platform index) -> layers."""
-    def blob(digest):
-        algo, _, hexd = digest.partition(":")
-        return read(f"blobs/{algo}/{hexd}")
-
-    doc = json.load(read("index.json"))
-    for _ in range(4):  # nested indexes
-        manifests = doc.get("manifests") or []
-        if not manifests:
-            break
-        pick = next((m for m in manifests if (m.get("platform") or {}).get("architecture") in ("amd64", None)),
-                    manifests[0])
-        doc = json.load(blob(pick["digest"]))
-    if not doc.get("layers"):
-        raise NearmetalError(f"{source}: its OCI manifest lists no layers")
-    return [blob(layer["digest"]) for layer in doc["layers"]]
-
-
-def _unpack(kind, source: Path, rootfs: Path, log):
+def _unsquash(kind, source, rootfs, log, limits) -> Extractor:
+    """unsquashfs into a fresh directory, then the check of safe_extract.check_unpacked."""
     from . import chroot
 
-    if kind == "rootfs directory":
-        chroot.run(["cp", "-a", "--reflink=auto", f"{source}/.", str(rootfs)], log, "copying the root file system")
-    elif kind == "docker archive":
-        _docker_archive(source, rootfs)
-    elif kind == "OCI layout":
-        for layer in _oci(lambda p: open(source / p, "rb"), source):
-            with layer:
-                apply_layer(layer, rootfs)
-    elif kind == "OCI archive":
-        with tarfile.open(source) as outer:
-            for layer in _oci(lambda p: outer.extractfile(p), source):
-                apply_layer(layer, rootfs)
-    elif kind == "SquashFS":
-        rootfs.rmdir()
-        chroot.run(["unsquashfs", "-no-progress", "-d", str(rootfs), str(source)], log, "unpacking the SquashFS file")
-    else:  # SIF: its primary partition, as sif.py reads one
+    offset = []
+    if kind == "SIF":
         from . import sif
 
-        part = sif.primary_partition(source)
-        rootfs.rmdir()
-        chroot.run(["unsquashfs", "-no-progress", "-o", str(part.offset), "-d", str(rootfs), str(source)], log,
-                   "unpacking the SIF's root file system")
+        offset = ["-o", str(sif.primary_partition(source).offset)]
+    unsquashfs_checked()
+    count, size = squashfs_totals(source, offset)
+    if count > limits.max_files:
+        raise NearmetalError(f"the image has more than {limits.max_files:,} files and directories, the import limit "
+                             "(raise it with --max-files)")
+    if size > limits.max_bytes:
+        raise NearmetalError(f"the image is larger than {size_text(limits.max_bytes)}, the import limit "
+                             "(raise it with --max-size)")
+    # -no-xattrs: file capabilities (security.capability) grant privileges as setuid does.
+    chroot.run(["unsquashfs", "-no-progress", "-no-xattrs", *offset, "-d", str(rootfs), str(source)], log,
+               f"unpacking the {kind}'s root file system")
+    return check_unpacked(rootfs, limits)
+
+
+def unsquashfs_checked():
+    """unsquashfs before 4.5.1 writes through a symbolic link a crafted file system plants
+    beside a directory of the same name (CVE-2021-41072): refused."""
+    import re
+    import subprocess
+
+    try:
+        out = subprocess.run(["unsquashfs", "-version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise NearmetalError("importing a SquashFS file or SIF needs unsquashfs (Debian: squashfs-tools)") from None
+    found = re.search(r"version (\d+)\.(\d+)(?:\.(\d+))?", out.stdout + out.stderr)
+    version = tuple(int(x or 0) for x in found.groups()) if found else None
+    if version is None or version < (4, 5, 1):
+        shown = ".".join(map(str, version)) if version else "of unknown version"
+        raise NearmetalError(f"unsquashfs {shown} can write outside its destination for a crafted image "
+                             "(CVE-2021-41072): importing SquashFS or SIF needs squashfs-tools 4.5.1 or later")
+
+
+def squashfs_totals(source, offset) -> tuple[int, int]:
+    """(entries, bytes of regular files) of a SquashFS file, from its listing, before any
+    byte is written (a small file can unpack to terabytes)."""
+    import subprocess
+
+    done = subprocess.run(["unsquashfs", "-lln", *offset, str(source)], capture_output=True, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        tail = (done.stderr.decode(errors="replace").strip().splitlines() or ["unsquashfs failed"])[-1]
+        raise NearmetalError(f"{source}: cannot list its root file system: {one_line(tail)[:200]}")
+    count = size = 0
+    for line in done.stdout.splitlines():
+        fields = line.split(None, 3)
+        if len(fields) < 4 or len(fields[0]) != 10:
+            continue
+        count += 1
+        if fields[0][:1] == b"-" and fields[2].isdigit():
+            size += int(fields[2])
+    return count, size
 
 
 def source_digest(source: Path, kind: str) -> str:
@@ -163,47 +172,103 @@ def source_digest(source: Path, kind: str) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def import_image(source, name, fmt=("dir",), progress=True):
+def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | None = None):
     from . import formats
     from .chroot import BuildLog, remove_tree
     from .foreign import describe
     from .progress import Reporter
     from .store import image_from_dir, images_dir, write_meta
 
+    limits = limits or Limits()
     if not name or not NAME_RE.match(name):
         raise NearmetalError(f"--name {name!r:.60}: lowercase letters, digits, '.', '_' and '-' (an image needs a name)")
     source = Path(source).expanduser().resolve()
     kind = kind_of(source)
-    final = images_dir() / name
-    if final.exists():
-        raise NearmetalError(f"image '{name}' exists already ({final}): choose another --name")
     unknown = [f for f in fmt if f not in formats.names()]
     if unknown:
         raise NearmetalError(f"unknown format '{unknown[0]}' (choose from: {', '.join(formats.names())})")
-    report = Reporter(name, progress)
-    tmp = images_dir() / f".{name}.import-{os.getpid()}"
-    log = BuildLog(images_dir() / f"{name}.build.log", truncate=True)
-    ok = False
-    try:
-        with report.session(f"importing {source} ({kind}) as image '{name}'"):
-            (tmp / "rootfs").mkdir(parents=True)
-            with report.step(f"unpacking the {kind}"):
-                _unpack(kind, source, tmp / "rootfs", log)
-            for mp in MOUNT_POINTS:  # bind mode's mount points: Charliecloud cannot create them
-                (tmp / "rootfs" / mp).mkdir(parents=True, exist_ok=True)
-            with report.step("describing what it holds"):
-                digest = source_digest(source, kind)
-                meta = describe(tmp / "rootfs", name=name, digest=digest, source=str(source))
-                meta["imported"] = {"from": str(source), "kind": kind,
-                                    "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-                write_meta(tmp, meta, ["dir"])
-            os.rename(tmp, final)
-            ok = True
-            for f in formats.names():
-                if f in fmt and f != "dir":
-                    formats.get(f).make(final, name, log, report, meta)
-                    write_meta(final, meta, meta["formats"] + [f])
-        return image_from_dir(final, meta)
-    finally:
-        if not ok and tmp.exists():
-            remove_tree(tmp)
+    if kind == "rootfs directory" and images_dir().resolve().is_relative_to(source):
+        raise NearmetalError(f"{source} holds nearmetal's own images directory ({images_dir()}): it cannot be "
+                             "imported into itself; give the image's root file system directory")
+    with _name_lock(images_dir(), name):
+        final = images_dir() / name
+        if final.exists():
+            raise NearmetalError(f"image '{name}' exists already ({final}): choose another --name")
+        # Progress off a terminal would make a refusal's stderr more than its one error line.
+        report = Reporter(name, progress, quiet=not sys.stderr.isatty())
+        # 0700 while it is unpacked (unsquashfs as root makes device nodes and setuid files
+        # before the check removes them); an image that keeps its modes stays 0700.
+        tmp = images_dir() / f".{name}.import-{os.getpid()}"
+        log = BuildLog(images_dir() / f"{name}.build.log", truncate=True)
+        ok = False
+        try:
+            with report.session(f"importing {source} ({kind}) as image '{name}'"):
+                for stale in images_dir().glob(f".{name}.import-*"):  # of imports that were killed: the lock is ours
+                    remove_tree(stale)
+                tmp.mkdir(mode=0o700)
+                with report.step(f"unpacking the {kind}"):
+                    done = _unpack(kind, source, tmp / "rootfs", log, limits)
+                with Tree(tmp / "rootfs") as tree:
+                    for mp in MOUNT_POINTS:  # bind mode's mount points: Charliecloud cannot create them
+                        tree.makedirs(mp)
+                with report.step("describing what it holds"):
+                    digest = source_digest(source, kind)
+                    meta = describe(tmp / "rootfs", name=name, digest=digest, source=str(source))
+                    meta["imported"] = {"from": str(source), "kind": kind,
+                                        "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                        "left_out": done.left_out[:100], "left_out_count": len(done.left_out), "modes_cleared": done.cleared,
+                                        "kept_modes": limits.keep_modes}
+                    write_meta(tmp, meta, ["dir"])
+                if not limits.keep_modes:
+                    os.chmod(tmp, 0o755)
+                os.rename(tmp, final)
+                ok = True
+                for f in formats.names():
+                    if f in fmt and f != "dir":
+                        formats.get(f).make(final, name, log, report, meta)
+                        write_meta(final, meta, meta["formats"] + [f])
+            return image_from_dir(final, meta)
+        finally:
+            if not ok and tmp.exists():
+                remove_tree(tmp)
+
+
+def what_changed(imported: dict) -> list[str]:
+    """What `image import` left out or changed, from image.json's "imported" record."""
+    lines = []
+    left_out = imported.get("left_out") or []
+    if left_out:
+        count = imported.get("left_out_count", len(left_out))
+        shown = ", ".join(left_out[:5]) + (f" and {count - 5} more" if count > 5 else "")
+        lines.append(f"left out {count} device node(s), FIFO(s) or socket(s) of the image "
+                     f"(runtimes provide /dev): {one_line(shown)}")
+    if imported.get("modes_cleared"):
+        lines.append(f"cleared setuid/setgid or world-writable bits on {imported['modes_cleared']} file(s) and "
+                     "directories (--keep-modes keeps them)")
+    elif imported.get("kept_modes"):
+        lines.append("modes kept as the image has them (--keep-modes): the image directory is 0700")
+    return lines
+
+
+class _name_lock:
+    """One import per name at a time: a second one fails in one line instead of racing."""
+
+    def __init__(self, images, name):
+        self.path = images / f".{name}.import.lock"
+        self.fd = -1
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise NearmetalError(f"image '{self.path.name[1:-len('.import.lock')]}' is being imported by another "
+                                 f"nearmetal (pid {holder}): wait for it to finish, or choose another --name") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # closing releases the lock; the file stays (removing it would race)

@@ -9,12 +9,16 @@ import time
 
 
 class Reporter:
-    def __init__(self, name: str, progress: bool):
+    def __init__(self, name: str, progress: bool, quiet: bool = False):
+        """quiet: no plain lines (off a terminal), so that a refusal's stderr is its one error line."""
         self.name = name
         self.rich = bool(progress) and sys.stdout.isatty()
+        self.quiet = quiet and not self.rich
         self._progress = None
 
     def note(self, text: str):
+        if self.quiet:
+            return
         if self.rich:
             from rich.console import Console
 
@@ -48,7 +52,7 @@ class Reporter:
         task = None
         if self._progress is not None:
             task = self._progress.add_task(text, total=None)
-        else:
+        elif not self.quiet:
             print(f"nearmetal: [{self.name}] {text} ...", file=sys.stderr, flush=True)
         failed = True
         try:
@@ -62,6 +66,6 @@ class Reporter:
                 mark = "[red]✗[/red]" if failed else "[green]✓[/green]"
                 self._progress.update(task, description=f"{mark} {text}", total=1, completed=1)
                 self._progress.stop_task(task)
-            else:
+            elif not self.quiet:
                 status = "failed" if failed else "done"
                 print(f"nearmetal: [{self.name}] {text}: {status} ({elapsed:.1f}s)", file=sys.stderr, flush=True)

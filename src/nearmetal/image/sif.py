@@ -115,7 +115,10 @@ def extracted(path, log=None) -> tuple[Path, str]:
     so other runtimes that start from a directory (Charliecloud, bubblewrap) can run it too.
     """
     from ..home import subdir
+    from .beneath import Tree
     from .recipe import MOUNT_POINTS
+    from .safe_extract import Limits
+    from .tree_import import check_unpacked
 
     path = Path(path).resolve()
     part = primary_partition(path)
@@ -126,9 +129,12 @@ def extracted(path, log=None) -> tuple[Path, str]:
         return root / "rootfs", digest
     if not shutil.which("unsquashfs"):
         raise NearmetalError("reading a SIF needs unsquashfs (Debian: squashfs-tools)")
+    from .importer import unsquashfs_checked
+
+    unsquashfs_checked()
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    tmp.mkdir(parents=True, mode=0o700)  # unsquashfs as root makes device nodes and setuid files before the check
     # Once per SIF content, and seconds for a large one: say what is happening (on a terminal:
     # a refused run's stderr stays its one error line).
     say = sys.stderr.isatty()
@@ -144,12 +150,16 @@ def extracted(path, log=None) -> tuple[Path, str]:
         if done_run.returncode != 0 or not (tmp / "rootfs").is_dir():
             tail = (done_run.stderr.strip().splitlines() or ["unsquashfs failed"])[-1]
             raise NearmetalError(f"{path}: cannot read its root file system: {tail}")
-        for mp in MOUNT_POINTS:
-            target = tmp / "rootfs" / mp
-            if not target.is_symlink():
-                target.mkdir(parents=True, exist_ok=True)
+        # The same check as `image import` (safe_extract.py): no device node, FIFO or socket,
+        # no setuid/setgid or world-writable file stays in the copy; the mount points are made
+        # beneath the copy's root (an image's /nm may be a link to a host directory).
+        check_unpacked(tmp / "rootfs", Limits(max_files=1 << 40, max_bytes=1 << 60))
+        with Tree(tmp / "rootfs") as tree:
+            for mp in MOUNT_POINTS:
+                tree.makedirs(mp)
         (tmp / "extracted.json").write_text(json.dumps({"sif": str(path), "digest": digest,
                                                         "version": EXTRACT_VERSION, "arch": part.arch}))
+        os.chmod(tmp, 0o755)
         try:
             os.rename(tmp, root)
         except OSError:  # another process extracted it first

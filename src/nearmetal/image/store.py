@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import NearmetalError
 from ..home import subdir
 from . import formats
+from .beneath import Tree
 from .formats.squashfs import read_inside
 from .recipe import NAME_RE, kernel_bin
 
@@ -111,11 +112,13 @@ def write_meta(image_dir: Path, meta: dict, formats_built):
     for name in formats.names():
         formats.get(name).record(meta)
     text = json.dumps(meta, indent=2, sort_keys=False) + "\n"
-    for path in (image_dir / "image.json", image_dir / "rootfs" / IN_IMAGE_JSON):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+    path = image_dir / "image.json"
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    # Inside the rootfs, resolved beneath it: an imported image's /opt may be a link to a host directory.
+    with Tree(image_dir / "rootfs") as tree:
+        tree.write_file(IN_IMAGE_JSON, text.encode())
 
 
 def recorded_formats(image_dir: Path, meta: dict) -> list[str]:
