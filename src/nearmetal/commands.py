@@ -276,6 +276,13 @@ def _bench_command(args):
             foms.append(Fom(name=name, unit=unit, regex=regex))
         except ValidationError as e:
             raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg']}") from None
+    if args.success is not None:
+        from .apps.fom import pattern
+
+        try:
+            pattern(args.success)
+        except ValueError as e:
+            raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
     req, p, scheduler = _planned(args, args.kernel_args[0], args.kernel_args[1:], args.ranks or 2)
     if args.dry_run:

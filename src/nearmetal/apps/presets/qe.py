@@ -4,11 +4,13 @@ and `JOB DONE.` as the sign of a completed run."""
 
 import re
 
+from .. import linear
 from ..fom import FomError, tail
 from . import PRESETS, Preset
 
 _TIME = r"((?:[0-9]+h\s*)?(?:[0-9]+m\s*)?(?:[0-9.]+s)?)"
-_LINE = re.compile(rf"^\s*PWSCF\s*:\s*{_TIME}\s*CPU\s*{_TIME}\s*WALL", re.M)
+# Run on RE2 (apps/linear.py): with Python's re, `^\s*` over a long run of blank lines backtracks.
+_LINE = rf"^\s*PWSCF\s*:\s*{_TIME}\s*CPU\s*{_TIME}\s*WALL"
 
 
 def seconds(text):
@@ -30,9 +32,9 @@ class Qe(Preset):
         from ..fom import check_success
 
         check_success(self.success, texts)
-        found = list(_LINE.finditer(texts.get("output", "")))
+        found = linear.last(_LINE, texts.get("output", ""))
         if not found:
             raise FomError(f"no 'PWSCF : ... CPU ... WALL' line in the output; its end: {tail(texts.get('output'))!r}")
-        cpu, wall = found[-1].group(1), found[-1].group(2)
+        cpu, wall = found
         return [{"metric": "pwscf_wall", "unit": "s", "value": seconds(wall), "point": {}},
                 {"metric": "pwscf_cpu", "unit": "s", "value": seconds(cpu), "point": {}}]
