@@ -224,11 +224,9 @@ def baseline_of(config, variant):
     if base["mode"] == "native":
         base["runtime"] = base["image"] = None
     for dim in ("runtime", "image") if base["mode"] != "native" else ():
-        if base[dim] is None:  # a native variant has none to lend: the matrix's, when it has one
-            values = list(getattr(config.matrix, dim))
-            base[dim] = values[0] if len(values) == 1 else None
-    missing = [d for d in ("runtime", "image") if base["mode"] != "native" and base[d] is None]
-    if missing:
+        values = list(getattr(config.matrix, dim))  # a native variant lends none: the matrix's one
+        base[dim] = base[dim] or (values[0] if len(values) == 1 else None)
+    if missing := [d for d in ("runtime", "image") if base["mode"] != "native" and base[d] is None]:
         raise NearmetalError(f"baseline: mode '{base['mode']}' needs its {' and '.join(missing)}, and variant "
                              f"'{variant_id(variant)}' has none to lend: give [baseline] {' and '.join(missing)}")
     return base
