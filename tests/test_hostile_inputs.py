@@ -56,6 +56,70 @@ def test_a_catastrophic_pattern_over_1_mb_of_output_is_decided(option):
     assert elapsed < 60, elapsed  # the launch included; the decision itself: test_unit_bounded
 
 
+def _workers():
+    """Pattern workers (apps/linear.py) alive now, any parent."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"nearmetal.apps.linear" in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_pattern_re2_is_slow_on_runs_in_a_worker_and_is_decided_or_refused_in_time(tmp_path):
+    """Where RE2's DFA gives up (states explode) its NFA costs output x pattern size: such a
+    search runs in a worker ended after 10 s. 2 MiB of a/b: decided (~3 s); 8 MiB with a
+    larger pattern (~45 s of work): refused in one line at 10 s."""
+    import random
+
+    rng = random.Random(1)
+    for mib in (2, 8):
+        (tmp_path / f"ab{mib}.txt").write_text("".join(rng.choice("ab") for _ in range(mib * MB)))
+    decided = nearmetal("bench", "--command", "--mpi", "openmpi", "-n", "1", "--fom", "x:s:([ab]*a[ab]{200}c)",
+                        "--", "cat", tmp_path / "ab2.txt", timeout=120)
+    assert "FOM 'x' not found" in assert_one_line_error(decided)
+    t0 = time.monotonic()
+    refused = nearmetal("bench", "--command", "--mpi", "openmpi", "-n", "1", "--fom", "x:s:([ab]*a[ab]{580}c)",
+                        "--", "cat", tmp_path / "ab8.txt", timeout=120)
+    err = assert_one_line_error(refused)
+    assert "FOM 'x': pattern '([ab]*a[ab]{580}c)' not decided within 10 s over 8.0 MiB" in err
+    assert time.monotonic() - t0 < 60
+    assert not _workers()
+
+
+def test_a_pattern_worker_does_not_outlive_a_killed_nearmetal():
+    import subprocess
+
+    code = ("import random; from nearmetal.apps import linear; r = random.Random(1); "
+            "linear.found('[ab]*a[ab]{580}c', ''.join(r.choice('ab') for _ in range(8 << 20)))")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while not (mine := [w for w in _workers() if _parent_of(w) == parent.pid]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mine, "no worker started"
+        time.sleep(2)  # it has read its input and is searching (~45 s of work)
+        assert all(os.path.exists(f"/proc/{w}") for w in mine)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while any(os.path.exists(f"/proc/{w}") for w in mine) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(os.path.exists(f"/proc/{w}") for w in mine)
+
+
+def _parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
 @pytest.mark.parametrize("option, value", [("--success", "done(?!x)"), ("--fom", r"x:s:(\d+) \1"),
                                            ("--success", "([")])
 def test_a_pattern_re2_cannot_run_is_refused_before_the_program_runs(tmp_path, option, value):

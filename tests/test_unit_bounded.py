@@ -81,6 +81,25 @@ def test_an_optional_group_that_matched_nothing_is_a_fom_error_not_a_crash():
         records([Fom(name="t", regex=r"Time:( [0-9]+)?", unit="s")], {"output": "Time:\n"})
 
 
+def test_only_a_search_whose_worst_case_is_large_goes_to_a_worker(monkeypatch):
+    asked = []
+    monkeypatch.setattr(linear, "_in_worker", lambda pattern, op, data: asked.append((pattern, op, len(data))))
+    assert linear.found(r"(a+)+$", "a" * MB) and not asked  # 1 MiB x a few instructions: here
+    linear.found(r"[ab]*a[ab]{200}c", "ab" * MB)           # 2 MiB x 207: where it can be ended
+    assert asked == [(r"[ab]*a[ab]{200}c", "found", 2 * MB)]
+
+
+def test_a_search_not_decided_in_time_is_a_one_line_fom_error(monkeypatch):
+    def undecided(pattern, op, data):
+        raise linear.Undecided(f"pattern {pattern!r} not decided within 10 s")
+
+    monkeypatch.setattr(linear, "_in_worker", undecided)
+    with pytest.raises(FomError, match=r"^FOM 't': pattern .* not decided within 10 s$"):
+        records([Fom(name="t", regex=r"([ab]*a[ab]{200}c)", unit="s")], {"output": "ab" * MB})
+    with pytest.raises(FomError, match=r"^`success`: pattern"):
+        check_success(r"[ab]*a[ab]{200}c", {"output": "ab" * MB})
+
+
 def test_presets_patterns_run_on_re2():
     for name in presets.names():
         p = presets.get(name)

@@ -98,13 +98,21 @@ def number(text, what):
     return value
 
 
+def decided(how, pattern, text, what):
+    """how(pattern, text) (apps/linear.py), a FomError when the search took too long."""
+    try:
+        return how(pattern, text)
+    except linear.Undecided as e:
+        raise FomError(f"{what}: {e}") from None
+
+
 def search(fom, texts):
     """The value of one FOM: texts maps a source name ("output" or a file) to its text."""
     source = fom.file or "output"
     text = texts.get(source)
     if text is None:
         raise FomError(f"FOM '{fom.name}': the program wrote no file {fom.file!r}")
-    groups = linear.last(fom.regex, text)
+    groups = decided(linear.last, fom.regex, text, f"FOM '{fom.name}'")
     if groups is None:
         raise FomError(f"FOM '{fom.name}' not found in the {'output' if source == 'output' else source} "
                        f"(pattern {fom.regex!r:.80}); its end: {tail(text)!r}")
@@ -117,7 +125,7 @@ def check_success(pattern, texts, source="output"):
         return
     if source not in texts:
         raise FomError(f"the program wrote no file {source!r} (where a completed run says {pattern!r:.60})")
-    if not linear.found(pattern, texts[source]):
+    if not decided(linear.found, pattern, texts[source], "`success`"):
         where = "print" if source == "output" else f"write in {source}"
         raise FomError(f"the run did not {where} what `success` asks for ({pattern!r:.80}); "
                        f"its end: {tail(texts[source])!r}")

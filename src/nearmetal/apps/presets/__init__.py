@@ -55,7 +55,10 @@ class Preset:
         if not self.version:
             return None
         for text in texts.values():
-            groups = linear.first(self.version, text)
+            try:
+                groups = linear.first(self.version, text)
+            except linear.Undecided:  # provenance only: not worth failing the run for
+                continue
             if groups and groups[0]:
                 return groups[0].strip()[:100]
         return None

@@ -4,6 +4,7 @@ and `JOB DONE.` as the sign of a completed run."""
 
 import re
 
+from .. import fom as _fom
 from .. import linear
 from ..fom import FomError, tail
 from . import PRESETS, Preset
@@ -29,10 +30,8 @@ class Qe(Preset):
     version = r"Program PWSCF (v\.\S+)"
 
     def records(self, texts):
-        from ..fom import check_success
-
-        check_success(self.success, texts)
-        found = linear.last(_LINE, texts.get("output", ""))
+        _fom.check_success(self.success, texts)
+        found = _fom.decided(linear.last, _LINE, texts.get("output", ""), "Quantum ESPRESSO's timing line")
         if not found:
             raise FomError(f"no 'PWSCF : ... CPU ... WALL' line in the output; its end: {tail(texts.get('output'))!r}")
         cpu, wall = found
