@@ -156,7 +156,8 @@ def test_a_study_naming_an_input_tree_with_a_device_is_refused_at_validation(tmp
     _zero_device(tmp_path / "inputs" / "zero")
     head = '[study]\nname = "app"\n[baseline]\nmode = "native"\n[matrix]\nmode = ["native"]\nmpi = ["openmpi"]\n'
     with pytest.raises(NearmetalError) as e:
-        config_mod.check_runnable(config_mod.parse(head + f'[[benchmark]]\ncommand = ["p"]\ninputs = ["{tmp_path}/inputs"]\n'))
+        cfg = config_mod.parse(head + f'[[benchmark]]\ncommand = ["p"]\ninputs = ["{tmp_path}/inputs"]\n')
+        config_mod.check_runnable(cfg)
     assert f"input {tmp_path}/inputs/zero is a character device" in str(e.value) and "\n" not in str(e.value)
 
 

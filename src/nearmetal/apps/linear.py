@@ -20,6 +20,7 @@ with `^` and `$` matching at line ends, as the rules in docs/applications.md say
 
 import functools
 import json
+import os
 import subprocess
 import sys
 
@@ -88,7 +89,7 @@ def _in_worker(pattern, op, data):
     dies (parent-death signal, and a CPU-time limit)."""
     head = json.dumps({"pattern": pattern, "op": op}).encode() + b"\n"
     try:
-        out = subprocess.run([sys.executable, "-I", "-m", "nearmetal.apps.linear", str(MATCH_SECONDS)],
+        out = subprocess.run([sys.executable, "-I", "-c", _WORKER, _PACKAGE_ROOT, str(MATCH_SECONDS)],
                              input=head + data, capture_output=True, timeout=MATCH_SECONDS)
     except subprocess.TimeoutExpired:
         raise Undecided(f"pattern {pattern!r:.80} not decided within {MATCH_SECONDS} s over "
@@ -100,9 +101,14 @@ def _in_worker(pattern, op, data):
     return got if not isinstance(got, list) else tuple(None if g is None else bytes.fromhex(g) for g in got)
 
 
+# -I: no PYTHON* variables or user site; nearmetal imported from where this process has it
+_WORKER = ("import sys; sys.path.insert(0, sys.argv[1]); "
+           "from nearmetal.apps.linear import _worker; _worker(sys.argv[2])")
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _worker(seconds):
     import ctypes
-    import os
     import resource
     import signal
 
@@ -110,6 +116,7 @@ def _worker(seconds):
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # nearmetal died before the line above
         sys.exit(1)
+    seconds = int(seconds)
     resource.setrlimit(resource.RLIMIT_CPU, (seconds + 1, seconds + 2))
     head, _, data = sys.stdin.buffer.read().partition(b"\n")
     ask = json.loads(head)
@@ -136,7 +143,3 @@ def last(pattern, text):
     """The groups (str or None) of the last match, or None when there is none."""
     m = _search(pattern, text, "last")
     return None if m is None else tuple(_text(g) for g in m)
-
-
-if __name__ == "__main__":
-    _worker(int(sys.argv[1]))
