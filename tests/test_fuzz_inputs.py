@@ -248,6 +248,33 @@ STUDY_CASES = _cases(STUDY_BASES, "study", seeds=(1, 2, 3), per_seed=80)
 IO_CASES = _cases(IO_BASES, "io", seeds=(4, 5), per_seed=80)
 
 
+def mutate_baseline(rng, text):
+    """A [baseline] selector whose mode, runtime, MPI or image may lie outside the matrix (and
+    a matrix whose modes may lack the baseline's): each such study plans, or is refused in
+    one line at `baseline` (a TypeError in plan.image_label was found this way)."""
+    data = tomllib.loads(text)
+    base = data.setdefault("baseline", {})
+    base.pop("variant", None)
+    base["mode"] = rng.choice(["native", "hybrid", "bind"])
+    for key, pool in (("runtime", ["charliecloud", "bwrap", "podman", "apptainer"]), ("mpi", ["openmpi", "mpich"]),
+                      ("image", ["default", "nm-no-such-image", f"{TMP}/img"])):
+        if rng.random() < 0.5:
+            base[key] = rng.choice(pool)
+        else:
+            base.pop(key, None)
+    matrix = data.setdefault("matrix", {})
+    if rng.random() < 0.5:
+        matrix["mode"] = rng.sample(["native", "hybrid", "bind"], rng.randint(1, 3))
+    if rng.random() < 0.3:
+        matrix["runtime"] = rng.sample(["charliecloud", "bwrap"], rng.randint(1, 2))
+    return dump(data), "baseline", None
+
+
+BASELINE_CASES = [pytest.param(*mutate_baseline(random.Random(seed), STUDY_BASES[name])[::2],
+                               id=f"baseline-{name}-s{seed}")
+                  for seed in range(6, 46) for name in sorted(STUDY_BASES)]
+
+
 # -- running and judging -------------------------------------------------------------------
 
 @pytest.fixture
@@ -307,6 +334,13 @@ def judge_file_case(rc, out, err, path, command, target):
 
 @pytest.mark.parametrize("content, target", STUDY_CASES)
 def test_malformed_study_files(content, target, sandbox, capsys):
+    path = write_case(sandbox, content)
+    rc, out, err = invoke(["study", str(path), "--dry-run"], capsys)
+    judge_file_case(rc, out, err, path, "study", target)
+
+
+@pytest.mark.parametrize("content, target", BASELINE_CASES)
+def test_baselines_outside_the_matrix(content, target, sandbox, capsys):
     path = write_case(sandbox, content)
     rc, out, err = invoke(["study", str(path), "--dry-run"], capsys)
     judge_file_case(rc, out, err, path, "study", target)

@@ -99,6 +99,8 @@ def test_foreign_name_is_short_stable_and_tells_files_apart(tmp_path):
     (["a\nb"], True, "is not a Debian package name"),
     (["hello"], False, "--packages makes an image of its own: give it a --name"),
     (["p"] * 201, True, "at most 200 packages"),
+    (["", "", "", ""], True, "an empty package name"),  # --packages ',,,'
+    (["gromacs", " "], True, "an empty package name"),   # --packages 'gromacs, '
 ])
 def test_extra_package_names_are_checked(packages, name_given, message):
     from nearmetal.image.recipe import check_packages
@@ -110,6 +112,6 @@ def test_extra_package_names_are_checked(packages, name_given, message):
 def test_extra_packages_come_after_the_recipes_once():
     from nearmetal.image.recipe import check_packages, packages
 
-    assert check_packages([" gromacs", "hpcc", ""], True) == ["gromacs", "hpcc"]
+    assert check_packages([" gromacs", "hpcc "], True) == ["gromacs", "hpcc"]
     got = packages(["mpich"], ["hpcc", "gcc", "hpcc"])
     assert got[-1] == "hpcc" and got.count("gcc") == 1 and got.count("hpcc") == 1

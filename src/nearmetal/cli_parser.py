@@ -149,7 +149,7 @@ def _add_image(sub):
                    help="the generic variant: the MPIs' shared-memory transports left out of the image, as a portable "
                         "build without the host's fabric support (hybrid then talks TCP within a node, bind does "
                         "not); kept when the image is built again without --generic")
-    b.add_argument("--packages", type=lambda v: [p for p in v.split(",") if p.strip()], default=None,
+    b.add_argument("--packages", type=lambda v: v.split(","), default=None,
                    metavar="P1,P2", help="also install these Debian packages (an application: gromacs, hpcc, ...); "
                                          "needs --name; kept when the image is built again without --packages")
     b.add_argument("--recipe", metavar="BUILD.sh", help="a script that builds your application from --source, run "

@@ -194,7 +194,21 @@ def _report(store, study_name, out_dir, fmt, failed):
         render_terminal(analysis, console)
     path = write_report(analysis, out_dir, fmt)
     console.print(f"report: {path}", highlight=False)
+    if failed is None:  # `nearmetal report`: a study with nothing measured is not a result
+        _require_finished(analysis)
     return 0
+
+
+def _require_finished(analysis):
+    """A one-line error (after the report is written) when no run of the study finished."""
+    by = analysis["runs"]["by_status"]
+    if by.get("ok"):
+        return
+    name = analysis["study"]["name"]
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(by.items())) or "no runs"
+    why = ("run it first (nearmetal study FILE, or --resume)" if set(by) <= {"planned"}
+           else "see why in the report's failures")
+    raise NearmetalError(f"no finished runs in study '{name}': {counts}; {why}")
 
 
 def _kernel_reason(stderr, program):
@@ -276,6 +290,13 @@ def _bench_command(args):
             foms.append(Fom(name=name, unit=unit, regex=regex))
         except ValidationError as e:
             raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg']}") from None
+    if args.success is not None:
+        from .apps.fom import pattern
+
+        try:
+            pattern(args.success)
+        except ValueError as e:
+            raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
     req, p, scheduler = _planned(args, args.kernel_args[0], args.kernel_args[1:], args.ranks or 2)
     if args.dry_run:

@@ -6,14 +6,15 @@ matches several times the last match counts (programs print progress, then a sum
 the text searched is stdout then stderr, or `file` (relative to the run's working
 directory). A FOM not found, a value that is not a number, or a `success` pattern that does
 not match is a FomError whose message says which and shows the end of what was searched.
+Patterns run on RE2 (apps/linear.py): decided in time linear in the output, never a hang.
 """
 
 import math
-import re
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from ..errors import NearmetalError
+from . import linear
 
 MAX_FILE_BYTES = 64 << 20  # a FOM file is read whole: a program's log, not its data
 _TAIL = 400
@@ -45,7 +46,7 @@ class Fom(BaseModel):
     @field_validator("regex")
     @classmethod
     def _has_group(cls, v):
-        if re.compile(v).groups < 1:
+        if linear.groups(v) < 1:
             raise ValueError("needs a group around the number, e.g. 'Time: ([0-9.eE+-]+) s'")
         return v
 
@@ -65,12 +66,9 @@ class Fom(BaseModel):
 
 
 def pattern(v):
-    """v, when it is a regular expression (or None); a ValueError saying why otherwise."""
+    """v, when it is a pattern nearmetal can run (or None); a ValueError saying why otherwise."""
     if v is not None:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"not a regular expression: {e}") from None
+        linear.compiled(v)
     return v
 
 
@@ -89,6 +87,8 @@ def tail(text, n=_TAIL):
 
 
 def number(text, what):
+    if text is None:
+        raise FomError(f"{what}: the pattern's first group matched nothing")
     try:
         value = float(text.replace("D", "e").replace("d", "e"))  # Fortran's 1.0D+03
     except (TypeError, ValueError):
@@ -98,17 +98,25 @@ def number(text, what):
     return value
 
 
+def decided(how, pattern, text, what):
+    """how(pattern, text) (apps/linear.py), a FomError when the search took too long."""
+    try:
+        return how(pattern, text)
+    except linear.Undecided as e:
+        raise FomError(f"{what}: {e}") from None
+
+
 def search(fom, texts):
     """The value of one FOM: texts maps a source name ("output" or a file) to its text."""
     source = fom.file or "output"
     text = texts.get(source)
     if text is None:
         raise FomError(f"FOM '{fom.name}': the program wrote no file {fom.file!r}")
-    matches = list(re.finditer(fom.regex, text, re.M))
-    if not matches:
+    groups = decided(linear.last, fom.regex, text, f"FOM '{fom.name}'")
+    if groups is None:
         raise FomError(f"FOM '{fom.name}' not found in the {'output' if source == 'output' else source} "
                        f"(pattern {fom.regex!r:.80}); its end: {tail(text)!r}")
-    return number(matches[-1].group(1), f"FOM '{fom.name}'")
+    return number(groups[0], f"FOM '{fom.name}'")
 
 
 def check_success(pattern, texts, source="output"):
@@ -117,7 +125,7 @@ def check_success(pattern, texts, source="output"):
         return
     if source not in texts:
         raise FomError(f"the program wrote no file {source!r} (where a completed run says {pattern!r:.60})")
-    if not re.search(pattern, texts[source], re.M):
+    if not decided(linear.found, pattern, texts[source], "`success`"):
         where = "print" if source == "output" else f"write in {source}"
         raise FomError(f"the run did not {where} what `success` asks for ({pattern!r:.80}); "
                        f"its end: {tail(texts[source])!r}")

@@ -20,6 +20,7 @@ apps/*/FAMILY/bin, container runs in /opt/nearmetal/app/FAMILY/bin, before PATH.
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -28,6 +29,14 @@ from ..errors import NearmetalError
 
 from ..models.program import APP_PREFIX as IN_IMAGE  # noqa: E402
 LOG_TAIL = 12
+
+
+# The source is digested (every file's name and contents) to tell whether a build is up to
+# date: bounded, so that `--source /` or a source tree holding a dataset is a one-line error.
+MAX_SOURCE_FILES = 200_000
+MAX_SOURCE_BYTES = 4 << 30
+MAX_RECIPE_BYTES = 1 << 20
+_NOT_SOURCES = ("/", "/proc", "/sys", "/dev", "/run")
 
 
 def check(recipe, source):
@@ -41,20 +50,65 @@ def check(recipe, source):
         raise NearmetalError(f"--recipe {recipe}: no such file")
     if not os.path.isdir(source):
         raise NearmetalError(f"--source {source}: not a directory")
+    if os.path.realpath(source) in _NOT_SOURCES:
+        raise NearmetalError(f"--source {source}: a system directory, not an application's source")
     return recipe, source
 
 
 def digest(recipe, source):
-    """sha256 over the script and every file of the source (names and contents)."""
-    h = hashlib.sha256(Path(recipe).read_bytes())
-    for root, dirs, files in os.walk(source):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            h.update(os.path.relpath(full, source).encode() + b"\0")
-            if os.path.isfile(full):
-                h.update(Path(full).read_bytes())
+    """sha256 over the script and every file of the source (names and contents; a symbolic
+    link's target as text, never followed). A one-line error for a device, FIFO or socket in
+    the source, and for a source beyond MAX_SOURCE_FILES or MAX_SOURCE_BYTES."""
+    h = hashlib.sha256()
+    _hash_file(h, recipe, "--recipe", MAX_RECIPE_BYTES, MAX_RECIPE_BYTES, follow=True)
+    files = total = 0
+    try:
+        for root, dirs, names in os.walk(source, onerror=_raise):  # does not follow links to directories
+            links = sorted(d for d in dirs if os.path.islink(os.path.join(root, d)))
+            dirs[:] = sorted(d for d in dirs if d != ".git" and d not in links)
+            for name in sorted(names + links):
+                full = os.path.join(root, name)
+                files += 1
+                if files > MAX_SOURCE_FILES:
+                    raise NearmetalError(f"--source {source}: more than {MAX_SOURCE_FILES} files: is it the "
+                                         f"application's source?")
+                h.update(os.path.relpath(full, source).encode("utf-8", "surrogateescape") + b"\0")
+                mode = os.lstat(full).st_mode
+                if stat.S_ISLNK(mode):
+                    h.update(b"\0symlink\0" + os.fsencode(os.readlink(full)))
+                elif stat.S_ISREG(mode):
+                    total += _hash_file(h, full, "--source", MAX_SOURCE_BYTES - total, MAX_SOURCE_BYTES,
+                                        follow=False)
+                else:
+                    raise NearmetalError(f"--source: {full} is a device, FIFO or socket, not a source file")
+    except OSError as e:
+        raise NearmetalError(f"--source: {getattr(e, 'filename', None) or source}: {e.strerror or e}") from None
     return h.hexdigest()
+
+
+def _raise(e):
+    raise e
+
+
+def _hash_file(h, path, what, limit, cap, follow):
+    """Hash a regular file's contents into h (its size returned), a one-line error past limit
+    bytes (cap: the limit as the user sees it); O_NONBLOCK and fstat: a FIFO or device is
+    refused, never read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
+    except OSError as e:
+        raise NearmetalError(f"{what} {path}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NearmetalError(f"{what} {path}: not a regular file")
+        size = 0
+        while chunk := f.read(1 << 20):
+            size += len(chunk)
+            if size > limit:
+                raise NearmetalError(f"{what} {path}: more than {cap >> 20} MiB to digest, the limit: "
+                                     f"is it the application's {'script' if what == '--recipe' else 'source'}?")
+            h.update(chunk)
+    return size
 
 
 def script_env(family, mpicc, prefix, source, base=None):

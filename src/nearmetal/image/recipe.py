@@ -93,7 +93,9 @@ def packages(mpis, extra=()) -> list[str]:
 def check_packages(extra, name_given) -> list[str]:
     """The user's extra packages, checked (names only: apt says whether they exist); a
     one-line error otherwise. They make a different image, which needs a name of its own."""
-    extra = [p.strip() for p in (extra or ()) if p.strip()]
+    extra = [p.strip() for p in (extra or ())]
+    if "" in extra:  # ',,,' or 'gromacs,': a slip, not a request for nothing
+        raise NearmetalError("--packages: an empty package name (write P1,P2 with no empty entries)")
     if len(extra) > MAX_EXTRA_PACKAGES:
         raise NearmetalError(f"--packages: at most {MAX_EXTRA_PACKAGES} packages")
     for p in extra:

@@ -150,6 +150,10 @@ def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin
     cols = set(header)
     if "variant" not in cols:
         raise NearmetalError(f"{csv_path}: needs a 'variant' column (found: {', '.join(sorted(cols))})")
+    if metric is not None:
+        metric = metric.strip()
+        if not metric or not metric.isprintable():
+            raise NearmetalError(f"--metric {metric!r:.60}: a metric's name is printable text, not empty")
     if "metric" not in cols and not metric:
         raise NearmetalError(f"{csv_path}: needs a 'metric' column or --metric")
     summary = "value" not in cols
@@ -189,6 +193,8 @@ def _parse_rows(csv_path, rows, study, metric, unit, summary):
             m = r.get("metric") or metric
             if not m:
                 raise _Bad("metric", "empty (and no --metric)")
+            if not m.isprintable():
+                raise _Bad("metric", f"{m!r:.60} is not printable text")
             bench = r.get("benchmark") or study
             u = r.get("unit") or unit
             first = units.setdefault((bench, m), (u, i))

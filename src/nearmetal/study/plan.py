@@ -223,6 +223,12 @@ def baseline_of(config, variant):
             base[dim] = getattr(b, dim)
     if base["mode"] == "native":
         base["runtime"] = base["image"] = None
+    for dim in ("runtime", "image") if base["mode"] != "native" else ():
+        values = list(getattr(config.matrix, dim))  # a native variant lends none: the matrix's one
+        base[dim] = base[dim] or (values[0] if len(values) == 1 else None)
+    if missing := [d for d in ("runtime", "image") if base["mode"] != "native" and base[d] is None]:
+        raise NearmetalError(f"baseline: mode '{base['mode']}' needs its {' and '.join(missing)}, and variant "
+                             f"'{variant_id(variant)}' has none to lend: give [baseline] {' and '.join(missing)}")
     return base
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, StrictStr, field_validator, model_validator
 
 from ..apps.fom import Fom, pattern, relative_path
 from ..errors import NearmetalError
+from . import input_tree
 
 
 def _exec_sized(v):
@@ -110,8 +111,10 @@ def check_inputs(cfg):
         for path in getattr(bench, "inputs", []):
             if not os.path.exists(path):
                 raise NearmetalError(f"benchmark[{i}] ({bench.label}): input {path} does not exist")
-            if not (os.path.isfile(path) or os.path.isdir(path)):
-                raise NearmetalError(f"benchmark[{i}] ({bench.label}): input {path} is neither a file nor a directory")
+            try:
+                input_tree.check(path)
+            except NearmetalError as e:
+                raise NearmetalError(f"benchmark[{i}] ({bench.label}): {e}") from None
 
 
 def working_dir(config, bench, variant, cell_key, store):
@@ -179,7 +182,7 @@ def hand_over(path, user, tree=False):
 
 def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
     """Make path a fresh working directory holding copies of inputs (files and directories,
-    symlinks copied as links), large ones linked (natively) or as placeholders for their
+    symlinks copied as links, at most `limit` bytes each: input_tree.copy), large ones linked (natively) or as placeholders for their
     bind mounts (in a container); with `user`, all of it the account's (hand_over). Called
     before every run of a program benchmark."""
     if os.path.islink(path):
@@ -198,10 +201,8 @@ def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
                 os.symlink(src, dst)
             elif src in large:  # the mount point of its read-only bind
                 os.mkdir(dst) if os.path.isdir(src) else open(dst, "w").close()
-            elif os.path.isdir(src):
-                shutil.copytree(src, dst, symlinks=True)
             else:
-                shutil.copy2(src, dst)
+                input_tree.copy(src, dst, limit)
         except OSError as e:
             raise NearmetalError(f"cannot stage input {src}: {e.strerror or e}") from None
     hand_over(path, user, tree=True)

@@ -6,16 +6,21 @@ of every container run's context."""
 
 import hashlib
 import os
+import stat
 
 
-def file_digest(path):
-    """SHA-256 of a file, remembered while its size and mtime are unchanged (a large
-    application is hashed once, not once per cell)."""
+def file_digest(path, follow=True):
+    """SHA-256 of a regular file (None for anything else: a device or FIFO is never read),
+    remembered while its size and mtime are unchanged (a large application is hashed once,
+    not once per cell)."""
     from ..discovery.cache import per_file
 
     def compute():
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            h = hashlib.sha256()
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
         return "sha256:" + h.hexdigest()
@@ -27,15 +32,20 @@ def file_digest(path):
 
 
 def input_digest(path):
+    """A staged input's digest: a file's, or a tree's names and contents in order, a
+    symbolic link inside it as its target's text (never followed, as it is staged)."""
     if os.path.isfile(path):
         return file_digest(path)
     h = hashlib.sha256()
-    for root, dirs, files in os.walk(path):
+    for root, dirs, files in os.walk(path):  # links to directories are listed, not entered
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(root, d))]):
             full = os.path.join(root, name)
-            h.update(os.path.relpath(full, path).encode() + b"\0")
-            h.update((file_digest(full) or "unreadable").encode() + b"\0")
+            h.update(os.path.relpath(full, path).encode("utf-8", "surrogateescape") + b"\0")
+            if os.path.islink(full):
+                h.update(b"link:" + os.fsencode(os.readlink(full)) + b"\0")
+            else:
+                h.update((file_digest(full, follow=False) or "unreadable").encode() + b"\0")
     return "sha256:" + h.hexdigest()
 
 

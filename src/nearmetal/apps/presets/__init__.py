@@ -15,10 +15,9 @@ and `preset = "lammps"` in a study's [[benchmark]]. A preset whose output is a t
 rather than a few numbers overrides records() (osu.py).
 """
 
-import re
-
 from ...registry import Registry
 from .. import fom as _fom
+from .. import linear
 
 PRESETS = Registry(__name__, "preset")
 
@@ -56,7 +55,10 @@ class Preset:
         if not self.version:
             return None
         for text in texts.values():
-            m = re.search(self.version, text or "", re.M)
-            if m:
-                return m.group(1).strip()[:100]
+            try:
+                groups = linear.first(self.version, text)
+            except linear.Undecided:  # provenance only: not worth failing the run for
+                continue
+            if groups and groups[0]:
+                return groups[0].strip()[:100]
         return None

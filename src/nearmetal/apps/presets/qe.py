@@ -4,11 +4,14 @@ and `JOB DONE.` as the sign of a completed run."""
 
 import re
 
+from .. import fom as _fom
+from .. import linear
 from ..fom import FomError, tail
 from . import PRESETS, Preset
 
 _TIME = r"((?:[0-9]+h\s*)?(?:[0-9]+m\s*)?(?:[0-9.]+s)?)"
-_LINE = re.compile(rf"^\s*PWSCF\s*:\s*{_TIME}\s*CPU\s*{_TIME}\s*WALL", re.M)
+# Run on RE2 (apps/linear.py): with Python's re, `^\s*` over a long run of blank lines backtracks.
+_LINE = rf"^\s*PWSCF\s*:\s*{_TIME}\s*CPU\s*{_TIME}\s*WALL"
 
 
 def seconds(text):
@@ -27,12 +30,10 @@ class Qe(Preset):
     version = r"Program PWSCF (v\.\S+)"
 
     def records(self, texts):
-        from ..fom import check_success
-
-        check_success(self.success, texts)
-        found = list(_LINE.finditer(texts.get("output", "")))
+        _fom.check_success(self.success, texts)
+        found = _fom.decided(linear.last, _LINE, texts.get("output", ""), "Quantum ESPRESSO's timing line")
         if not found:
             raise FomError(f"no 'PWSCF : ... CPU ... WALL' line in the output; its end: {tail(texts.get('output'))!r}")
-        cpu, wall = found[-1].group(1), found[-1].group(2)
+        cpu, wall = found
         return [{"metric": "pwscf_wall", "unit": "s", "value": seconds(wall), "point": {}},
                 {"metric": "pwscf_cpu", "unit": "s", "value": seconds(cpu), "point": {}}]
