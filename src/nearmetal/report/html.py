@@ -197,6 +197,8 @@ def _draw_one(i):
 
 
 # relative cost of a figure kind: the expensive ones start first, so workers end together
+# the figure pool never takes longer than this; past it, the figures are drawn serially
+POOL_TIMEOUT_S = 300
 _COST = {"pairs_heatmaps": 0, "size_sweep": 1, "dispersion": 2, "scaling": 3, "overhead_bars": 4, "phases_bars": 5}
 
 
@@ -241,10 +243,10 @@ class _Drawing:
         if self.raw is None:
             raw = None
             if self.async_result is not None:
-                try:
-                    raw = self.async_result.get()
-                except (OSError, mp.ProcessError):
-                    raw = None
+                try:  # bounded: a worker forked again by the pool's handler thread can deadlock
+                    raw = self.async_result.get(timeout=POOL_TIMEOUT_S)
+                except (OSError, mp.ProcessError, mp.TimeoutError):
+                    raw = None  # drawn serially below
                 finally:
                     self._close()
             if raw is None:
