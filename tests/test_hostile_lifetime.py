@@ -85,10 +85,16 @@ VARIANTS = [("openmpi", "native", None), ("mpich", "native", None), ("openmpi", 
 def test_daemon_neither_holds_nor_outlives_run(host_mpis, default_image, mpi, mode, runtime):
     """`run -- sh -c 'setsid sleep N & echo x'` returns once its ranks are done, within 3 s
     natively (a container's start-up on top in a container mode), and leaves nothing."""
-    plain, plain_s = timed([NEARMETAL, "run", *variant_args(mpi, mode, runtime), "--", "/bin/sh", "-c", "echo x"])
+    # In a container, the ranks first stay 0.5 s: ch-run's peers join the first rank's
+    # namespaces by its PID, which a rank that ends at once takes away (with or without daemons).
+    wait = "" if mode == "native" else "sleep 0.5; "
+    plain, plain_s = timed([NEARMETAL, "run", *variant_args(mpi, mode, runtime), "--", "/bin/sh", "-c",
+                            f"{wait}echo x"])
     assert plain.returncode == 0, plain.stderr
     seconds = unique_seconds()
-    out, took = timed([NEARMETAL, "run", *variant_args(mpi, mode, runtime), "--", *daemon_program("setsid", seconds)])
+    program = daemon_program("setsid", seconds)
+    program[-1] = program[-1].replace("echo x", f"{wait}echo x")
+    out, took = timed([NEARMETAL, "run", *variant_args(mpi, mode, runtime), "--", *program])
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["x", "x"], out.stdout
     bound = 3.0 if mode == "native" else 3.0 + plain_s
@@ -277,3 +283,18 @@ def test_chroot_commands_see_proc_and_dev(tmp_path):
     assert "proc and dev" in done.stderr, done.stderr
     assert list((tmp_path / "elsewhere").iterdir()) == []
     assert _mounts_under(str(tmp_path)) == []
+
+
+def test_supervisor_refuses_a_relative_chroot_and_keeps_its_group_apart(tmp_path):
+    """--chroot needs an absolute path (bad usage: 125); the keeper is in a process group of
+    its own while the job is back in the front's."""
+    from nearmetal import supervise
+
+    sup = supervise.binary()
+    assert subprocess.run([sup, "--chroot", "rel", "--", "true"], capture_output=True).returncode == 125
+    front = subprocess.Popen([sup, "--", "/bin/sh", "-c", "ps -o pgid= -p $PPID; ps -o pgid= -p $$"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    out, _ = front.communicate(timeout=30)
+    keeper_group, job_group = (int(x) for x in out.split())
+    assert job_group == front.pid  # the front leads its group; the job is in it
+    assert keeper_group != front.pid, out

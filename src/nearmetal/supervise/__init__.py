@@ -6,7 +6,8 @@ leaving processes behind, or when asked (SIGTERM/SIGINT): the launcher first, SI
 for what is left after a grace period. See nm-supervise.c for the mechanism.
 
 The binary is built with the host's C compiler on first use, into the nearmetal home,
-and rebuilt when the source is newer. Only os/stat on the hot path (`nearmetal run`).
+named by its sources' sizes and times (a new build when one changes). Only os/stat on the hot
+path (`nearmetal run`).
 """
 
 import os
@@ -15,7 +16,8 @@ from ..errors import NearmetalError
 from ..home import home_str
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-supervise.c")
-VIEW_SOURCE = os.path.join(os.path.dirname(SOURCE), "nm-supervise-view.c")  # #included by SOURCE
+# SOURCE #includes these: one translation unit, one binary
+INCLUDED = tuple(os.path.join(os.path.dirname(SOURCE), f"nm-supervise-{part}.c") for part in ("tree", "view"))
 GRACE_S = 1.0  # nm-supervise's default --grace-ms, in seconds
 
 
@@ -23,9 +25,8 @@ def binary():
     """The path of nm-supervise built from its sources (built when needed). Named by the
     sources' sizes and times: checkouts of different versions sharing one nearmetal home (a
     CI clone beside a working tree) each run their own build, never one another's."""
-    st, view = os.stat(SOURCE), os.stat(VIEW_SOURCE)
-    name = f"nm-supervise-{st.st_size}-{st.st_mtime_ns}-{view.st_size}-{view.st_mtime_ns}"
-    path = os.path.join(home_str(), "tools", name)
+    stamps = "-".join(f"{st.st_size}-{st.st_mtime_ns}" for st in map(os.stat, (SOURCE, *INCLUDED)))
+    path = os.path.join(home_str(), "tools", f"nm-supervise-{stamps}")
     return path if os.path.exists(path) else build(path, SOURCE)
 
 
