@@ -32,8 +32,8 @@
  * apart from ranks) while processes outside that tree remain below the keeper (orphans
  * re-parented to it, podman's conmon), those get --orphan-ms (default 1000) to end by
  * themselves and are then ended (SIGTERM, SIGKILL after 30% of --grace-ms); the
- * launcher then reads its end of file and exits. Polled: every 20 ms at first, backing
- * off to every 250 ms (a /proc scan: 0.8-0.9 ms for 91 processes on a loaded 2-core
+ * launcher then reads its end of file and exits. Polled: first 100 ms after the start,
+ * backing off to every 250 ms (a /proc scan: 0.8-0.9 ms for 91 processes on a loaded 2-core
  * machine).
  *
  * Running the job as another account (run --user, docs/privilege.md): --as makes the job
@@ -232,7 +232,7 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
         _exit(127);
     }
     int job_status = 0, job_done = 0, asked = front_gone ? SIGTERM : 0;
-    long poll_ms = 20, next_look = now_ms() + poll_ms, daemons_since = -1;
+    long poll_ms = 100, next_look = now_ms() + poll_ms, daemons_since = -1;
     while (!job_done && !asked) {
         siginfo_t info;
         int sig;
@@ -256,7 +256,7 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
             daemons_since = now_ms();
         else if (now_ms() - daemons_since >= o->orphan_ms)
             end_daemons(job, grace_ms, &job_status, &job_done, &asked);
-        poll_ms = daemons_since >= 0 ? 20 : (poll_ms * 3 / 2 > 250 ? 250 : poll_ms * 3 / 2);
+        poll_ms = daemons_since >= 0 ? 100 : (poll_ms * 3 / 2 > 250 ? 250 : poll_ms * 3 / 2);
         next_look = now_ms() + poll_ms;
     }
     if (!asked && !wait_for(job, &job_status, &job_done, linger_ms, 0, &asked) && !asked)
