@@ -256,7 +256,9 @@ def test_sigkilled_image_build_leaves_nothing_mounted(tmp_path):
     finally:
         job.close()
     assert _mounts_under(images) == []
-    for tree in Path(images).glob(f".{name}.build-*"):
+    trees = list(Path(images).glob(f".{name}.build-*"))
+    assert len(trees) == 1, trees  # killed outright: the next build of the name removes it
+    for tree in trees:
         assert list((tree / "rootfs" / "dev").iterdir()) == []  # an empty mount point, not the host's /dev
         subprocess.run(["rm", "-rf", "--one-file-system", str(tree)], check=True)
     assert Path("/dev/null").exists()
@@ -298,3 +300,16 @@ def test_supervisor_refuses_a_relative_chroot_and_keeps_its_group_apart(tmp_path
     keeper_group, job_group = (int(x) for x in out.split())
     assert job_group == front.pid  # the front leads its group; the job is in it
     assert keeper_group != front.pid, out
+
+
+def test_private_mounts_stay_with_the_command(tmp_path):
+    """--private-mounts (debootstrap's): what the command mounts is in its table, never in the host's."""
+    from nearmetal import supervise
+
+    point = tmp_path / "point"
+    point.mkdir()
+    out = subprocess.run(supervise.wrap(["/bin/sh", "-c", f"mount -t tmpfs nm-test {point} && cat /proc/self/mountinfo"],
+                                        options=["--private-mounts"]), capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert f" {point} " in out.stdout
+    assert _mounts_under(str(point)) == []
