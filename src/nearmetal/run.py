@@ -249,7 +249,7 @@ def execute(plan, verbose=False):
     plan.prepare()
     if verbose:
         print(plan.describe(), file=sys.stderr, flush=True)
-    argv = supervise.wrap(plan.argv, die_with_parent=False, options=plan.supervise_options)
+    argv = supervise.wrap(plan.argv, die_with_parent=False, options=["--launcher", *plan.supervise_options])
     sys.stdout.flush()
     if plan.cwd:
         try:
@@ -271,7 +271,8 @@ def start(plan):
 
     plan.prepare()
     try:
-        return subprocess.Popen(supervise.wrap(plan.argv, options=plan.supervise_options), env=plan.environ(), stdout=subprocess.PIPE,
+        return subprocess.Popen(supervise.wrap(plan.argv, options=["--launcher", *plan.supervise_options]),
+                                env=plan.environ(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",
                                 start_new_session=True, cwd=plan.cwd)
     except OSError as e:  # E2BIG (huge arguments or environment), a vanished working directory, ...

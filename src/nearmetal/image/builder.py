@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from ..errors import NearmetalError
 from ..proc import pid_exists
 from ..home import KERNELS_SRC, subdir
 from . import chroot, formats
-from .chroot import CHROOT_ENV, BuildLog, remove_tree
+from .chroot import BuildLog, remove_tree
 from .inspect import dpkg_versions, metadata, timestamp
 from .progress import Reporter
 from .recipe import (MOUNT_POINTS, check_generic, check_inputs, check_packages, digest, io_packages, kernel_bin,
@@ -220,8 +219,7 @@ def _build_kernels(rootfs: Path, mpis, log):
 def installable(rootfs: Path, package_list, log) -> list[str]:
     """The packages the image's apt can install (a candidate version exists): names differ
     between releases, and a release without one of them must still build."""
-    done = subprocess.run(["chroot", str(rootfs), "apt-cache", "policy", *package_list], stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, env=CHROOT_ENV)
+    done = chroot.chroot_capture(rootfs, ["apt-cache", "policy", *package_list])
     if done.returncode != 0:
         raise NearmetalError(f"apt-cache policy failed in the image: {done.stderr.strip() or 'no message'}")
     candidates, current = {}, None
@@ -254,7 +252,8 @@ def _debootstrap_cached(distro, log, report, timings) -> Path:
         t0 = time.monotonic()
         try:
             with report.step(f"debootstrap {distro} from {url}", timings, "debootstrap"):
-                chroot.run(["debootstrap", "--variant=minbase", distro, str(tmp), url], log, f"debootstrap {distro}")
+                chroot.run(["debootstrap", "--variant=minbase", distro, str(tmp), url], log, f"debootstrap {distro}",
+                           private_mounts=True)  # its /proc and /sys vanish with it, killed or not
             chroot.unmount_under(tmp, log)  # debootstrap normally unmounts its own /proc, /sys
             (tmp / ".nearmetal-debootstrap.json").write_text(json.dumps(
                 {"distro": distro, "mirror": url, "created": timestamp(),

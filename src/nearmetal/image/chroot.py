@@ -1,5 +1,9 @@
 """Running build commands (on the host and chrooted into the rootfs) with their output in
-the build log, and the mounts a chroot needs: always undone, never followed on removal."""
+the build log. Each runs under nm-supervise, so it ends when nearmetal does (SIGKILL
+included); a chrooted one gets /proc and /dev in a mount namespace of its own (nm-supervise
+--chroot), and debootstrap mounts in one of its own (--private-mounts): the host never sees
+these mounts, and they vanish with the command however the build ends. Removing a build
+tree still unmounts first and never follows a mount (trees left by older versions)."""
 
 from __future__ import annotations
 
@@ -57,12 +61,28 @@ class BuildLog:
             self.fh.close()
 
 
-def run(argv, log: BuildLog, what: str, env=None):
-    """Run argv with its output in the log; a failure is a one-line error quoting the log."""
-    log.write(f"$ {' '.join(argv)}\n")
+def supervised(argv, root: Path | None = None, private_mounts=False):
+    """argv under nm-supervise, ending with this process; root: chrooted there with /proc and
+    /dev mounted in the command's own mount namespace; private_mounts: what it mounts stays
+    in a namespace of its own."""
+    from .. import supervise
+
+    options = ["--chroot", str(Path(root).absolute())] if root is not None else []
+    if private_mounts and root is None:
+        options.append("--private-mounts")
+    return supervise.wrap(list(argv), options=options)
+
+
+def run(argv, log: BuildLog, what: str, env=None, root: Path | None = None, private_mounts=False):
+    """Run argv (chrooted into root) with its output in the log; a failure is a one-line error
+    quoting the log."""
+    log.write(f"$ {'chroot ' + str(root) + ' ' if root is not None else ''}{' '.join(argv)}\n")
     start = log.tell()
+    if root is None and not shutil.which(argv[0], path=(env or os.environ).get("PATH")):
+        raise NearmetalError(f"{what} failed: {argv[0]} is not installed")
     try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log.fh, stderr=subprocess.STDOUT, env=env)
+        done = subprocess.run(supervised(argv, root, private_mounts), stdin=subprocess.DEVNULL, stdout=log.fh,
+                              stderr=subprocess.STDOUT, env=env)
     except FileNotFoundError:
         raise NearmetalError(f"{what} failed: {argv[0]} is not installed") from None
     if done.returncode != 0:
@@ -70,13 +90,18 @@ def run(argv, log: BuildLog, what: str, env=None):
 
 
 def in_chroot(rootfs: Path, argv, log: BuildLog, what: str):
-    run(["chroot", str(rootfs), *argv], log, what, env=CHROOT_ENV)
+    run(argv, log, what, env=CHROOT_ENV, root=rootfs)
+
+
+def chroot_capture(rootfs: Path, argv) -> subprocess.CompletedProcess:
+    """argv run chrooted into rootfs (its /proc and /dev in its own mount namespace), output captured."""
+    return subprocess.run(supervised(argv, rootfs), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env=CHROOT_ENV)
 
 
 def chroot_output(rootfs: Path, argv, log: BuildLog) -> str:
     """stdout of a query inside the rootfs; "" (and a line in the log) when it fails."""
-    done = subprocess.run(["chroot", str(rootfs), *argv], stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, env=CHROOT_ENV)
+    done = chroot_capture(rootfs, argv)
     if done.returncode != 0:
         log.write(f"$ chroot {rootfs} {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()}\n")
         return ""
@@ -121,12 +146,14 @@ def remove_tree(path: Path):
 
 @contextlib.contextmanager
 def chroot_mounts(rootfs: Path, log: BuildLog):
-    """/proc and /dev inside the rootfs for the duration of the block; always unmounted."""
+    """The mount points every chrooted command gets /proc and /dev on (in its own mount
+    namespace: nothing is mounted here on the host); whatever is found mounted under the
+    rootfs afterwards is unmounted."""
     try:
-        (rootfs / "proc").mkdir(exist_ok=True)
-        (rootfs / "dev").mkdir(exist_ok=True)
-        run(["mount", "-t", "proc", "proc", str(rootfs / "proc")], log, "mounting /proc in the image")
-        run(["mount", "--bind", "/dev", str(rootfs / "dev")], log, "bind-mounting /dev in the image")
+        for point in ("proc", "dev"):
+            if (rootfs / point).is_symlink():
+                raise NearmetalError(f"the image's /{point} is a symbolic link: refusing to mount over it")
+            (rootfs / point).mkdir(exist_ok=True)
         yield
     finally:
         unmount_under(rootfs, log)

@@ -6,7 +6,8 @@ leaving processes behind, or when asked (SIGTERM/SIGINT): the launcher first, SI
 for what is left after a grace period. See nm-supervise.c for the mechanism.
 
 The binary is built with the host's C compiler on first use, into the nearmetal home,
-and rebuilt when the source is newer. Only os/stat on the hot path (`nearmetal run`).
+named by its sources' sizes and times (a new build when one changes). Only os/stat on the hot
+path (`nearmetal run`).
 """
 
 import os
@@ -15,15 +16,18 @@ from ..errors import NearmetalError
 from ..home import home_str
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-supervise.c")
+# SOURCE #includes these: one translation unit, one binary
+INCLUDED = tuple(os.path.join(os.path.dirname(SOURCE), f"nm-supervise-{part}.c") for part in ("tree", "view"))
 GRACE_S = 1.0  # nm-supervise's default --grace-ms, in seconds
 
 
 def binary():
-    """The path of nm-supervise built from this source (built when needed). Named by the
-    source's size and time: checkouts of different versions sharing one nearmetal home (a
+    """The path of nm-supervise built from its sources (built when needed). Named by the
+    sources' sizes and times: checkouts of different versions sharing one nearmetal home (a
     CI clone beside a working tree) each run their own build, never one another's."""
-    st = os.stat(SOURCE)
-    return build_tool(os.path.join(home_str(), "tools", f"nm-supervise-{st.st_size}-{st.st_mtime_ns}"), SOURCE)
+    stamps = "-".join(f"{st.st_size}-{st.st_mtime_ns}" for st in map(os.stat, (SOURCE, *INCLUDED)))
+    path = os.path.join(home_str(), "tools", f"nm-supervise-{stamps}")
+    return path if os.path.exists(path) else build(path, SOURCE)
 
 
 def build_tool(path, source, flags=("-O2", "-Wall")):
@@ -61,7 +65,8 @@ def build(path, source=SOURCE, flags=("-O2", "-Wall"), libs=()):
 
 def wrap(argv, die_with_parent=True, options=()):
     """argv run under nm-supervise; die_with_parent: the job ends when this process does;
-    options: nm-supervise's own (--as, --mask, --show: privilege.supervise_options)."""
+    options: nm-supervise's own (--as, --mask, --show: privilege.supervise_options;
+    --launcher: argv is an MPI launcher, whose run ends with its ranks, daemons or not)."""
     return [binary()] + (["--die-with-parent"] if die_with_parent else []) + list(options) + ["--"] + list(argv)
 
 

@@ -1,0 +1,132 @@
+/* nm-supervise's view of the job's process tree, from /proc: parent links (and, for the
+ * launcher's helpers only, command names). Included by nm-supervise.c (one translation
+ * unit, one binary). */
+
+enum { MAX_PROCS = 65536, HASH = 1 << 17 };
+static int pids[MAX_PROCS], ppids[MAX_PROCS], n_procs;
+static char comms[MAX_PROCS][16];
+static int slots[HASH]; /* index + 1 of a pid in pids[], 0: empty */
+
+static unsigned slot_of(int pid)
+{
+    return ((unsigned)pid * 2654435761u) & (HASH - 1);
+}
+
+static int index_of(int pid)
+{
+    for (unsigned h = slot_of(pid); slots[h]; h = (h + 1) & (HASH - 1))
+        if (pids[slots[h] - 1] == pid)
+            return slots[h] - 1;
+    return -1;
+}
+
+/* Every live (not zombie) process: pid, parent, command name. */
+static void scan(void)
+{
+    for (int i = 0; i < n_procs; i++) /* clear only what the last scan used */
+        for (unsigned h = slot_of(pids[i]); slots[h]; h = (h + 1) & (HASH - 1))
+            slots[h] = 0;
+    n_procs = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) && n_procs < MAX_PROCS) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], buf[512], state;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = 0;
+        char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')'); /* a name may hold anything */
+        int ppid;
+        if (!open_paren || !close_paren || close_paren < open_paren ||
+            sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2 || state == 'Z' || state == 'X')
+            continue;
+        size_t len = (size_t)(close_paren - open_paren - 1);
+        if (len > 15)
+            len = 15;
+        memcpy(comms[n_procs], open_paren + 1, len);
+        comms[n_procs][len] = 0;
+        pids[n_procs] = pid;
+        ppids[n_procs] = ppid;
+        unsigned h = slot_of(pid);
+        while (slots[h])
+            h = (h + 1) & (HASH - 1);
+        slots[h] = ++n_procs;
+    }
+    closedir(d);
+}
+
+/* below[i] = 1 for each scanned process that descends from `root` (root itself excluded):
+ * each process's parent chain is followed up once, the answer kept for all of it. */
+static void mark_below(int root, char *below)
+{
+    static signed char known[MAX_PROCS]; /* -1 unknown, 0/1 answered */
+    static int chain[MAX_PROCS];
+    memset(known, -1, (size_t)n_procs);
+    for (int i = 0; i < n_procs; i++) {
+        int n = 0, j = i, answer = 0;
+        while (j >= 0 && known[j] < 0 && n < n_procs) {
+            chain[n++] = j;
+            if (ppids[j] == root) {
+                answer = 1;
+                j = -1;
+                break;
+            }
+            j = index_of(ppids[j]);
+        }
+        if (j >= 0 && n < n_procs && known[j] >= 0)
+            answer = known[j];
+        for (int k = 0; k < n; k++)
+            known[chain[k]] = (signed char)answer;
+    }
+    for (int i = 0; i < n_procs; i++)
+        below[i] = known[i] == 1;
+}
+
+static char below_keeper[MAX_PROCS], below_job[MAX_PROCS];
+
+/* Signal every live descendant of `root`; the number signalled. */
+static int signal_tree(int root, int sig)
+{
+    scan();
+    mark_below(root, below_keeper);
+    int found = 0;
+    for (int i = 0; i < n_procs; i++)
+        if (below_keeper[i] && kill(pids[i], sig) == 0)
+            found++;
+    return found;
+}
+
+/* The launchers' own per-node processes: they wait for their ranks' output like the launcher. */
+static int is_helper(const char *comm)
+{
+    return strcmp(comm, "hydra_pmi_proxy") == 0 || strcmp(comm, "orted") == 0 || strcmp(comm, "prted") == 0;
+}
+
+/* With sig 0: the number of processes below the keeper but outside the job's tree
+ * (orphans, daemons) when nothing of the job's tree is left but the launcher's helpers,
+ * else 0. With a signal: sends it to those processes, the number signalled. */
+static int daemons_only(int job, int sig)
+{
+    scan();
+    mark_below(getpid(), below_keeper);
+    mark_below(job, below_job);
+    for (int i = 0; i < n_procs; i++)
+        if (below_keeper[i] && below_job[i] && !is_helper(comms[i]))
+            return 0; /* a rank (or what runs it) is still there */
+    int found = 0;
+    for (int i = 0; i < n_procs; i++)
+        if (below_keeper[i] && !below_job[i] && pids[i] != job && (sig == 0 || kill(pids[i], sig) == 0))
+            found++;
+    return found;
+}
+
