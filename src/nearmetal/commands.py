@@ -17,7 +17,7 @@ def _planned(args, program, program_args, ranks):
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
                      scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
                      runtime_args=args.runtime_args, network=getattr(args, "network", None),
-                     user=getattr(args, "user", None))
+                     user=getattr(args, "user", None), gpus=getattr(args, "gpus", None))
     return req, plan(req), schedulers.get(req.scheduler)
 
 
