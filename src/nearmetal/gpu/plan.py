@@ -143,5 +143,5 @@ def need_mount_point(c, runtime_name):
 
     if not has_mount_point(c.image):
         raise NearmetalError(f"--gpus with {runtime_name}: image '{c.image.name}' has no {MOUNT_POINT} mount point "
-                             f"(built before GPU support): rebuild it (`nearmetal image build --name {c.image.name}`) "
-                             "or use --runtime apptainer or podman")
+                             f"(made before GPU support): create it (mkdir {c.image.rootfs}{MOUNT_POINT}; a SquashFS "
+                             "file needs the image made again) or use --runtime apptainer or podman")
