@@ -33,6 +33,10 @@ def cmd_run(args):
 
         for r in [req] + more:
             r.env = rank_env(r.env)
+            if r.gpus or req.gpus:  # and which libcuda, driver and GPU (witness/gpu.py)
+                from .witness.gpu import rank_env as gpu_env
+
+                r.env = gpu_env(r.env)
     if args.audit:  # every component's ranks under the rtld-audit library (audit/)
         from .audit import rank_env as audited
 

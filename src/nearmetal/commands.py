@@ -28,6 +28,10 @@ def _rank_env(args):
         from .witness import rank_env
 
         env = rank_env(env)
+        if getattr(args, "gpus", None):  # which libcuda, driver and GPU too (witness/gpu.py)
+            from .witness.gpu import rank_env as gpu_env
+
+            env = gpu_env(env)
     if getattr(args, "audit", False):
         from .audit import rank_env as audited
 
