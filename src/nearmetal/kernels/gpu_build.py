@@ -55,7 +55,7 @@ def build(families=None, dest=None):
         else:
             built[program] = os.path.join(dest, program)
     mpis = discover()
-    for family in families or sorted(mpis):
+    for family in (sorted(mpis) if families is None else families):
         compiler = (mpis.get(family) or {}).get("compiler")
         for program in MPI_PROGRAMS:
             name = f"{program}.{family}"
