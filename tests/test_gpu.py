@@ -157,3 +157,63 @@ def test_doctor_json_has_the_gpu_section():
     gpu = json.loads(out.stdout)["gpu"]
     assert [g["pci_bus_id"] for g in gpu["gpus"]] == [g["pci_bus_id"] for g in FOUND["gpus"]]
     assert Path("/proc/driver/nvidia").exists() == ("/proc/driver/nvidia" in gpu["sources"])
+
+
+# -- the binds for real, on a fake driver tree (no GPU needed) ----------------------------------
+
+def _stat_rootfs(tmp):
+    """A directory image with stat(1) and its libraries, and the mount points."""
+    from nearmetal.elf import LinkerView, read_elf
+
+    root = tmp / "rootfs"
+    for d in ("bin", "dev", "proc", "sys", "tmp", "etc", "nm/host-mpi", "nm/host-gpu", "nm/work"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    stat = shutil.which("stat")
+    shutil.copy2(stat, root / "bin" / "stat")
+    files = [lib.path for lib in LinkerView("/").closure(stat, skip_glibc=False)] + [read_elf(stat).interp]
+    for f in files:
+        (root / f.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(f), root / f.lstrip("/"))
+    for name, text in (("hosts", "127.0.0.1 localhost\n"), ("passwd", "root:x:0:0::/:/bin/stat\n"),
+                       ("group", "root:x:0:\n")):
+        (root / "etc" / name).write_text(text)  # ch-run binds the host's over these
+    return root
+
+
+@pytest.mark.parametrize("runtime", ["bwrap", "charliecloud"])
+def test_container_sees_the_host_driver_files_at_their_inodes(tmp_path, monkeypatch, runtime):
+    """What --gpus binds, started by the real runtime: inside, /nm/host-gpu/lib/libcuda.so.1 is
+    the host's libcuda file (same inode), the placeholders' development link resolves, and the
+    GPU's device node is there."""
+    import types
+
+    import gpu_tree
+    from nearmetal.gpu.plan import prepare
+    from nearmetal.runtimes import get
+    from nearmetal.runtimes.base import RankSpec
+
+    monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path / "home"))  # the staged placeholders go there
+    rt = get(runtime)
+    if not rt.path():
+        pytest.skip(f"{runtime} not installed")
+    fake = gpu_tree.make(tmp_path / "machine")
+    found = discover(root=str(fake), load=None)
+    for lib in found["libraries"].values():  # the fake driver's files, as this machine names them
+        lib["file"] = str(fake) + lib["file"]
+    image = types.SimpleNamespace(name="stat", rootfs=_stat_rootfs(tmp_path), sqfs=None, sif=None, podman_ref=None,
+                                  meta={})
+    c = types.SimpleNamespace(runtime=rt, image=image, env={}, runtime_args=(), mode="hybrid")
+    plan = prepare(c, found, "1,")
+    spec = RankSpec(image, ["/bin/stat", "-L", "-c", "%i %n", "/nm/host-gpu/lib/libcuda.so.1",
+                            "/nm/host-gpu/lib/libcuda.so", "/nm/host-gpu/lib/libnvidia-ml.so.1"],
+                    env={"LD_LIBRARY_PATH": "/nm/host-gpu/lib"}, runtime_args=plan.args)
+    argv = rt.wrap(spec)
+    # bwrap binds device nodes by path: the fake tree's files stand in for /dev/nvidia*
+    argv = [str(fake) + a if argv[i - 1] == "--dev-bind" and a.startswith("/dev/nvidia") else a
+            for i, a in enumerate(argv)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=rt.env_for_tools())
+    assert out.returncode == 0, out.stderr
+    inodes = [line.split()[0] for line in out.stdout.splitlines()]
+    libcuda = os.stat(fake / "usr/local/nvidia/lib64/libcuda.so.550.54.15").st_ino
+    nvml = os.stat(fake / "usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15").st_ino
+    assert inodes == [str(libcuda), str(libcuda), str(nvml)]
