@@ -11,7 +11,7 @@ Steps (each records its result, or its one-line reason for failing, in OUT/gpu_c
     bound by --gpus: the rank's libcuda inode against the host's), and of PyTorch natively;
  3. device STREAM triad natively vs in each container, three alternating rounds: the ratio;
  4. the start-up cost of the GPU switch: /bin/true in each container with and without the
-    --gpus arguments, first CUDA context natively vs in the container, and planning time.
+    --gpus arguments (20 interleaved starts each, median), first CUDA context natively vs in the container, and planning time.
 Containers are composed by the same code `nearmetal run --gpus` uses (gpu.plan.prepare, each
 runtime's gpu_args and wrap, nm-gpuvis); without an MPI there is no launcher, so each check is
 one process. --rehearse runs it all on a fake two-GPU tree (tests/gpu_tree.py) on a machine
@@ -35,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 STARTED = time.monotonic()
 BUDGET_S = 270  # the machine's 5 minutes, less unpacking
+STARTS = 20  # container starts per variant for the start-up cost (median)
 RESULTS = {"steps": {}}
 
 
@@ -212,8 +213,13 @@ def checks(work, env, bundle, rehearse):
         out = {}
         for name in (None, "bwrap", "charliecloud"):
             label = name or "native"
-            argv, e = argv_for(name, stream)
-            res, secs = timed(argv, e)
+            try:
+                argv, e = argv_for(name, stream)
+                res, secs = timed(argv, e)
+            except Exception as err:  # noqa: BLE001  a refusal or a runtime that cannot start: the others go on
+                out[label] = {"error": str(err).splitlines()[0]}
+                log(f"witness {label}: {out[label]['error']}")
+                continue
             recs = parse_witness(res.stderr)
             kernel = parse_kernel(res.stdout, "gpu-stream", {})
             out[label] = {"exit": res.returncode, "witness": recs, "verdict": [verdict(r, host_inodes) for r in recs],
@@ -240,8 +246,12 @@ def checks(work, env, bundle, rehearse):
         for _ in range(3):
             row = {}
             for name in (None, "bwrap", "charliecloud"):
-                argv, e = argv_for(name, stream, preload=False)
-                res, _ = timed(argv, e)
+                try:
+                    argv, e = argv_for(name, stream, preload=False)
+                    res, _ = timed(argv, e)
+                except Exception as err:  # noqa: BLE001
+                    row[name or "native"] = str(err).splitlines()[0]
+                    continue
                 triad = next((r["value"] for r in parse_kernel(res.stdout, "gpu-stream", {})
                               if r["metric"] == "triad"), None)
                 row[name or "native"] = triad
@@ -252,29 +262,36 @@ def checks(work, env, bundle, rehearse):
         log(f"device STREAM triad best GB/s {best}; container/native {ratios}")
         return {"rounds": rounds, "best_gbps": best, "ratio_to_native": ratios}
 
+    def startup_of(name):
+        # interleaved, so that the machine's drift falls on both alike
+        argvs = {key: argv_for(name, ["/bin/true"], with_gpu=key == "with_gpus", preload=False)
+                 for key in ("without", "with_gpus")}
+        samples = {key: [] for key in argvs}
+        for _ in range(STARTS):
+            for key, (argv, e) in argvs.items():
+                res, secs = timed(argv, e)
+                if res.returncode != 0:
+                    raise RuntimeError(f"{name} /bin/true {key}: {last_line(res)}")
+                samples[key].append(secs)
+        times = {key: round(statistics.median(v) * 1e3, 2) for key, v in samples.items()}
+        first_ctx = {}
+        for label, rt in (("native", None), (name, name)):
+            argv, e = argv_for(rt, ["/nm-gpu-copy", "-m", "65536", "-i", "1"], preload=False)
+            samples = [timed(argv, e)[1] for _ in range(3)]
+            first_ctx[label] = round(statistics.median(samples) * 1e3, 1)
+        log(f"start-up {name}: /bin/true {times} ms; first CUDA context (process start to exit) {first_ctx} ms")
+        return {"true_ms": times, "gpu_args_add_ms": round(times["with_gpus"] - times["without"], 2),
+                "first_cuda_context_ms": first_ctx}
+
     @step("startup_cost")
     def _startup():
         out = {}
         for name in ("bwrap", "charliecloud"):
-            times = {}
-            for with_gpu in (False, True):
-                argv, e = argv_for(name, ["/bin/true"], with_gpu=with_gpu, preload=False)
-                samples = []
-                for _ in range(10):
-                    res, secs = timed(argv, e)
-                    if res.returncode != 0:
-                        raise RuntimeError(f"{name} /bin/true {'with' if with_gpu else 'without'} --gpus: "
-                                           f"{last_line(res)}")
-                    samples.append(secs)
-                times["with_gpus" if with_gpu else "without"] = round(statistics.median(samples) * 1e3, 2)
-            first_ctx = {}
-            for label, rt in (("native", None), (name, name)):
-                argv, e = argv_for(rt, ["/nm-gpu-copy", "-m", "65536", "-i", "1"], preload=False)
-                samples = [timed(argv, e)[1] for _ in range(3)]
-                first_ctx[label] = round(statistics.median(samples) * 1e3, 1)
-            out[name] = {"true_ms": times, "gpu_args_add_ms": round(times["with_gpus"] - times["without"], 2),
-                         "first_cuda_context_ms": first_ctx}
-            log(f"start-up {name}: /bin/true {times} ms; first CUDA context (process start to exit) {first_ctx} ms")
+            try:
+                out[name] = startup_of(name)
+            except Exception as err:  # noqa: BLE001
+                out[name] = {"error": str(err).splitlines()[0]}
+                log(f"start-up {name}: {out[name]['error']}")
         t0 = time.monotonic()
         for _ in range(5):
             prepare(component(runtimes["bwrap"]), discover() if not rehearse else found, "1")
