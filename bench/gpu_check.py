@@ -180,6 +180,17 @@ def checks(work, env, bundle, rehearse):
     host_inodes = {os.stat(host_libcuda).st_ino}
     RESULTS["host_libcuda"] = {"file": host_libcuda, "inode": sorted(host_inodes)}
     runtimes = {"bwrap": get_runtime("bwrap"), "charliecloud": get_runtime("charliecloud")}
+    kernels = bundle / "kernels"
+    probe = subprocess.run([str(kernels / "nm-gpu-stream"), "-h"], capture_output=True, text=True)
+    if "GLIBC_" in probe.stderr:  # built on Debian 12 (glibc 2.36): rebuilt here from the sources
+        from nearmetal.kernels.gpu_build import build
+
+        built, skipped = build(families=[], dest=work / "kernels")
+        log(f"kernels rebuilt here ({probe.stderr.strip().splitlines()[-1]}); skipped: {skipped or 'none'}")
+        kernels = work / "kernels"
+    # natively the driver folder goes last on the library path, in case this machine's loader
+    # does not search it (the containers get the libraries bound at /nm/host-gpu/lib)
+    native_path = ":".join(filter(None, [env.get("LD_LIBRARY_PATH"), os.path.dirname(host_libcuda)]))
 
     def component(rt):
         return types.SimpleNamespace(runtime=rt, image=image, env={}, runtime_args=(), mode="hybrid")
@@ -189,9 +200,9 @@ def checks(work, env, bundle, rehearse):
         rank_env = {"LD_PRELOAD": witness} if preload else {}
         if name is None:
             plan = prepare(component(None), found, "1")
-            host_prog = [str(bundle / "kernels" / program[0].lstrip("/"))] + program[1:]
+            host_prog = [str(kernels / program[0].lstrip("/"))] + program[1:]
             argv = gpuvis(host_prog, plan.visible) if with_gpu else host_prog
-            return argv, dict(env, **rank_env, OMPI_COMM_WORLD_LOCAL_RANK="0")
+            return argv, dict(env, **rank_env, OMPI_COMM_WORLD_LOCAL_RANK="0", LD_LIBRARY_PATH=native_path)
         rt = runtimes[name]
         plan = prepare(component(rt), found, "1") if with_gpu else None
         container_env = dict(rank_env)
@@ -227,6 +238,10 @@ def checks(work, env, bundle, rehearse):
                           "seconds": round(secs, 2), "last_line": last_line(res) if res.returncode else None,
                           "argv": argv}
             log(f"witness {label}: exit {res.returncode}; " + ("; ".join(out[label]["verdict"]) or last_line(res)))
+            if name is None and not rehearse and "/dev/nvidia-uvm" not in found["devices"]:
+                from nearmetal.discovery.gpu import device_nodes
+
+                found["devices"] = device_nodes()  # the first CUDA program makes the UVM node where it can
         return out
 
     @step("pytorch_witness")

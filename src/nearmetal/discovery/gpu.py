@@ -205,9 +205,19 @@ def _run(argv):
 
 
 def _load(name):
+    """ctypes.CDLL of a driver library: as the loader finds it, else from a driver folder
+    (/usr/local/nvidia/lib64 is often on no search path of the host's own)."""
     import ctypes
 
-    return ctypes.CDLL(name)
+    from .gpu_libs import DRIVER_DIRS
+
+    try:
+        return ctypes.CDLL(name)
+    except OSError as first:
+        for d in DRIVER_DIRS:
+            if os.path.exists(os.path.join(d, name)):
+                return ctypes.CDLL(os.path.join(d, name))
+        raise first
 
 
 def discover(root="/", which=shutil.which, run=_run, load=_load):
