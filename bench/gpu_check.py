@@ -86,6 +86,9 @@ def unpack(bundle, work):
     for f in (bundle / "tools").iterdir():
         shutil.copy2(f, tools / f.name)
         os.utime(tools / f.name)
+    probe = subprocess.run([str(tools / "nm-gpuvis")], capture_output=True, text=True)
+    if "GLIBC_" in probe.stderr:  # built on Debian 12: let nearmetal build it here from its source (cc)
+        (tools / "nm-gpuvis").unlink()
     return pylib, opt
 
 
