@@ -21,7 +21,7 @@ from nearmetal.cli_parser import build_parser
 pytestmark = pytest.mark.unit
 
 FIELDS = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env", "workdir", "dry_run",
-          "verbose")
+          "verbose", "gpus")
 
 
 def command(args):
@@ -62,6 +62,7 @@ VALID = {
     "--threads": ["1", "8", "1024", "01"],
     "--env": ["A=1", "B=x=y", "_U=", "LONG_NAME=with space", "Ä=1", "A=1", "PATH=/a:/b", "X=-y"],
     "--workdir": ["/tmp", "rel/dir", "", "~", "a b", "/w=1"],
+    "--gpus": ["all", "1", "2", "0,", "1,3", "GPU-8c3f0e4a-1b2c-4d5e-8f90-0123456789ab", "0,GPU-abc"],
 }
 BAD = {  # values argparse refuses for the option (and the fast parser must not take)
     "--mode": ["teleport", "", "NATIVE", "nat"],
@@ -71,6 +72,7 @@ BAD = {  # values argparse refuses for the option (and the fast parser must not 
     "--ranks-per-node": ["0", "1000001", "x"],
     "--threads": ["0", "1025", "many", "99999999999999999999"],
     "--env": ["NOEQUALS", "1A=2", "=v", "A B=1", "A-B=1", ""],
+    "--gpus": ["0", "none", "", "1,1", "a,b", ",", "1,,2", "GPU-", "-1"],
 }
 FLAGS = ["--dry-run", "-v", "--verbose"]
 # Options the fast parser leaves to argparse (it may accept them or not).

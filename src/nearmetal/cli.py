@@ -25,13 +25,18 @@ def cmd_run(args):
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
                      slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args,
-                     network=getattr(args, "network", None), user=getattr(args, "user", None))
+                     network=getattr(args, "network", None), user=getattr(args, "user", None),
+                     gpus=getattr(args, "gpus", None))
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     if args.witness:  # every component's ranks preload the witness (witness/)
         from .witness import rank_env
 
         for r in [req] + more:
             r.env = rank_env(r.env)
+            if r.gpus or req.gpus:  # and which libcuda, driver and GPU (witness/gpu.py)
+                from .witness.gpu import rank_env as gpu_env
+
+                r.env = gpu_env(r.env)
     if args.audit:  # every component's ranks under the rtld-audit library (audit/)
         from .audit import rank_env as audited
 
@@ -145,7 +150,7 @@ class _Args:
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
                    "--workdir": "workdir", "--runtime-arg": "runtime_args", "--network": "network",
-                   "--user": "user"}
+                   "--user": "user", "--gpus": "gpus"}
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose", "--witness": "witness",
               "--audit": "audit"}
 
@@ -171,7 +176,7 @@ def fast_parse_run(argv):
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", image=None, mpi=None, ranks=2, ranks_per_node=None,
              threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False,
-             audit=False, network=None, user=None, program_argv=[], command="run",
+             audit=False, network=None, user=None, gpus=None, program_argv=[], command="run",
              dashes_taken=False)
     i = 0
     while i < len(argv):
@@ -204,6 +209,14 @@ def fast_parse_run(argv):
 
             if "@" not in value or spec_problem(value):
                 return None
+        if key == "gpus":
+            from .errors import NearmetalError as _Bad
+            from .gpu.select import parse
+
+            try:
+                parse(value)
+            except _Bad:
+                return None  # argparse says what is wrong
         if key in ("ranks", "ranks_per_node", "threads"):
             limit = 1024 if key == "threads" else 1_000_000  # as study files (study.config): argparse says so
             # isdigit() takes '²', which int() refuses; int() reads what isdecimal() takes

@@ -107,6 +107,17 @@ def _mpi_spec(text):
     return text
 
 
+def _gpus(text):
+    from .errors import NearmetalError
+    from .gpu.select import parse
+
+    try:
+        parse(text)
+    except NearmetalError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--gpus {text}: ").removeprefix(f"--gpus {text!r}: "))
+    return text
+
+
 def _csv(choices):
     def parse(text):
         items = [t.strip() for t in text.split(",") if t.strip()]
@@ -198,6 +209,10 @@ def _launch_options(r):
     r.add_argument("--user", metavar="NAME",
                    help="run the launcher and every rank as this unprivileged account (nearmetal as root; "
                         "docs/privilege.md; create one with scripts/setup.sh --create-user NAME)")
+    r.add_argument("--gpus", type=_gpus, metavar="all|N|ID,ID...",
+                   help="give the ranks NVIDIA GPUs: all, a count N, or a comma list of indices/UUIDs (one index: "
+                        "'1,'); each local rank sees one (CUDA_VISIBLE_DEVICES = local rank mod their count; "
+                        "--env CUDA_VISIBLE_DEVICES=... overrides); docs/gpu.md")
     r.add_argument("--scheduler", choices=_schedulers(), default=_schedulers()[0],
                    help="local: the MPI's launcher; slurm: srun in an allocation, else an sbatch job (default: local)")
     r.add_argument("--partition", help="Slurm partition")

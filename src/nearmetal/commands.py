@@ -17,7 +17,7 @@ def _planned(args, program, program_args, ranks):
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
                      scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
                      runtime_args=args.runtime_args, network=getattr(args, "network", None),
-                     user=getattr(args, "user", None))
+                     user=getattr(args, "user", None), gpus=getattr(args, "gpus", None))
     return req, plan(req), schedulers.get(req.scheduler)
 
 
@@ -28,6 +28,10 @@ def _rank_env(args):
         from .witness import rank_env
 
         env = rank_env(env)
+        if getattr(args, "gpus", None):  # which libcuda, driver and GPU too (witness/gpu.py)
+            from .witness.gpu import rank_env as gpu_env
+
+            env = gpu_env(env)
     if getattr(args, "audit", False):
         from .audit import rank_env as audited
 

@@ -15,8 +15,9 @@ def component_tag(tag, i):
     return tag if i == 0 else f"{tag}c{i}"
 
 
-def compose(components, models, cores, environ, tag):
-    """(argv, launcher environment delta, notes) for resolved components and their models."""
+def compose(components, models, cores, environ, tag, gpus=None):
+    """(argv, launcher environment delta, notes) for resolved components and their models;
+    gpus: a gpu.plan.GpuPlan (or None) per component, for --gpus."""
     from . import launchers
 
     first = components[0]
@@ -29,8 +30,9 @@ def compose(components, models, cores, environ, tag):
                 or any(c.runtime.separates_ranks(c.runtime_args) for c in components if c.runtime))
     shared = profile.cross_namespace_env(containers=any(c.in_container for c in components),
                                          separate_namespaces=separate)
-    parts = [_component(c, m, component_tag(tag, i), total, shared, cores)
-             for i, (c, m) in enumerate(zip(components, models))]
+    gpus = gpus or [None] * len(components)
+    parts = [_component(c, m, component_tag(tag, i), total, shared, cores, gpu)
+             for i, (c, m, gpu) in enumerate(zip(components, models, gpus))]
     launch_env, notes = {}, []
     for _, env, n in parts:
         launch_env.update(env)
@@ -62,7 +64,7 @@ def compose(components, models, cores, environ, tag):
     return argv, launch_env, notes
 
 
-def _component(c, model, tag, total_ranks, shared_env, cores):
+def _component(c, model, tag, total_ranks, shared_env, cores, gpu=None):
     """(LaunchRequest, launcher environment, notes) for one resolved component."""
     from .launchers.base import LaunchRequest
 
@@ -81,6 +83,12 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
         from .runtimes.base import Mount, RankSpec
 
         container_env = dict(model.env)
+        if gpu is not None:  # the driver libraries after the MPI model's own (gpu/plan.py)
+            from .gpu.plan import library_path
+
+            container_env = {**gpu.env, **container_env}
+            if "LD_LIBRARY_PATH" in gpu.env:
+                container_env["LD_LIBRARY_PATH"] = library_path(model.env)
         if c.workdir:
             # Open MPI and podman --env-host hand the host's $PWD on; shells and Fortran
             # runtimes trust $PWD when it names the same directory (through /tmp).
@@ -104,14 +112,20 @@ def _component(c, model, tag, total_ranks, shared_env, cores):
             moved = c.profile.shm_in("/tmp")
             share_dev = moved is None
             container_env = {**(moved or {}), **container_env}
+        runtime_args = list(gpu.args) + list(c.runtime_args) if gpu is not None else c.runtime_args
         spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, ranks_per_node=peers, tag=tag,
-                        use_sqfs=c.use_sqfs, workdir=inner_cwd, runtime_args=c.runtime_args, use_sif=c.use_sif)
+                        use_sqfs=c.use_sqfs, workdir=inner_cwd, runtime_args=runtime_args, use_sif=c.use_sif)
         spec.share_dev = share_dev
         spec.devices = list(getattr(model, "devices", []))
         rank_argv = runtime.wrap(spec)
         rank_env = runtime.rank_env(spec)
         launch_env.update(runtime.launch_env())
+    if gpu is not None and gpu.visible is not None:
+        from .gpu._visible import wrap as gpu_wrap
+
+        rank_argv = gpu_wrap(rank_argv, gpu.visible, gpu.apptainer_env)
     lreq = LaunchRequest(c.ranks, rank_argv, ranks_per_node=c.ranks_per_node, threads=c.threads, env=rank_env,
                          pmi_port=bool(runtime and runtime.needs_pmi_port), cores=cores)
     lreq.total_ranks = total_ranks
-    return lreq, launch_env, list(model.notes) + (runtime.notes(c.runtime_args) if runtime else [])
+    return lreq, launch_env, (list(model.notes) + (runtime.notes(c.runtime_args) if runtime else [])
+                              + (gpu.notes if gpu is not None else []))

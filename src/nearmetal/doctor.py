@@ -161,6 +161,9 @@ def collect(image=None, programs=()):
         "cpu": cpu.describe(),
         "hazards": hazards.find(),
     }
+    from .gpu import report as gpu_report
+
+    report["gpu"] = gpu_report.collect()
     slurm = slurm_report()
     if slurm:
         report["slurm"] = slurm
@@ -228,6 +231,10 @@ def render(report, console):
     else:
         console.print("No environment hazards (LD_AUDIT, LD_PRELOAD, ...) found.")
     render_slurm(report.get("slurm"), console)
+    if "gpu" in report:
+        from .gpu import report as gpu_report
+
+        gpu_report.render(report["gpu"], console)
     img = report.get("image")
     if img:
         console.print(f"\n[bold]Image {img['name']}[/] ({img['distro']}, glibc {img['glibc']})", highlight=False)

@@ -65,6 +65,12 @@ class Host:
 
         return lookup(name)
 
+    def gpus(self):
+        """This machine's GPUs, driver, device nodes and driver libraries (discovery.gpu)."""
+        from .discovery.gpu import discover
+
+        return discover()
+
     def euid(self):
         return os.geteuid()
 
@@ -84,7 +90,7 @@ class Resolved:
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
                  "runtime_args", "mpi", "profile", "image", "use_sqfs", "use_sif", "runtime", "scheduler",
-                 "workdir_binds", "network", "account")
+                 "workdir_binds", "network", "account", "gpus")
 
     def __init__(self, req, mpi, profile, image, runtime, scheduler, account=None):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
@@ -95,6 +101,7 @@ class Resolved:
         self.network = getattr(req, "network", None) or "host"
         self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
         self.account = account
+        self.gpus = getattr(req, "gpus", None)  # --gpus as given (gpu/plan.py reads it)
         if runtime is not None:
             runtime.account = account  # what it starts, it starts as the account
         named = req.image if image is not None and isinstance(req.image, str) else ""

@@ -18,11 +18,11 @@ class RunRequest:
 
     __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
                  "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds", "network",
-                 "user")
+                 "user", "gpus")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
                  ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
-                 runtime_args=(), network=None, user=None):
+                 runtime_args=(), network=None, user=None, gpus=None):
         from . import schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
@@ -45,6 +45,8 @@ class RunRequest:
         self.network = network or "host"
         # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
         self.user = user
+        # --gpus all|N|ID,ID... (gpu/, docs/gpu.md); None: no GPU asked for.
+        self.gpus = gpus
 
 
 def _default_runtime():
@@ -170,6 +172,10 @@ def _validate(req, check_paths=True):
         from .privilege import check_name
 
         check_name(req.user)
+    if req.gpus is not None:
+        from .gpu.select import parse
+
+        parse(req.gpus)  # its spelling, before anything is looked up
     if req.workdir is not None and check_paths:
         req.workdir = _checked_workdir(req.workdir)
 
@@ -203,6 +209,7 @@ def plan(req, more=(), check_paths=True, host=None):
         r.workdir_binds = list(req.workdir_binds)  # and the large inputs bound into it
         r.network = req.network  # and one network
         r.user = req.user  # and one account: the launcher's
+        r.gpus = r.gpus if r.gpus is not None else req.gpus  # the GPUs, unless a component names its own
         _validate(r, check_paths)
     host = host or Host()
     components = resolve(req, more, host)
@@ -216,10 +223,22 @@ def plan(req, more=(), check_paths=True, host=None):
 
         networks.get(req.network).check(components)
     models = [prepare(c.mode, c) for c in components]
+    gpus = _gpu_plans(components, host)
     tag = f"nm{os.getpid()}x{os.urandom(3).hex()}"  # a reused PID never meets an earlier job's join state
-    argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ, tag=tag)
+    argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ, tag=tag,
+                                     gpus=gpus)
     p = Plan(argv, env_delta, notes, cwd=req.workdir, components=components, tag=tag)
     return p if account is None else _as_account(p, account, host.facts())
+
+
+def _gpu_plans(components, host):
+    """gpu.plan.GpuPlan per component that asked for --gpus (None for the others); None: none did."""
+    if not any(getattr(c, "gpus", None) for c in components):
+        return None
+    from .gpu.plan import prepare as gpu_prepare
+
+    found = host.gpus()
+    return [gpu_prepare(c, found, c.gpus) if c.gpus else None for c in components]
 
 
 def _as_account(p, account, facts):

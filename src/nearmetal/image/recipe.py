@@ -20,8 +20,9 @@ BASE_PACKAGES = ("gcc", "make", "pkg-config", "libc6-dev")
 # Serial readers (ncdump, h5dump) to inspect what a run wrote.
 IO_TOOLS = ("netcdf-bin", "hdf5-tools")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-# Bind-mount targets every image has: a SquashFS image cannot get them at run time.
-MOUNT_POINTS = ("nm/host-mpi", "nm/work")
+# Bind-mount targets every image has: a SquashFS image cannot get them at run time
+# (nm/host-gpu: the driver libraries of --gpus, gpu/stage.py).
+MOUNT_POINTS = ("nm/host-mpi", "nm/work", "nm/host-gpu")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 # Debian policy 5.6.1: lowercase letters, digits, + - . ; at least two characters, a letter or
 # digit first. An optional :ARCH is not taken: images are of the host's architecture.

@@ -151,6 +151,22 @@ class Apptainer(Runtime):
             return False
         return st.st_uid == 0 and bool(st.st_mode & stat.S_ISUID)
 
+    def gpu_args(self, gpu, component):
+        """--nv: Apptainer binds every GPU's node and its nvliblist.conf libraries itself;
+        --nv --nvccli (NEARMETAL_APPTAINER_NVCCLI=1) lets nvidia-container-cli do it."""
+        from ..gpu.plan import GpuArgs
+
+        if os.environ.get("NEARMETAL_APPTAINER_NVCCLI") == "1":
+            if not gpu.nvccli:
+                raise NearmetalError("--gpus with NEARMETAL_APPTAINER_NVCCLI=1: nvidia-container-cli is not installed "
+                                     "(unset it for Apptainer's own --nv)")
+            return GpuArgs(["--nv", "--nvccli"], notes=["gpu: apptainer --nv --nvccli (nvidia-container-cli sets up "
+                                                        "the GPUs)"])
+        if any(a in ("--nv", "--nvccli") for a in component.runtime_args):
+            return GpuArgs(notes=["gpu: apptainer: --nv/--nvccli given in the runtime arguments, kept as given"])
+        return GpuArgs(["--nv"], notes=["gpu: apptainer --nv (its nvliblist.conf libraries and every /dev/nvidia* "
+                                        "bound)"])
+
     def rank_env(self, spec):
         # Set by the launcher for each rank, read by apptainer inside: exact values, commas and all.
         return {f"APPTAINERENV_{k}": v for k, v in spec.env.items()}

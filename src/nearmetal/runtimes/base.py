@@ -135,6 +135,12 @@ class Runtime(ABC):
         """Settings worth storing with each run of this runtime (the study's run context)."""
         return {}
 
+    def gpu_args(self, gpu, component):
+        """How this runtime gives a container GPUs (gpu.plan.GpuRequest): a gpu.plan.GpuArgs."""
+        from ..errors import NearmetalError
+
+        raise NearmetalError(f"--gpus: runtime '{self.name}' has no GPU support in nearmetal")
+
     @abstractmethod
     def wrap(self, spec):
         """argv that runs spec.argv inside a container of spec.image."""

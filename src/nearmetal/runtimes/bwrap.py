@@ -14,6 +14,18 @@ class Bubblewrap(Runtime):
     def separates_ranks(self, runtime_args):
         return self.account is not None
 
+    def gpu_args(self, gpu, component):
+        """The GPUs' device nodes (--dev-bind: the host's /dev is bound already; named anyway so
+        a narrower /dev keeps them) and the driver libraries over their placeholders."""
+        from ..gpu.plan import GpuArgs, bind_pairs, need_mount_point
+
+        need_mount_point(component, "bwrap")
+        args = [a for d in gpu.devices for a in ("--dev-bind", d, d)]
+        args += [a for src, dst in bind_pairs(gpu) for a in ("--ro-bind", src, dst)]
+        return GpuArgs(args, {"LD_LIBRARY_PATH": "/nm/host-gpu/lib"},
+                       notes=[f"gpu: bwrap: {len(gpu.devices)} device nodes, {len(gpu.libraries)} driver libraries "
+                              "bound read-only at /nm/host-gpu/lib"])
+
     def wrap(self, spec):
         if spec.use_sqfs:
             raise NearmetalError("bwrap runs directory images only; use the image directory or charliecloud for .sqfs")

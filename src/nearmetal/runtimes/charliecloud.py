@@ -17,6 +17,16 @@ class Charliecloud(Runtime):
         env = self.env_for_tools()
         return {"USER": env["USER"]}
 
+    def gpu_args(self, gpu, component):
+        """ch-run shows the host's /dev (every GPU's node); the driver libraries are bound over
+        their placeholders (what ch-fromhost --nvidia copies into an image, without writing it)."""
+        from ..gpu.plan import GpuArgs, bind_pairs, need_mount_point
+
+        need_mount_point(component, "charliecloud")
+        return GpuArgs([f"--bind={src}:{dst}" for src, dst in bind_pairs(gpu)], {"LD_LIBRARY_PATH": "/nm/host-gpu/lib"},
+                       notes=[f"gpu: charliecloud: the host's /dev is in the container; {len(gpu.libraries)} driver "
+                              "libraries bound at /nm/host-gpu/lib"])
+
     def wrap(self, spec):
         image = spec.image
         source = str(image.rootfs)

@@ -105,6 +105,21 @@ class Podman(Runtime):
         if imp.returncode != 0:
             raise NearmetalError(f"podman import failed: {imp.stderr.strip().splitlines()[-1:]}")
 
+    def gpu_args(self, gpu, component):
+        """CDI devices when a spec declares nvidia.com/gpu (the toolkit's own set-up); otherwise
+        the device nodes (--device: the cgroup must allow them) and the driver libraries."""
+        from ..gpu.plan import GpuArgs, bind_pairs
+
+        if gpu.cdi:
+            names = ["all"] if gpu.all else [str(g["index"]) for g in gpu.selected]
+            return GpuArgs([a for n in names for a in ("--device", f"nvidia.com/gpu={n}")], renumbered=not gpu.all,
+                           notes=[f"gpu: podman: CDI devices nvidia.com/gpu={','.join(names)} (spec {gpu.cdi})"])
+        args = [a for d in gpu.devices for a in ("--device", d)]
+        args += [a for src, dst in bind_pairs(gpu) for a in ("-v", f"{src}:{dst}:ro")]
+        return GpuArgs(args, {"LD_LIBRARY_PATH": "/nm/host-gpu/lib"}, renumbered=not gpu.all,
+                       notes=["gpu: podman: no CDI spec (nvidia-ctk cdi generate makes one): "
+                              f"{len(gpu.devices)} device nodes and {len(gpu.libraries)} driver libraries bound"])
+
     def wrap(self, spec):
         image = spec.image
         ref = getattr(image, "podman_ref", None)
