@@ -22,6 +22,7 @@ from ..choices import modes as _modes
 from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
 from ..errors import NearmetalError
+from ..networks import DEFAULT as DEFAULT_NETWORK
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
                      Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
@@ -34,7 +35,15 @@ from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_to
 
 DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "user", "ranks",
               "threads", "nodes", "ranks_per_node")
-ImageFormat = Literal["default", "dir", "squashfs", "sif"]  # default: the format the image's name or path gives
+
+
+def _image_formats():
+    from ..image.formats import on_host
+
+    return ("default", *on_host())
+
+
+ImageFormat = _choices(_image_formats)  # default: the format the image's name or path gives
 # the directory a copy of the image is placed in for the runs ("": used where it is)
 ImagePlace = Annotated[StrictStr, Field(max_length=4096), AfterValidator(lambda v: expand_dir(v) if v else v)]
 
@@ -126,7 +135,7 @@ class Matrix(_Strict):
     image_place: list[ImagePlace] = [""]
     cold: list[StrictBool] = [False]    # the page cache dropped before each run (root)
     audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
-    network: list[Network] = ["host"]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
+    network: list[Network] = [DEFAULT_NETWORK]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
     user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py)
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
@@ -247,7 +256,7 @@ class Variant(_Strict):
     image_place: ImagePlace = ""
     cold: StrictBool = False
     audit: StrictBool = False             # the ranks under the rtld-audit library (audit/)
-    network: Network = "host"             # isolated: a rank per emulated node (networks/)
+    network: Network = DEFAULT_NETWORK    # isolated: a rank per emulated node (networks/)
     user: Account = ""                    # the account the ranks run as ("": the caller; privilege.py)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image

@@ -12,6 +12,7 @@ import os
 import random
 
 from ..errors import NearmetalError
+from ..networks import DEFAULT as DEFAULT_NETWORK
 from . import placement
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
@@ -24,7 +25,7 @@ DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads") + placement.DIMS
 
 def is_set(value):
     """An optional dimension's value that asks for something (not off, not its default)."""
-    return value not in (False, None, "", "default", "host")  # host: the network's default
+    return value not in (False, None, "", "default", DEFAULT_NETWORK)  # the host's network: the default
 
 
 def _id_part(dim, value):
