@@ -34,6 +34,8 @@ def copies():
 def of_path(spec):
     """The format a path names by its ending (`x.sqfs`: squashfs), or None (a name or a directory)."""
     spec = str(spec or "")
+    if "." not in spec.rsplit("/", 1)[-1]:
+        return None  # no ending: no format module need be imported (`nearmetal run --image NAME` stays fast)
     for name in names():
         fmt = get(name)
         if fmt.suffix and spec.endswith(fmt.suffix):
