@@ -110,10 +110,11 @@ class Podman(Runtime):
         fmt = self.start_format(spec.image_format)
         if fmt not in self.formats:
             raise NearmetalError(self.refusal(fmt))
-        if getattr(image, "name", "") == "smoke":
-            ref = SMOKE_REF
-        elif self.account is not None:
+        smoke = getattr(image, "name", "") == "smoke"
+        if self.account is not None and not smoke:
             ref = account_reference(image)
+        elif smoke and not image.location(fmt):
+            ref = SMOKE_REF  # doctor's smoke rootfs, which prepare_smoke imported
         else:
             ref = self.image_source(spec)
         # Rootless, --userns=host would run the ranks as uid 0 of the account's namespace,
