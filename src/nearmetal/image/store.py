@@ -38,7 +38,8 @@ class Image:
     def __init__(self, name, rootfs, distro="", mpis=(), meta=None, refs=None, **locations):
         """refs: ImageRefs (None: the rootfs directory alone); locations: older attribute
         names (sqfs=PATH: the formats' image_attr)."""
-        self.name, self.rootfs, self.distro, self.mpis, self.meta = name, rootfs, distro, list(mpis), dict(meta or {})
+        self.name, self.rootfs, self.distro, self.mpis = name, rootfs, distro, list(mpis)
+        self.meta = meta if meta is not None else {}  # the caller's dict: an update reaches both
         self.refs = {r.format: r for r in (refs if refs is not None else [ImageRef(formats.ROOTFS, rootfs)])}
         for attr, where in locations.items():
             setattr(self, attr, where)
