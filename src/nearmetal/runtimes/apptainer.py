@@ -21,7 +21,6 @@ What MPI needs, and why:
 import os
 import shutil
 
-from ..errors import NearmetalError
 from . import RUNTIMES
 from .base import Runtime
 
