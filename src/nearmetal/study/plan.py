@@ -13,6 +13,7 @@ import random
 
 from ..errors import NearmetalError
 from ..networks import DEFAULT as DEFAULT_NETWORK
+from ..networks import get as get_network
 from . import placement
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
@@ -319,7 +320,7 @@ def _check_accounts(config, all_cells):
         if not is_set(c.variant.get("user")):
             continue
         i = config.benchmark.index(c.benchmark)
-        if is_set(c.variant.get("network")):
+        if is_set(c.variant.get("network")) and get_network(c.variant["network"]).account_problem():
             raise NearmetalError(f"benchmark[{i}]: variant {variant_id(c.variant)}: user and network "
                                  f"\"{c.variant['network']}\" do not combine (the emulated nodes are root's "
                                  f"namespaces): run one or the other")
