@@ -13,7 +13,7 @@ nothing: working directories are made absolute (check_paths() checks them before
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, field_validator, model_validator)
@@ -37,13 +37,18 @@ DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", 
               "threads", "nodes", "ranks_per_node")
 
 
-def _image_formats():
+def _image_format(v):
+    """One of the formats a study can place (image/formats), or "default": the format the
+    image's name or path gives. Any other value, a string or not, gets the one message."""
     from ..image.formats import on_host
 
-    return ("default", *on_host())
+    have = ("default", *on_host())
+    if not isinstance(v, str) or v not in have:
+        raise ValueError("Input should be " + ", ".join(f"'{n}'" for n in have[:-1]) + f" or '{have[-1]}'")
+    return v
 
 
-ImageFormat = _choices(_image_formats)  # default: the format the image's name or path gives
+ImageFormat = Annotated[Any, AfterValidator(_image_format)]
 # the directory a copy of the image is placed in for the runs ("": used where it is)
 ImagePlace = Annotated[StrictStr, Field(max_length=4096), AfterValidator(lambda v: expand_dir(v) if v else v)]
 
