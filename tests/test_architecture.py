@@ -12,7 +12,7 @@ import pytest
 import nearmetal
 from nearmetal import families
 from nearmetal.cli_parser import build_parser
-from nearmetal.image import Image
+from nearmetal.image import Image, ImageRef
 from nearmetal.image.formats import FORMATS
 from nearmetal.runtimes import RUNTIMES
 
@@ -56,19 +56,27 @@ def test_every_family_profile_says_what_an_image_installs():
 def test_image_formats_are_a_registry_with_the_directory_first():
     names = FORMATS.names()
     assert names[0] == "dir" and {"squashfs", "podman"} <= set(names)
-    image_fields = {f.name for f in fields(Image)}
+    # one ImageRef per format, no field per format
+    assert {f.name for f in fields(Image)} == {"name", "rootfs", "distro", "mpis", "meta", "refs"}
+    suffixes = []
     for name in names:
         fmt = FORMATS.get(name)
-        assert fmt.name == name
-        assert fmt.image_attr is None or fmt.image_attr in image_fields, (name, fmt.image_attr)
+        assert fmt.name == name and fmt.title and fmt.layout in ("directory", "file", "storage"), name
+        if fmt.suffix:
+            suffixes.append(fmt.suffix)
+        if fmt.image_attr:  # an older attribute name reads the format's location
+            image = Image("x", Path("/r"), refs=[ImageRef(name, Path(f"/x/{name}"))])
+            assert getattr(image, fmt.image_attr) == Path(f"/x/{name}"), (name, fmt.image_attr)
+    assert len(suffixes) == len(set(suffixes)) and {".sqfs", ".sif"} <= set(suffixes)
 
 
-def test_a_runtime_names_a_registered_image_format_or_none():
-    wanted = {cls.name: cls.image_format for cls in RUNTIMES.all()}
-    assert wanted["podman"] == "podman"
-    assert wanted["charliecloud"] is None and wanted["bwrap"] is None  # they run the rootfs or .sqfs itself
-    for runtime, fmt in wanted.items():
-        assert fmt is None or fmt in FORMATS.names(), (runtime, fmt)
+def test_a_runtime_starts_registered_image_formats():
+    wanted = {cls.name: tuple(cls.formats) for cls in RUNTIMES.all()}
+    assert wanted["podman"] == ("podman",)
+    assert wanted["charliecloud"] == ("dir", "squashfs") and wanted["bwrap"] == ("dir",)  # the rootfs or .sqfs itself
+    assert wanted["apptainer"][0] == "dir" and {"sif", "squashfs"} <= set(wanted["apptainer"])
+    for runtime, fmts in wanted.items():
+        assert fmts and set(fmts) <= set(FORMATS.names()), (runtime, fmts)
 
 
 def test_image_build_offers_exactly_the_registered_formats(capsys):
@@ -133,3 +141,65 @@ def test_user_facing_text_explains_instead_of_citing_a_seed():
                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
                   and seed.search(node.value)]
     assert not found, f"user-facing strings citing a seed: {found}"
+
+
+# Comparisons whose string is not a backend's name, though spelled like one (the source text).
+NOT_A_BACKEND = {"study/plan.py": {"os.path.basename(shown) in ('usr', 'local')"}}  # /usr/local path parts
+
+
+def _backend_names():
+    """{name: packages of the backends called so}: runtimes, image formats, networks, schedulers."""
+    from nearmetal import networks, schedulers
+
+    out = {}
+    for package, registry in (("runtimes", RUNTIMES), ("image/formats", FORMATS), ("networks", networks.NETWORKS),
+                              ("schedulers", schedulers.SCHEDULERS)):
+        for name in registry.names():
+            out.setdefault(name, []).append(package)
+    return out
+
+
+def _compared_strings(node):
+    """The string constants a comparison tests against: `x == "a"`, `x in ("a", "b")`."""
+    out = set()
+    for side in [node.left, *node.comparators]:
+        items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+        out |= {c.value for c in items if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    return out
+
+
+def _own_module(rel, name, packages):
+    """A backend's own module (or its private helpers, `_NAME*.py`), or its registry (`__init__.py`)."""
+    path = Path(rel)
+    return any(str(path.parent) == package and (path.stem in (name, "__init__") or path.stem.startswith(f"_{name}"))
+               for package in packages)
+
+
+def test_no_module_branches_on_a_backend_name():
+    """`x == "host"`, `fmt != "dir"`, `runtime in ("podman", ...)` outside that backend's module
+    and its registry would be a branch the backend should own (an attribute or method)."""
+    names = _backend_names()
+    assert {"charliecloud", "podman", "dir", "squashfs", "sif", "host", "isolated", "local", "slurm"} <= set(names)
+    found = []
+    for path in _modules():
+        rel = str(path.relative_to(SRC))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare) or ast.unparse(node) in NOT_A_BACKEND.get(rel, ()):
+                continue
+            for name in _compared_strings(node) & set(names):
+                if not _own_module(rel, name, names[name]):
+                    found.append(f"{rel}:{node.lineno} {name}: {ast.unparse(node)}")
+    assert not found, "comparisons with a backend's name outside its module:\n" + "\n".join(found)
+
+
+def test_the_backend_name_check_sees_what_it_must(tmp_path):
+    """The check above finds each kind of comparison (a check that finds nothing proves nothing)."""
+    names = _backend_names()
+    code = ("a == 'host'\nb != 'squashfs'\nc in ('x', 'podman')\nd not in ['slurm']\ne == 'hostname'\n"
+            "f = {'dir': 1}\n")
+    hits = [_compared_strings(n) & set(names) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Compare)]
+    assert hits == [{"host"}, {"squashfs"}, {"podman"}, {"slurm"}, set()]
+    assert _own_module("networks/host.py", "host", names["host"]) and _own_module("networks/__init__.py", "host", ["networks"])
+    assert _own_module("runtimes/_podman_storage.py", "podman", names["podman"])
+    assert not _own_module("study/executor.py", "host", names["host"])
+    assert not _own_module("runtimes/bwrap.py", "squashfs", names["squashfs"])

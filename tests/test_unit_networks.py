@@ -106,6 +106,30 @@ def test_a_new_network_is_one_class_and_its_registration(monkeypatch):
         NETWORKS.unregister("tagged")
 
 
+def test_what_sets_the_host_network_apart_is_an_attribute():
+    """The host network is a backend like any other: a network registered from outside that is
+    not emulated launches as the host's does and is open to --user; an emulated one is not."""
+    from nearmetal import privilege
+    from test_unit_privilege import NM, AccountHost, components
+
+    @NETWORKS.register(name="wired")
+    class Wired(Network):
+        emulated = False
+
+    try:
+        assert networks.get("host").emulated is False and networks.get("isolated").emulated is True
+        assert networks.is_default(None) and networks.is_default("host") and not networks.is_default("wired")
+        assert launch(req("hybrid", mpi="mpich", ranks=2, network="wired")) == launch(req("hybrid", mpi="mpich", ranks=2))
+        host = AccountHost()
+        cs = components(mode="native", mpi="openmpi", host=host)
+        cs[0].network = "wired"
+        privilege.check(cs, NM, host.facts(), "/w")  # accepted, as on the host's network
+        assert networks.get("wired").account_problem() is None
+        assert networks.get("isolated").account_problem() == "its emulated nodes are built as root around the launcher"
+    finally:
+        NETWORKS.unregister("wired")
+
+
 # What the MPIs printed here (Open MPI 4.1.4 with btl_base_verbose=1; MPICH 4.0.2 / UCX 1.13.1
 # with UCX_LOG_LEVEL=info), trimmed to the lines that matter.
 OPEN_MPI_SHM = """[vm:11644] mca: bml: Using vader btl for send to [[16777,1],0] on node vm

@@ -99,7 +99,7 @@ def test_permissions_are_read_as_the_kernel_reads_mode_bits():
 def test_every_runtime_declares_what_it_starts_unprivileged_with_known_needs():
     from nearmetal.image.formats import FORMATS
 
-    declared = {cls.name: cls.unprivileged for cls in RUNTIMES.all()}
+    declared = {cls.name: cls.formats for cls in RUNTIMES.all()}
     assert set(declared) >= {"charliecloud", "bwrap", "podman", "apptainer"}
     for name, formats in declared.items():
         assert formats, f"{name} declares nothing: it would be refused whatever the image"
@@ -130,7 +130,7 @@ def test_needs_fuse_userns_subids():
 class Unprivileged(Runtime):
     """A runtime known only to this test: refusals come from its declaration, not its name."""
     binary = "xrun"
-    unprivileged = {"dir": ("userns",), "sif": ("userns", "fuse")}
+    formats = {"dir": ("userns",), "sif": ("userns", "fuse")}
 
     def wrap(self, spec):
         return ["xrun", str(spec.image.rootfs), "--", *spec.argv]
@@ -153,7 +153,7 @@ def test_refusals_follow_the_declaration(fmt, facts, message):
 
 def test_a_runtime_that_declares_nothing_needs_root():
     class RootOnly(Unprivileged):
-        unprivileged = {}
+        formats = {}
 
     assert privilege.runtime_problem(RootOnly(), "dir", NM, FakeFacts()) == (
         "xrun cannot start directory images as an unprivileged account (it needs root)")

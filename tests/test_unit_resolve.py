@@ -160,7 +160,7 @@ def test_resolved_carries_the_request_and_leaves_it_alone():
     assert isinstance(c, Resolved)
     assert (c.program, c.args, c.mode, c.ranks, c.ranks_per_node, c.threads) == ("prog", ("-v",), "bind", 6, 3, 2)
     assert (c.env, c.workdir, c.options, c.runtime_args) == ({"A": "1"}, "/w", {"partition": "p"}, ("--x",))
-    assert c.image.name == "nm-test" and not c.use_sqfs and c.in_container
+    assert c.image.name == "nm-test" and c.image_format is None and c.in_container
     assert c.scheduler.name == "slurm" and c.runtime.name == "bwrap" and c.mpi is MPIS["openmpi"]
     c.env["B"] = "2"
     assert r.env == {"A": "1"}
@@ -168,9 +168,9 @@ def test_resolved_carries_the_request_and_leaves_it_alone():
 
 def test_use_sqfs_only_for_a_sqfs_path():
     [c] = resolve(req("hybrid", mpi="openmpi", image="/img/nm-test/nm-test.sqfs"), host=FakeHost())
-    assert c.use_sqfs and c.image.name == "nm-test"
+    assert c.image_format == "squashfs" and c.image.name == "nm-test"
     [c] = resolve(req("hybrid", mpi="openmpi", image="nm-test"), host=FakeHost())
-    assert not c.use_sqfs
+    assert c.image_format is None
 
 
 def test_default_image_is_asked_with_none():

@@ -37,25 +37,22 @@ def compose(components, models, cores, environ, tag, gpus=None):
     for _, env, n in parts:
         launch_env.update(env)
         notes += n
-    network = None
-    if first.network != "host":
-        from . import networks
+    from . import networks
 
-        network = networks.get(first.network)
-        hosts, agent = network.hosts(total), network.agent()
-        for p in parts:
-            p[0].hosts, p[0].agent = hosts, agent
-        notes += network.notes(total)
-        if profile.tcp_between_nodes_hazard:
-            notes.append(profile.tcp_between_nodes_hazard)
+    network = networks.get(first.network)
+    hosts, agent = network.hosts(total), network.agent()  # the host's: the launcher's own placement
+    for p in parts:
+        p[0].hosts, p[0].agent = hosts, agent
+    notes += network.notes(total)
+    if network.emulated and profile.tcp_between_nodes_hazard:
+        notes.append(profile.tcp_between_nodes_hazard)
     if len(parts) > 1:
         argv, extra = launcher.command_mpmd([p[0] for p in parts])
         notes.append(f"MPMD: {len(parts)} components, {total} ranks in one MPI_COMM_WORLD")
     else:
         argv, extra = launcher.command(parts[0][0])
     launch_env.update(extra)
-    if network is not None:
-        argv = network.wrap(argv, total)
+    argv = network.wrap(argv, total)
     if mpi.get("prefix"):  # an installation under a prefix (--mpi FAMILY@PREFIX)
         launch_env.update(profile.prefix_env(mpi))
     launch_env = {k: v for k, v in launch_env.items() if environ.get(k) != v}
@@ -114,7 +111,7 @@ def _component(c, model, tag, total_ranks, shared_env, cores, gpu=None):
             container_env = {**(moved or {}), **container_env}
         runtime_args = list(gpu.args) + list(c.runtime_args) if gpu is not None else c.runtime_args
         spec = RankSpec(c.image, model.argv, env=container_env, mounts=mounts, ranks_per_node=peers, tag=tag,
-                        use_sqfs=c.use_sqfs, workdir=inner_cwd, runtime_args=runtime_args, use_sif=c.use_sif)
+                        image_format=c.image_format, workdir=inner_cwd, runtime_args=runtime_args)
         spec.share_dev = share_dev
         spec.devices = list(getattr(model, "devices", []))
         rank_argv = runtime.wrap(spec)

@@ -99,6 +99,7 @@ def mpi_report():
 def image_report(spec, programs=()):
     from . import image as image_mod
     from .discovery.mpi import discover
+    from .image import formats
     from .elf import LinkerView, glibc_release
     from .families import names as family_names
     from .models.program import container_program
@@ -109,8 +110,10 @@ def image_report(spec, programs=()):
     glibc = glibc_release(img.rootfs)
     report = {"name": img.name, "path": str(img.rootfs), "distro": img.distro,
               "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": []}
-    if str(spec).endswith(".sif") and img.sif:  # the file the user named; its contents were read from rootfs
-        report.update(path=str(img.sif), inspected=str(img.rootfs))
+    named = formats.of_path(spec)
+    if named and formats.get(named).stands_for_image and img.location(named):
+        # the file the user named; its contents were read from rootfs
+        report.update(path=str(img.location(named)), inspected=str(img.rootfs))
     for fam in img.mpis:
         meta = (img.meta.get("mpi") or {}).get(fam, {})
         report["mpi"].append({"family": fam, "version": meta.get("version"), "library": meta.get("library"),

@@ -182,24 +182,23 @@ def _subids(acct, facts):
 # A need's name (what a runtime declares) -> its check: None when met, else why not.
 NEEDS = {"userns": _userns, "fuse": _fuse, "subids": _subids}
 
-FORMAT_WORDS = {"dir": "directory images", "squashfs": "SquashFS files", "sif": "SIF files"}
+def format_words(fmt):
+    from .image import formats
+
+    return formats.get(fmt).words(plural=True)
 
 
 def format_of(c):
     """The image format a resolved container component starts from (image/formats names)."""
-    if c.use_sqfs:
-        return "squashfs"
-    if c.use_sif:
-        return "sif"
-    return c.runtime.image_format or "dir"
+    return c.runtime.start_format(c.image_format)
 
 
 def runtime_problem(runtime, fmt, acct, facts):
     """Why `runtime` cannot start `fmt` images as `acct` here (one line), or None."""
-    what = FORMAT_WORDS.get(fmt, f"{fmt} images")
+    what = format_words(fmt)
     declared = runtime.unprivileged_needs()
     if fmt not in declared:
-        can = ", ".join(FORMAT_WORDS.get(f, f"{f} images") for f in declared)
+        can = ", ".join(format_words(f) for f in declared)
         return (f"{runtime.binary} cannot start {what} as an unprivileged account"
                 + (f" (it starts {can} that way)" if can else " (it needs root)"))
     for need in declared[fmt]:
@@ -215,9 +214,11 @@ def check(components, acct, facts, cwd):
     if not first.scheduler.job_is_child:
         raise NearmetalError(f"--user runs jobs on this machine only (the {first.scheduler.name} scheduler starts "
                              f"ranks as the submitting user): submit as {acct.name} instead")
-    if first.network != "host":
-        raise NearmetalError(f"--user with network {first.network} is not supported: its emulated nodes are built "
-                             f"as root around the launcher")
+    from . import networks
+
+    why = networks.get(first.network).account_problem()
+    if why:
+        raise NearmetalError(f"--user with network {first.network} is not supported: {why}")
     for c in components:
         if c.runtime is None:
             continue
@@ -295,7 +296,10 @@ def wanted_paths(components, argv, env, home):
         wanted.append((home, False))
     for c in components:
         if c.runtime is not None and c.image is not None:
-            source = {"squashfs": c.image.sqfs, "sif": c.image.sif, "dir": c.image.rootfs}.get(format_of(c))
+            from .image import formats
+
+            fmt = format_of(c)
+            source = c.image.location(fmt) if formats.get(fmt).layout != "storage" else None
             if source:
                 wanted.append((str(source), False))
         wanted += [(str(src), False) for src, _ in c.workdir_binds]

@@ -84,12 +84,13 @@ class Host:
 class Resolved:
     """One component of a launch, resolved: the request's fields plus `mpi` (the host
     installation record), `profile` (its family), `image` (an Image, None natively),
-    `use_sqfs`/`use_sif` (the user named that file), `runtime` and `scheduler` (backend instances; runtime None natively),
+    `image_format` (the format of the file the user named: image/formats names, None: a name or
+    directory), `runtime` and `scheduler` (backend instances; runtime None natively),
     `account` (the privilege.Account the ranks run as; None: as the caller).
     The attribute names are the ones the MPI models read."""
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
-                 "runtime_args", "mpi", "profile", "image", "use_sqfs", "use_sif", "runtime", "scheduler",
+                 "runtime_args", "mpi", "profile", "image", "image_format", "runtime", "scheduler",
                  "workdir_binds", "network", "account", "gpus")
 
     def __init__(self, req, mpi, profile, image, runtime, scheduler, account=None):
@@ -98,18 +99,30 @@ class Resolved:
         self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
         self.runtime_args = tuple(getattr(req, "runtime_args", ()))
         self.workdir_binds = tuple(getattr(req, "workdir_binds", ()))
-        self.network = getattr(req, "network", None) or "host"
+        self.network = getattr(req, "network", None) or _default_network()
         self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
         self.account = account
         self.gpus = getattr(req, "gpus", None)  # --gpus as given (gpu/plan.py reads it)
         if runtime is not None:
             runtime.account = account  # what it starts, it starts as the account
         named = req.image if image is not None and isinstance(req.image, str) else ""
-        self.use_sqfs, self.use_sif = named.endswith(".sqfs"), named.endswith(".sif")
+        self.image_format = _named_format(named) if named else None
 
     @property
     def in_container(self):
         return self.mode != "native"
+
+
+def _default_network():
+    from .networks import DEFAULT
+
+    return DEFAULT
+
+
+def _named_format(spec):
+    from .image.formats import of_path
+
+    return of_path(spec)
 
 
 def resolve(req, more=(), host=None):

@@ -42,11 +42,17 @@ class RunRequest:
         # (study/program.py stages the small ones as copies)
         self.workdir_binds = []
         # How the ranks reach each other (networks/): the host's network, or isolated nodes.
-        self.network = network or "host"
+        self.network = network or _default_network()
         # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
         self.user = user
         # --gpus all|N|ID,ID... (gpu/, docs/gpu.md); None: no GPU asked for.
         self.gpus = gpus
+
+
+def _default_network():
+    from .networks import DEFAULT
+
+    return DEFAULT
 
 
 def _default_runtime():
@@ -164,10 +170,9 @@ def _validate(req, check_paths=True):
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
     if req.runtime_args and req.mode == "native":
         raise NearmetalError("runtime arguments need a container mode (hybrid or bind)")
-    if req.network != "host":
-        from . import networks
+    from . import networks
 
-        networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error
+    networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error
     if req.user is not None:
         from .privilege import check_name
 
@@ -218,10 +223,9 @@ def plan(req, more=(), check_paths=True, host=None):
         from . import privilege
 
         privilege.check(components, account, host.facts(), os.getcwd())
-    if req.network != "host":
-        from . import networks
+    from . import networks
 
-        networks.get(req.network).check(components)
+    networks.get(req.network).check(components)  # the host's: nothing to check
     models = [prepare(c.mode, c) for c in components]
     gpus = _gpu_plans(components, host)
     tag = f"nm{os.getpid()}x{os.urandom(3).hex()}"  # a reused PID never meets an earlier job's join state

@@ -17,7 +17,7 @@ images directory, resolving a name or path to an Image), formats/ (one module pe
 
 from .formats import FORMATS
 from .recipe import DISTROS, MOUNT_POINTS, default_name, host_distro, mirror
-from .store import IN_IMAGE_JSON, Image, images_dir, list_images, resolve
+from .store import IN_IMAGE_JSON, Image, ImageRef, images_dir, list_images, resolve
 
 
 def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
@@ -30,5 +30,5 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
                        recipe=recipe, source=source, generic=generic)
 
 
-__all__ = ["DISTROS", "FORMATS", "IN_IMAGE_JSON", "MOUNT_POINTS", "Image", "build", "default_name", "host_distro",
+__all__ = ["DISTROS", "FORMATS", "IN_IMAGE_JSON", "MOUNT_POINTS", "Image", "ImageRef", "build", "default_name", "host_distro",
            "images_dir", "list_images", "mirror", "resolve"]

@@ -40,9 +40,4 @@ def _format_copies(img):
     """(format name, its copy) for each format an image has beside its directory."""
     from . import formats
 
-    out = []
-    for name in formats.names():
-        attr = formats.get(name).image_attr
-        if attr and getattr(img, attr, None):
-            out.append((name, getattr(img, attr)))
-    return out
+    return [(name, img.location(name)) for name in formats.copies() if img.location(name)]

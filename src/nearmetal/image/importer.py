@@ -223,8 +223,8 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
                     os.chmod(tmp, 0o755)
                 os.rename(tmp, final)
                 ok = True
-                for f in formats.names():
-                    if f in fmt and f != "dir":
+                for f in formats.copies():
+                    if f in fmt:
                         formats.get(f).make(final, name, log, report, meta)
                         write_meta(final, meta, meta["formats"] + [f])
             return image_from_dir(final, meta)

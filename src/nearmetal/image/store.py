@@ -19,17 +19,61 @@ from .recipe import NAME_RE, kernel_bin
 IN_IMAGE_JSON = "opt/nearmetal/image.json"
 
 
-@dataclass
+@dataclass(frozen=True)
+class ImageRef:
+    """One format of an image and where it is: a host path (a directory or file), or a
+    reference into a runtime's own storage (the format's layout says which)."""
+    format: str
+    location: Path | str
+
+
+@dataclass(init=False)
 class Image:
     name: str
-    rootfs: Path  # the directory image, always present (for a lone .sqfs: the .sqfs path)
-    # One field per format kept outside the rootfs directory (its module's image_attr):
-    sqfs: Path | None = None  # NAME.sqfs when built with --format squashfs
-    sif: Path | None = None  # NAME.sif when built with --format sif, or the SIF a user named
-    podman_ref: str | None = None  # "localhost/nearmetal-NAME:latest" when imported into podman
+    rootfs: Path  # what is inspected: the directory image (for a lone .sqfs: the .sqfs path)
     distro: str = ""
     mpis: list[str] = field(default_factory=list)  # MPI families installed in the image
     meta: dict = field(default_factory=dict, repr=False)  # the image.json content
+    refs: dict = field(default_factory=dict)  # format name -> ImageRef, one per format it has
+
+    def __init__(self, name, rootfs, distro="", mpis=(), meta=None, refs=None, **locations):
+        """refs: ImageRefs (None: the rootfs directory alone); locations: older attribute
+        names (sqfs=PATH: the formats' image_attr)."""
+        self.name, self.rootfs, self.distro, self.mpis = name, rootfs, distro, list(mpis)
+        self.meta = meta if meta is not None else {}  # the caller's dict: an update reaches both
+        self.refs = {r.format: r for r in (refs if refs is not None else [ImageRef(formats.ROOTFS, rootfs)])}
+        for attr, where in locations.items():
+            setattr(self, attr, where)
+
+    def location(self, fmt: str):
+        """Where this image's copy in format `fmt` is (None: it has none)."""
+        ref = self.refs.get(fmt)
+        return ref.location if ref else None
+
+    def set_location(self, fmt: str, where):
+        if where is None:
+            self.refs.pop(fmt, None)
+        else:
+            self.refs[fmt] = ImageRef(fmt, where)
+
+    # image.sqfs, image.sif, image.podman_ref: a format's location by its older attribute name
+    def __getattr__(self, attr):
+        fmt = formats.by_attr(attr) if not attr.startswith("_") else None
+        if fmt is None:
+            raise AttributeError(f"'Image' object has no attribute '{attr}'")
+        return self.location(fmt)
+
+    def __setattr__(self, attr, value):
+        if attr in _IMAGE_FIELDS:
+            rootfs_ref = self.__dict__.get("refs", {}).get(formats.ROOTFS)
+            if attr == "rootfs" and rootfs_ref is not None and rootfs_ref.location == self.rootfs:
+                self.refs[formats.ROOTFS] = ImageRef(formats.ROOTFS, value)  # its directory moves with it
+            object.__setattr__(self, attr, value)
+            return
+        fmt = formats.by_attr(attr)
+        if fmt is None:
+            raise AttributeError(f"'Image' object has no attribute '{attr}'")
+        self.set_location(fmt, value)
 
     def kernel_bin(self, mpi: str) -> str:
         """In-container directory of the kernels built against `mpi`."""
@@ -37,6 +81,9 @@ class Image:
             raise NearmetalError(f"image '{self.name}' has no {mpi} (it has: {', '.join(self.mpis)}); "
                                  f"build one with `nearmetal image build --mpi {mpi}`")
         return kernel_bin(mpi)
+
+
+_IMAGE_FIELDS = frozenset(("name", "rootfs", "distro", "mpis", "meta", "refs"))
 
 
 def images_dir() -> Path:
@@ -71,13 +118,14 @@ def _resolve(spec):
         if not meta:
             raise NearmetalError(f"{path} is not a nearmetal image: it has no /{IN_IMAGE_JSON} "
                                  "(build one with `nearmetal image build`)")
-        return _image(meta, rootfs=path)
-    if spec and path.is_file() and path.suffix == ".sqfs":
-        return _image_from_sqfs(path.resolve())
-    if spec and path.suffix == ".sif":
-        if not path.is_file():
-            raise NearmetalError(f"no SIF image {spec}: no such file")
-        return _image_from_sif(path.resolve())
+        return _image_of_rootfs(meta, path)
+    if spec and path.suffix:
+        for name in formats.names():  # a file of a format: the format opens it
+            fmt = formats.get(name)
+            if fmt.suffix == path.suffix:
+                image = fmt.open(path, spec)
+                if image is not None:
+                    return image
     from .recipe import build_command
 
     how = build_command(spec)
@@ -126,23 +174,28 @@ def recorded_formats(image_dir: Path, meta: dict) -> list[str]:
     return [name for name in formats.names() if formats.get(name).recorded(image_dir, meta)]
 
 
-def _copies(image_dir: Path, meta: dict) -> dict:
-    """Image fields of the formats an image directory has: {"sqfs": Path, ...}."""
-    out = {}
+def _copies(image_dir: Path, meta: dict) -> list[ImageRef]:
+    """The formats an image directory has, with their locations."""
+    out = []
     for name in formats.names():
-        fmt = formats.get(name)
-        if fmt.image_attr:
-            out[fmt.image_attr] = fmt.locate(image_dir, meta)
+        where = formats.get(name).locate(image_dir, meta)
+        if where is not None:
+            out.append(ImageRef(name, where))
     return out
 
 
-def _image(meta: dict, rootfs: Path, copies=None) -> Image:
+def _image(meta: dict, rootfs: Path, copies) -> Image:
     return Image(name=meta["name"], rootfs=rootfs, distro=meta.get("distro", ""), mpis=list(meta.get("mpis", [])),
-                 meta=meta, **(copies or {}))
+                 meta=meta, refs=copies)
 
 
 def image_from_dir(image_dir: Path, meta: dict) -> Image:
     return _image(meta, rootfs=image_dir / "rootfs", copies=_copies(image_dir, meta))
+
+
+def _image_of_rootfs(meta: dict, rootfs: Path) -> Image:
+    """An image given as its rootfs directory alone."""
+    return _image(meta, rootfs=rootfs, copies=[ImageRef(formats.ROOTFS, rootfs)])
 
 
 def _image_from_sqfs(path: Path) -> Image:
@@ -159,15 +212,17 @@ def _image_from_sqfs(path: Path) -> Image:
     if not isinstance(meta, dict) or not meta.get("name"):
         raise NearmetalError(f"{path} is not a nearmetal image: no image.json beside it or inside it")
     image_dir = images_dir() / meta["name"]
-    copies = {}
+    copies = []
     if (image_dir / "rootfs").is_dir():
         rootfs = image_dir / "rootfs"
         outer = read_json(image_dir / "image.json") or {}
         if outer and outer.get("digest") == meta.get("digest"):  # the other copies are of the same image
             copies = _copies(image_dir, outer)
+        else:
+            copies = [ImageRef(formats.ROOTFS, rootfs)]
     else:
         rootfs = path  # a lone .sqfs: only SquashFS-capable runtimes can use it
-    return _image(meta, rootfs=rootfs, copies={**copies, "sqfs": path})
+    return _image(meta, rootfs=rootfs, copies=copies)  # the format that opened the file adds it
 
 
 def _image_from_sif(path: Path) -> Image:
@@ -181,9 +236,7 @@ def _image_from_sif(path: Path) -> Image:
         meta = read_json(images_dir() / path.stem / "image.json")
     image_dir = images_dir() / meta["name"] if meta else None
     if meta and (image_dir / "rootfs").is_dir() and meta.get("sif_digest") == sif.file_digest(path):
-        image = image_from_dir(image_dir, meta)
-        image.sif = path
-        return image
+        return image_from_dir(image_dir, meta)  # the format that opened the file adds it
     rootfs, digest = sif.extracted(path)
     described = rootfs.parent / "image.json"  # what the extracted copy holds, worked out once
     meta = read_json(described)
@@ -199,7 +252,7 @@ def _image_from_sif(path: Path) -> Image:
         tmp = described.with_name(f".image.json.tmp-{os.getpid()}")
         tmp.write_text(json.dumps(meta, indent=1))
         os.replace(tmp, described)
-    return _image(meta, rootfs=rootfs, copies={"sif": path})
+    return _image(meta, rootfs=rootfs, copies=[ImageRef(formats.ROOTFS, rootfs)])
 
 
 def foreign_name(path: Path, digest: str) -> str:

@@ -24,8 +24,18 @@ def get(name):
     return NETWORKS.get(name)()
 
 
+def is_default(name):
+    """Whether a study's network value asks for nothing beyond the host's own network."""
+    return not name or name == DEFAULT
+
+
 class Network:
     name = ""  # the registry sets it: the module's name
+    # The ranks' network is one nearmetal builds (emulated nodes), not the machine's own: it
+    # is recorded with each run, an unprivileged account cannot use it (it is built as root
+    # around the launcher), and ranks talking over TCP there is by design, never a fallback
+    # worth a warning.
+    emulated = True
 
     def check(self, components):
         """A one-line NearmetalError when these resolved components cannot run on this network."""
@@ -44,3 +54,7 @@ class Network:
 
     def notes(self, total_ranks):
         return []
+
+    def account_problem(self):
+        """Why an unprivileged account (run --user) cannot use this network, or None."""
+        return "its emulated nodes are built as root around the launcher" if self.emulated else None

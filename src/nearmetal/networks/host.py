@@ -6,4 +6,4 @@ from . import NETWORKS, Network
 
 @NETWORKS.register
 class Host(Network):
-    pass
+    emulated = False

@@ -70,7 +70,7 @@ class Apptainer(Runtime):
                     "and run scripts/setup.sh, or install it")
     # Unprivileged without a setuid starter: user namespaces; SIF and SquashFS files are
     # mounted with squashfuse, which needs /dev/fuse.
-    unprivileged = {"dir": ("userns",), "sif": ("userns", "fuse"), "squashfs": ("userns", "fuse")}
+    formats = {"dir": ("userns",), "sif": ("userns", "fuse"), "squashfs": ("userns", "fuse")}
 
     def path(self):
         for exe in ("apptainer", "singularity"):
@@ -172,16 +172,9 @@ class Apptainer(Runtime):
         return {f"APPTAINERENV_{k}": v for k, v in spec.env.items()}
 
     def wrap(self, spec):
-        image = spec.image
         # The file the user named (a SIF, or a SquashFS file, which Apptainer also runs), else
         # the directory image ("sandbox").
-        source = image.rootfs
-        if spec.use_sif or spec.use_sqfs:
-            source = image.sif if spec.use_sif else image.sqfs
-            if not source:
-                kind, fmt = ("SIF", "sif") if spec.use_sif else ("SquashFS", "squashfs")
-                raise NearmetalError(f"image '{image.name}' has no {kind} file: build one with "
-                                     f"`nearmetal image build --format {fmt} --name {image.name}`")
+        source = self.image_source(spec)
         exe = self.path() or self.binary
         argv = []
         if any(a in CLEANENV_FLAGS for a in spec.runtime_args):

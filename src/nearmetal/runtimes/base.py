@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 
+from ..errors import NearmetalError
+
 
 class Mount:
     """A host path made visible in the container; read-only unless a write is needed."""
@@ -31,18 +33,18 @@ class RankSpec:
     join the ranks of a node into one namespace wait for that many);
     tag: unique per job; workdir: the directory inside the container the command starts in
     (None: the runtime's default); runtime_args: extra runtime arguments (a named variant's),
-    placed just before the image.
+    placed just before the image; image_format: the format of the file the user named
+    (image/formats names; None: a name or directory, the runtime starts its own format).
     """
 
-    __slots__ = ("image", "argv", "env", "mounts", "ranks_per_node", "tag", "use_sqfs", "use_sif", "workdir",
+    __slots__ = ("image", "argv", "env", "mounts", "ranks_per_node", "tag", "image_format", "workdir",
                  "runtime_args", "share_dev", "devices")
 
     def __init__(self, image, argv, env=None, mounts=(), ranks_per_node=1, tag="nm",
-                 use_sqfs=False, workdir=None, runtime_args=(), use_sif=False):
+                 image_format=None, workdir=None, runtime_args=()):
         self.image, self.argv, self.env = image, list(argv), dict(env or {})
         self.mounts = list(mounts)
-        self.ranks_per_node, self.tag, self.use_sqfs = ranks_per_node, tag, use_sqfs
-        self.use_sif = use_sif  # start from the image's SIF file (the user named a .sif)
+        self.ranks_per_node, self.tag, self.image_format = ranks_per_node, tag, image_format
         # The host's /dev in the container: ranks whose MPI keeps shared memory only in /dev/shm,
         # under a runtime that would give each rank a private one (private_dev_shm).
         self.share_dev = False
@@ -59,19 +61,52 @@ class Runtime(ABC):
     install_hint = ""  # how to get it, when it is not installed (doctor)
     # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
     needs_pmi_port = False
-    # The image format (image/formats/<name>.py) its containers start from; None: the
-    # image's rootfs directory or its .sqfs file, used in place.
-    image_format = None
-    # Running as an unprivileged account (run --user, docs/privilege.md): the image formats
-    # (image/formats names) this runtime starts then, each with what the account needs of
-    # the machine (privilege.NEEDS names). A format not listed is refused before launching.
-    unprivileged = {}
+    # The image formats (image/formats names) its containers start from, the first when the
+    # user names no file, each with what an unprivileged account (run --user,
+    # docs/privilege.md) needs of the machine to start it (privilege.NEEDS names; None: only
+    # root starts it). A file of a format not listed is refused (or, when the format stands
+    # for a whole image, the image is started in the first format).
+    formats = {"dir": ("userns",)}
     # The privilege.Account the ranks run as (resolve sets it); None: as the caller.
     account = None
 
     def unprivileged_needs(self):
         """{format: needs} this installation starts as an unprivileged account."""
-        return dict(self.unprivileged)
+        return {fmt: needs for fmt, needs in self.formats.items() if needs is not None}
+
+    def start_format(self, named):
+        """The format it starts an image from when the user named a file of format `named`
+        (None: a name or a directory)."""
+        if named is None or named in self.formats:
+            return named or next(iter(self.formats))
+        from ..image import formats
+
+        return next(iter(self.formats)) if formats.get(named).stands_for_image else named
+
+    def image_source(self, spec):
+        """Where the container of spec starts from: a path or a storage reference; a one-line
+        error when this runtime does not start that format, or the image has no copy in it."""
+        fmt = self.start_format(spec.image_format)
+        if fmt not in self.formats:
+            raise NearmetalError(self.refusal(fmt))
+        where = spec.image.location(fmt)
+        if not where:
+            raise NearmetalError(self.missing(spec.image, fmt))
+        return where
+
+    def refusal(self, fmt):
+        """Why this runtime cannot start a file of format `fmt` the user named."""
+        from ..image import formats
+
+        can = ", ".join(formats.get(f).words(plural=True) for f in self.formats)
+        return f"{self.binary} starts {can}, not {formats.get(fmt).words(plural=True)}"
+
+    def missing(self, image, fmt):
+        """What to do when `image` has no copy in format `fmt`."""
+        from ..image import formats
+
+        return (f"image '{image.name}' has no {formats.get(fmt).words()}: build one with "
+                f"`nearmetal image build --format {fmt} --name {image.name}`")
 
     def prepare_account(self, image):
         """Make `image` startable by self.account before the launch (notes on what was done);
@@ -157,7 +192,12 @@ class _RootfsOnly:
     """Stand-in image for smoke runs: just a directory with a filesystem."""
 
     def __init__(self, rootfs):
-        self.rootfs, self.sqfs, self.podman_ref, self.name, self.sif = rootfs, None, None, "smoke", None
+        self.rootfs, self.name, self.meta = rootfs, "smoke", {}
+
+    def location(self, fmt):
+        from ..image.formats import ROOTFS
+
+        return self.rootfs if fmt == ROOTFS else None
 
 
 def _user():

@@ -1,6 +1,5 @@
 """bubblewrap: a mount namespace over a rootfs directory; shares the host's IPC and network."""
 
-from ..errors import NearmetalError
 from . import RUNTIMES
 from .base import Runtime
 
@@ -9,7 +8,7 @@ from .base import Runtime
 class Bubblewrap(Runtime):
     binary = "bwrap"
     # Unprivileged (Debian's bwrap is not setuid) every rank gets a user namespace of its own.
-    unprivileged = {"dir": ("userns",)}
+    formats = {"dir": ("userns",)}
 
     def separates_ranks(self, runtime_args):
         return self.account is not None
@@ -26,11 +25,15 @@ class Bubblewrap(Runtime):
                        notes=[f"gpu: bwrap: {len(gpu.devices)} device nodes, {len(gpu.libraries)} driver libraries "
                               "bound read-only at /nm/host-gpu/lib"])
 
+    def refusal(self, fmt):
+        from ..image import formats
+
+        return f"bwrap runs directory images only; use the image directory or charliecloud for {formats.get(fmt).suffix}"
+
     def wrap(self, spec):
-        if spec.use_sqfs:
-            raise NearmetalError("bwrap runs directory images only; use the image directory or charliecloud for .sqfs")
+        source = self.image_source(spec)
         argv = [self.path() or self.binary,
-                "--ro-bind", str(spec.image.rootfs), "/",
+                "--ro-bind", str(source), "/",
                 "--dev-bind", "/dev", "/dev",
                 "--proc", "/proc",
                 "--ro-bind", "/sys", "/sys",

@@ -1,6 +1,5 @@
 """Charliecloud: unprivileged user-namespace containers from a directory or a SquashFS image."""
 
-from ..errors import NearmetalError
 from . import RUNTIMES
 from .base import Runtime
 
@@ -10,7 +9,7 @@ class Charliecloud(Runtime):
     binary = "ch-run"
     # Unprivileged: a user namespace per node (ch-run --join); a SquashFS file is mounted
     # with squashfuse, which needs /dev/fuse.
-    unprivileged = {"dir": ("userns",), "squashfs": ("userns", "fuse")}
+    formats = {"dir": ("userns",), "squashfs": ("userns", "fuse")}
 
     def launch_env(self):
         # ch-run refuses to start without $USER.
@@ -27,13 +26,13 @@ class Charliecloud(Runtime):
                        notes=[f"gpu: charliecloud: the host's /dev is in the container; {len(gpu.libraries)} driver "
                               "libraries bound at /nm/host-gpu/lib"])
 
+    def missing(self, image, fmt):
+        from ..image import formats
+
+        return f"image '{image.name}' has no {formats.get(fmt).words()}: rebuild with `nearmetal image build --format {fmt}`"
+
     def wrap(self, spec):
-        image = spec.image
-        source = str(image.rootfs)
-        if spec.use_sqfs:
-            if not image.sqfs:
-                raise NearmetalError(f"image '{image.name}' has no SquashFS file: rebuild with `nearmetal image build --format squashfs`")
-            source = str(image.sqfs)
+        source = str(self.image_source(spec))
         argv = [self.path() or self.binary]
         # Ranks on one node share one namespace: without it Open MPI loses CMA
         # single-copy and MPICH/UCX shared memory fails between separate namespaces.

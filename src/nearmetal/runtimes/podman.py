@@ -13,12 +13,12 @@ SMOKE_REF = "nearmetal-smoke"
 @RUNTIMES.register
 class Podman(Runtime):
     binary = "podman"
-    image_format = "podman"  # image/formats/podman.py imports images into its storage
+    # image/formats/podman.py imports images into its storage. Rootless: the account's own
+    # storage (the image imported on first use), its user namespace mapped through its
+    # /etc/subuid and /etc/subgid ranges.
+    formats = {"podman": ("userns", "subids")}
     # podman does not forward hydra's PMI file descriptor into the container.
     needs_pmi_port = True
-    # Rootless: the account's own storage (the image imported on first use), its user
-    # namespace mapped through its /etc/subuid and /etc/subgid ranges.
-    unprivileged = {"podman": ("userns", "subids")}
 
     def _base(self):
         from ._podman_storage import podman_argv
@@ -122,17 +122,16 @@ class Podman(Runtime):
 
     def wrap(self, spec):
         image = spec.image
-        ref = getattr(image, "podman_ref", None)
-        if self.account is not None and getattr(image, "name", "") != "smoke":
+        fmt = self.start_format(spec.image_format)
+        if fmt not in self.formats:
+            raise NearmetalError(self.refusal(fmt))
+        smoke = getattr(image, "name", "") == "smoke"
+        if self.account is not None and not smoke:
             ref = account_reference(image)
-        if not ref:
-            if getattr(image, "name", "") == "smoke":
-                ref = SMOKE_REF
-            else:
-                raise NearmetalError(f"image '{image.name}' is not in nearmetal's podman storage: "
-                                     f"run `nearmetal image build --format {self.image_format} --name {image.name}`")
-        if spec.use_sqfs:
-            raise NearmetalError("podman runs images from its own storage, not .sqfs files")
+        elif smoke and not image.location(fmt):
+            ref = SMOKE_REF  # doctor's smoke rootfs, which prepare_smoke imported
+        else:
+            ref = self.image_source(spec)
         # Rootless, --userns=host would run the ranks as uid 0 of the account's namespace,
         # where Open MPI's ranks look for the launcher's session directory under that uid;
         # keep-id runs them as the account inside too. /dev/mqueue: what rootless --ipc=host
@@ -150,6 +149,16 @@ class Podman(Runtime):
         if spec.workdir:
             argv += ["--workdir", spec.workdir]
         return argv + spec.runtime_args + [ref] + spec.argv
+
+
+    def refusal(self, fmt):
+        from ..image import formats
+
+        return f"podman runs images from its own storage, not {formats.get(fmt).suffix} files"
+
+    def missing(self, image, fmt):
+        return (f"image '{image.name}' is not in nearmetal's podman storage: "
+                f"run `nearmetal image build --format {fmt} --name {image.name}`")
 
 
 def account_reference(image):

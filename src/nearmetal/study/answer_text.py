@@ -200,21 +200,21 @@ def _grouped(eq, cells):
     return out
 
 
-FORMAT_WORDS = {"dir": "directory image", "squashfs": "SquashFS image", "sif": "SIF image"}
-
-
 def _optional_words(d):
     """The variant dimensions that are off unless asked for (study/plan.py OPTIONAL_DIMS)."""
+    from ..image import formats
+    from ..networks import is_default
+
     out = []
-    if d.get("image_format") in FORMAT_WORDS:
-        out.append(FORMAT_WORDS[d["image_format"]])
+    if d.get("image_format") in formats.on_host():
+        out.append(f"{formats.get(d['image_format']).title} image")
     if d.get("image_place"):
         out.append(f"image copied to {d['image_place']}")
     if d.get("cold"):
         out.append("cold page cache")
     if d.get("audit"):
         out.append("under LD_AUDIT")
-    if d.get("network") and d["network"] != "host":
+    if not is_default(d.get("network")):
         out.append(f"{d['network']} network")
     if d.get("user"):
         out.append(f"as {d['user']}")

@@ -13,7 +13,7 @@ nothing: working directories are made absolute (check_paths() checks them before
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, field_validator, model_validator)
@@ -22,6 +22,7 @@ from ..choices import modes as _modes
 from ..choices import mpis as _mpis
 from ..choices import runtimes as _runtimes
 from ..errors import NearmetalError
+from ..networks import DEFAULT as DEFAULT_NETWORK
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
                      Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
@@ -34,7 +35,20 @@ from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_to
 
 DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "user", "ranks",
               "threads", "nodes", "ranks_per_node")
-ImageFormat = Literal["default", "dir", "squashfs", "sif"]  # default: the format the image's name or path gives
+
+
+def _image_format(v):
+    """One of the formats a study can place (image/formats), or "default": the format the
+    image's name or path gives. Any other value, a string or not, gets the one message."""
+    from ..image.formats import on_host
+
+    have = ("default", *on_host())
+    if not isinstance(v, str) or v not in have:
+        raise ValueError("Input should be " + ", ".join(f"'{n}'" for n in have[:-1]) + f" or '{have[-1]}'")
+    return v
+
+
+ImageFormat = Annotated[Any, AfterValidator(_image_format)]
 # the directory a copy of the image is placed in for the runs ("": used where it is)
 ImagePlace = Annotated[StrictStr, Field(max_length=4096), AfterValidator(lambda v: expand_dir(v) if v else v)]
 
@@ -126,7 +140,7 @@ class Matrix(_Strict):
     image_place: list[ImagePlace] = [""]
     cold: list[StrictBool] = [False]    # the page cache dropped before each run (root)
     audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
-    network: list[Network] = ["host"]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
+    network: list[Network] = [DEFAULT_NETWORK]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
     user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py)
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
@@ -247,7 +261,7 @@ class Variant(_Strict):
     image_place: ImagePlace = ""
     cold: StrictBool = False
     audit: StrictBool = False             # the ranks under the rtld-audit library (audit/)
-    network: Network = "host"             # isolated: a rank per emulated node (networks/)
+    network: Network = DEFAULT_NETWORK    # isolated: a rank per emulated node (networks/)
     user: Account = ""                    # the account the ranks run as ("": the caller; privilege.py)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image

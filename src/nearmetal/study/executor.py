@@ -111,6 +111,7 @@ class Executor:
     def _image_of(self, key, variant):
         """The image a variant's runs use (its format, a placed copy), and whether the page
         cache is dropped before each run (study/image_variant.py)."""
+        from ..image.formats import ROOTFS
         from .image_variant import check_cold, named_format
 
         extra = {}
@@ -121,7 +122,7 @@ class Executor:
             extra["cold_cache"] = True
         spec = self._placer.image_spec(variant)
         if spec is not None and (variant.get("image_format") or variant.get("image_place")):
-            extra["image"] = {"format": named_format(spec) if not os.path.isdir(spec) else "dir", "path": spec,
+            extra["image"] = {"format": named_format(spec) if not os.path.isdir(spec) else ROOTFS, "path": spec,
                               "place": variant.get("image_place") or None}
         self._image_ctx[key] = extra
         return spec
@@ -162,7 +163,7 @@ class Executor:
                 ctx["witness"] = witnessed
             if transport is not None:  # what the ranks used between them (families/_transport.py)
                 ctx["transport"] = transport
-            if resolved.network != "host":
+            if _network(resolved).emulated:  # the host's own network is not recorded: older contexts stay
                 ctx["network"] = resolved.network
             if resolved.account is not None:  # the ranks ran as this account (privilege.py)
                 ctx["user"] = {"name": resolved.account.name, "uid": resolved.account.uid}
@@ -177,10 +178,11 @@ class Executor:
                 ctx["runtime"] = {"name": name, "version": self._runtime_version(name),
                                   **resolved.runtime.context(resolved.runtime_args)}
                 image = resolved.image
-                ctx["image"] = {"name": image.name, "digest": image.meta.get("digest"), "distro": image.distro,
-                                "sqfs": resolved.use_sqfs}
-                if resolved.use_sif:
-                    ctx["image"].update(sif=str(image.sif), sif_digest=image.meta.get("sif_digest"))
+                ctx["image"] = {"name": image.name, "digest": image.meta.get("digest"), "distro": image.distro}
+                from ..image import formats
+
+                for name in formats.names():  # what each format records (SquashFS: whether it was named)
+                    ctx["image"].update(formats.get(name).run_context(image, named=name == resolved.image_format))
                 ctx["image"].update(extra.get("image") or {})
             self._contexts[key] = self.store.context_id(ctx)
         return self._contexts[key]
@@ -245,7 +247,7 @@ class Executor:
 
         transport = summary(report(err), one_machine=resolved.scheduler.job_is_child)
         line = warning(transport)
-        if line and self.progress and resolved.network == "host":  # isolated nodes talk over TCP by design
+        if line and self.progress and not _network(resolved).emulated:  # emulated nodes talk over TCP by design
             print(f"{self.config.study.name}: {line}", file=sys.stderr)
         return transport
 
@@ -416,3 +418,9 @@ def _rdma_devices():
         return sorted(os.listdir("/sys/class/infiniband"))
     except OSError:
         return []
+
+
+def _network(resolved):
+    from .. import networks
+
+    return networks.get(resolved.network)

@@ -21,13 +21,14 @@ import tempfile
 
 from ..errors import NearmetalError
 
-SUFFIX = {"dir": "", "squashfs": ".sqfs", "sif": ".sif"}
-ATTR = {"dir": "rootfs", "squashfs": "sqfs", "sif": "sif"}
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
 def named_format(spec):
-    return "squashfs" if str(spec).endswith(".sqfs") else "sif" if str(spec).endswith(".sif") else "dir"
+    """The format of the image file a spec names (image/formats), the rootfs directory otherwise."""
+    from ..image import formats
+
+    return formats.of_path(spec) or formats.ROOTFS
 
 
 class Placer:
@@ -48,9 +49,7 @@ class Placer:
 
         image = Host().image(None if spec == "default" else spec)
         fmt = fmt or named_format(spec)
-        source = getattr(image, ATTR[fmt], None)
-        if fmt == "dir" and str(source).endswith((".sqfs", ".sif")):
-            source = None  # a lone SquashFS or SIF file has no directory form
+        source = image.location(fmt)  # a lone SquashFS file has no directory form
         if not source:
             raise NearmetalError(f"image '{image.name}' has no {fmt} form: build one with "
                                  f"`nearmetal image build --format {fmt} --name {image.name}`")
@@ -65,14 +64,17 @@ class Placer:
                 return target
         if not os.path.isdir(place):
             raise NearmetalError(f"image_place {place}: no such directory")
+        from ..image import formats
+
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "image"  # a name from image.json
         digest = hashlib.sha256(source.encode()).hexdigest()[:8]
         try:
             if place not in self.dirs:
                 self.dirs[place] = tempfile.mkdtemp(prefix="nearmetal-images-", dir=place)
-            target = os.path.join(self.dirs[place], f"{safe}-{digest}{SUFFIX[fmt]}")
+            layout = formats.get(fmt)
+            target = os.path.join(self.dirs[place], f"{safe}-{digest}{layout.suffix or ''}")
             self.placed[target] = source  # before copying: close() removes a copy cut short
-            if fmt == "dir":
+            if layout.layout == "directory":
                 shutil.copytree(source, target, symlinks=True, copy_function=_copy_regular)
             else:
                 shutil.copy2(source, target)

@@ -12,6 +12,8 @@ import os
 import random
 
 from ..errors import NearmetalError
+from ..networks import DEFAULT as DEFAULT_NETWORK
+from ..networks import get as get_network
 from . import placement
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
@@ -24,7 +26,7 @@ DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads") + placement.DIMS
 
 def is_set(value):
     """An optional dimension's value that asks for something (not off, not its default)."""
-    return value not in (False, None, "", "default", "host")  # host: the network's default
+    return value not in (False, None, "", "default", DEFAULT_NETWORK)  # the host's network: the default
 
 
 def _id_part(dim, value):
@@ -324,7 +326,7 @@ def _check_accounts(config, all_cells):
         if not is_set(c.variant.get("user")):
             continue
         i = config.benchmark.index(c.benchmark)
-        if is_set(c.variant.get("network")):
+        if is_set(c.variant.get("network")) and get_network(c.variant["network"]).account_problem():
             raise NearmetalError(f"benchmark[{i}]: variant {variant_id(c.variant)}: user and network "
                                  f"\"{c.variant['network']}\" do not combine (the emulated nodes are root's "
                                  f"namespaces): run one or the other")

@@ -29,6 +29,8 @@ def _image_id(ref) -> str:
 
 @FORMATS.register
 class Podman(ImageFormat):
+    title = "podman"
+    layout = "storage"  # located by a reference into that storage, not a host path
     image_attr = "podman_ref"
     # It lives in podman's storage, outside the image directory: imported from the new
     # image once that is in place, replacing the old image's copy.

@@ -23,8 +23,10 @@ def _apptainer():
 
 @FORMATS.register
 class Sif(ImageFormat):
-    image_attr = "sif"
+    title = "SIF"
     suffix = ".sif"
+    image_attr = "sif"
+    stands_for_image = True  # nearmetal's image directory, or the SIF's extracted root file system
 
     def available(self):
         return bool(_apptainer().path())
@@ -34,6 +36,18 @@ class Sif(ImageFormat):
 
     def locate(self, image_dir, meta):
         return sif_path(image_dir, meta["name"]) if self.recorded(image_dir, meta) else None
+
+    def open(self, path, spec):
+        if not path.is_file():
+            raise NearmetalError(f"no SIF image {spec}: no such file")
+        from ..store import _image_from_sif
+
+        image = _image_from_sif(path.resolve())
+        image.set_location(self.name, path.resolve())  # the file named, not the image directory's
+        return image
+
+    def run_context(self, image, named):
+        return {"sif": str(image.location(self.name)), "sif_digest": image.meta.get("sif_digest")} if named else {}
 
     def make(self, image_dir, name, log, report, meta):
         from ..chroot import run

@@ -33,6 +33,8 @@ def read_inside(path: Path, member: str) -> dict | None:
 
 @FORMATS.register
 class SquashFS(ImageFormat):
+    title = "SquashFS"
+    suffix = ".sqfs"
     image_attr = "sqfs"
 
     def recorded(self, image_dir, meta):
@@ -40,6 +42,18 @@ class SquashFS(ImageFormat):
 
     def locate(self, image_dir, meta):
         return sqfs_path(image_dir, meta["name"]) if self.recorded(image_dir, meta) else None
+
+    def open(self, path, spec):
+        if not path.is_file():
+            return None  # no such file: perhaps an image's name
+        from ..store import _image_from_sqfs
+
+        image = _image_from_sqfs(path.resolve())
+        image.set_location(self.name, path.resolve())  # the file named, not the image directory's
+        return image
+
+    def run_context(self, image, named):
+        return {"sqfs": named}
 
     def make(self, image_dir, name, log, report, meta):
         from ..chroot import run
