@@ -120,7 +120,7 @@ def _component(c, model, tag, total_ranks, shared_env, cores, gpu=None):
     if gpu is not None and gpu.visible is not None:
         from .gpu._visible import wrap as gpu_wrap
 
-        rank_argv = gpu_wrap(rank_argv, gpu.visible, gpu.apptainer_env)
+        rank_argv = gpu_wrap(rank_argv, gpu.visible, gpu.env_prefix)
     lreq = LaunchRequest(c.ranks, rank_argv, ranks_per_node=c.ranks_per_node, threads=c.threads, env=rank_env,
                          pmi_port=bool(runtime and runtime.needs_pmi_port), cores=cores)
     lreq.total_ranks = total_ranks

@@ -12,7 +12,7 @@ def binary():
     return build_tool(os.path.join(home_str(), "tools", "nm-gpuvis"), SOURCE)
 
 
-def wrap(argv, visible, apptainer_env=False):
+def wrap(argv, visible, env_prefix=None):
     """argv started through nm-gpuvis with the device list `visible`."""
-    extra = ["--also-prefix", "APPTAINERENV_"] if apptainer_env else []
+    extra = ["--also-prefix", env_prefix] if env_prefix else []
     return [binary(), "--devices", ",".join(visible), *extra, "--"] + list(argv)

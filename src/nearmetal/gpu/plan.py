@@ -44,11 +44,11 @@ class GpuPlan:
     """The whole of a component's GPU launch: runtime args, container env, the per-rank
     wrapper's device list (None: no wrapper), notes."""
 
-    __slots__ = ("args", "env", "visible", "notes", "apptainer_env")
+    __slots__ = ("args", "env", "visible", "notes", "env_prefix")
 
-    def __init__(self, args=(), env=None, visible=None, notes=(), apptainer_env=False):
+    def __init__(self, args=(), env=None, visible=None, notes=(), env_prefix=None):
         self.args, self.env, self.visible, self.notes = list(args), dict(env or {}), visible, list(notes)
-        self.apptainer_env = apptainer_env  # the wrapper also sets APPTAINERENV_CUDA_VISIBLE_DEVICES
+        self.env_prefix = env_prefix  # the wrapper also sets PREFIX + CUDA_VISIBLE_DEVICES (Apptainer)
 
 
 def devices_for(selected, present):
@@ -104,7 +104,7 @@ def prepare(c, found, spec):
         notes.append(f"gpu: each local rank sees one GPU: CUDA_VISIBLE_DEVICES = [{','.join(visible)}][local rank mod "
                      f"{len(visible)}] (nm-gpuvis; override with --env CUDA_VISIBLE_DEVICES=...)")
     return GpuPlan(args.args, env, visible, notes,
-                   apptainer_env=c.runtime is not None and c.runtime.name == "apptainer")
+                   env_prefix=c.runtime.env_prefix if c.runtime is not None else None)
 
 
 class _staged_lazily:

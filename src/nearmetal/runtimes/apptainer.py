@@ -70,6 +70,7 @@ class Apptainer(Runtime):
                     "and run scripts/setup.sh, or install it")
     # Unprivileged without a setuid starter: user namespaces; SIF and SquashFS files are
     # mounted with squashfuse, which needs /dev/fuse.
+    env_prefix = "APPTAINERENV_"
     formats = {"dir": ("userns",), "sif": ("userns", "fuse"), "squashfs": ("userns", "fuse")}
 
     def path(self):
@@ -169,7 +170,7 @@ class Apptainer(Runtime):
 
     def rank_env(self, spec):
         # Set by the launcher for each rank, read by apptainer inside: exact values, commas and all.
-        return {f"APPTAINERENV_{k}": v for k, v in spec.env.items()}
+        return {f"{self.env_prefix}{k}": v for k, v in spec.env.items()}
 
     def wrap(self, spec):
         # The file the user named (a SIF, or a SquashFS file, which Apptainer also runs), else
@@ -180,7 +181,7 @@ class Apptainer(Runtime):
         if any(a in CLEANENV_FLAGS for a in spec.runtime_args):
             from ._envfwd import binary as envfwd
 
-            argv += [envfwd(), "--prefix", "APPTAINERENV_", *[f"--keep={p}" for p in wireup_prefixes()], "--"]
+            argv += [envfwd(), "--prefix", self.env_prefix, *[f"--keep={p}" for p in wireup_prefixes()], "--"]
         argv += [exe, "--quiet", "exec"]  # --quiet: its INFO lines would mix with the program's output
         # /tmp: Open MPI's session directory; /dev/shm: shared-memory segments. Under
         # --contain Apptainer mounts a private /dev/shm and skips a bind of it: then the MPI

@@ -61,6 +61,9 @@ class Runtime(ABC):
     install_hint = ""  # how to get it, when it is not installed (doctor)
     # Launcher needs: hydra passes PMI through an inherited fd unless told to use a port.
     needs_pmi_port = False
+    # a prefix whose variables the runtime passes into the container (Apptainer: APPTAINERENV_),
+    # for a variable a per-rank wrapper sets on the host side (nm-gpuvis)
+    env_prefix = None
     # The image formats (image/formats names) its containers start from, the first when the
     # user names no file, each with what an unprivileged account (run --user,
     # docs/privilege.md) needs of the machine to start it (privilege.NEEDS names; None: only
