@@ -13,6 +13,7 @@ import pytest
 
 from conftest import assert_one_line_error, nearmetal
 from nearmetal.discovery.gpu import discover
+from nearmetal.image.store import Image
 
 pytestmark = pytest.mark.integration
 
@@ -200,8 +201,7 @@ def test_container_sees_the_host_driver_files_at_their_inodes(tmp_path, monkeypa
     found = discover(root=str(fake), load=None)
     for lib in found["libraries"].values():  # the fake driver's files, as this machine names them
         lib["file"] = str(fake) + lib["file"]
-    image = types.SimpleNamespace(name="stat", rootfs=_stat_rootfs(tmp_path), sqfs=None, sif=None, podman_ref=None,
-                                  meta={})
+    image = Image("stat", _stat_rootfs(tmp_path), meta={})
     c = types.SimpleNamespace(runtime=rt, image=image, env={}, runtime_args=(), mode="hybrid")
     plan = prepare(c, found, "1,")
     spec = RankSpec(image, ["/bin/stat", "-L", "-c", "%i %n", "/nm/host-gpu/lib/libcuda.so.1",
