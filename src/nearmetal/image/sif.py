@@ -35,7 +35,9 @@ PARTITION_EXTRA = struct.Struct("<ii3s")
 DATA_PARTITION = 0x4004
 FS_SQUASH, PART_PRIMSYS = 1, 2
 SQUASHFS_MAGIC = b"hsqs"
-EXTRACT_VERSION = 1
+# 2: extractions checked (tree_import.check_unpacked); a version-1 copy may hold device nodes
+# and setuid files as the SIF had them, so it is never reused (the version is in the directory name)
+EXTRACT_VERSION = 2
 
 
 class SifPartition:
@@ -123,7 +125,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
     path = Path(path).resolve()
     part = primary_partition(path)
     digest = file_digest(path)
-    root = subdir("sif") / digest.split(":", 1)[1][:24]
+    root = subdir("sif") / f"{digest.split(':', 1)[1][:24]}-v{EXTRACT_VERSION}"
     done = root / "extracted.json"
     if done.is_file():
         return root / "rootfs", digest
