@@ -251,3 +251,60 @@ def test_fuzzed_layers_import_or_fail_in_one_line_and_never_reach_outside(tmp_pa
             refused += 1
     assert sorted(os.listdir(outside)) == ["victim"] and (outside / "victim").read_text() == "host\n"
     assert 0 < refused < 300  # both outcomes were exercised
+
+
+def _docker_archive(path, members, compress=None):
+    """A `docker save`-like archive: (name, bytes) regular members, or (name, '->target') links."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            if isinstance(data, str):
+                ti.type, ti.linkname = tarfile.SYMTYPE, data[2:]
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+    raw = buf.getvalue()
+    path.write_bytes(compress(raw) if compress else raw)
+
+
+def test_a_loop_of_links_in_a_docker_archive_is_one_line(tmp_path):
+    from nearmetal.image import importer
+
+    src = tmp_path / "loop.tar"
+    _docker_archive(src, [("manifest.json", json.dumps([{"Layers": ["a/layer.tar"]}]).encode()),
+                          ("a/layer.tar", "->../b/layer.tar"), ("b/layer.tar", "->../a/layer.tar")])
+    assert importer.kind_of(src) == "docker archive"
+    with pytest.raises(NearmetalError, match="loop of symbolic links"):
+        importer._unpack("docker archive", src, tmp_path / "rootfs", None, Limits())
+
+
+def test_a_corrupt_xz_docker_archive_is_one_line(tmp_path):
+    import lzma
+    import random
+
+    from nearmetal.image import importer
+
+    rnd = random.Random(7)
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        data = " ".join(str(rnd.random()) for _ in range(40000)).encode()
+        ti = tarfile.TarInfo("big")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+    src = tmp_path / "img.tar.xz"
+    _docker_archive(src, [("manifest.json", json.dumps([{"Layers": ["l.tar"]}]).encode()),
+                          ("l.tar", layer.getvalue())], compress=lzma.compress)
+    blob = bytearray(src.read_bytes())
+    for i in range(len(blob) * 2 // 3, len(blob) * 2 // 3 + 32):  # inside the layer's data
+        blob[i] ^= 0xFF
+    src.write_bytes(blob)
+    with pytest.raises(NearmetalError, match="corrupt"):
+        importer._unpack("docker archive", src, tmp_path / "rootfs", None, Limits())
+    head = bytearray(src.read_bytes())
+    for i in range(100, 132):  # before manifest.json's header is read
+        head[i] ^= 0xFF
+    src.write_bytes(head)
+    with pytest.raises(NearmetalError, match="is not an image"):
+        importer.kind_of(src)
