@@ -342,3 +342,15 @@ def test_an_inputs_provenance_digest_never_reads_through_links_or_devices(tmp_pa
     os.symlink("/dev/null", tree / "zero")
     assert input_digest(str(tree)) != first  # a link counts by its target's name
     assert file_digest("/dev/zero") is None
+
+
+def test_a_last_match_among_very_many_goes_to_a_worker(monkeypatch):
+    """`last` walks every match in Python (microseconds each): a pattern that matches at every
+    byte of a few MiB would take seconds here, with nothing to end it."""
+    asked = []
+    monkeypatch.setattr(linear, "_in_worker", lambda pattern, op, data: asked.append((pattern, op, len(data))))
+    t0 = time.monotonic()
+    linear.last(r"(x*)", "b" * (2 * MB))
+    assert asked == [(r"(x*)", "last", 2 * MB)]
+    assert time.monotonic() - t0 < 5
+    assert linear.last(r"t=(\d+)", "t=1\n" * 1000 + "t=2\n") == ("2",) and len(asked) == 1  # few matches: here
