@@ -308,3 +308,11 @@ def test_a_corrupt_xz_docker_archive_is_one_line(tmp_path):
     src.write_bytes(head)
     with pytest.raises(NearmetalError, match="is not an image"):
         importer.kind_of(src)
+
+
+def test_stale_import_trees_are_only_this_names(tmp_path):
+    from nearmetal.image.importer import stale_imports
+
+    for n in (".a.import-123", ".a.import-x.import-456", ".a.import.lock", ".ab.import-7"):
+        (tmp_path / n).mkdir()
+    assert [p.name for p in stale_imports(tmp_path, "a")] == [".a.import-123"]

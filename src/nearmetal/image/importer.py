@@ -209,7 +209,7 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
         ok = False
         try:
             with report.session(f"importing {source} ({kind}) as image '{name}'"):
-                for stale in images_dir().glob(f".{name}.import-*"):  # of imports that were killed: the lock is ours
+                for stale in stale_imports(images_dir(), name):  # of imports that were killed: the lock is ours
                     remove_tree(stale)
                 tmp.mkdir(mode=0o700)
                 with report.step(f"unpacking the {kind}"):
@@ -237,6 +237,14 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
         finally:
             if not ok and tmp.exists():
                 remove_tree(tmp)
+
+
+def stale_imports(images: Path, name: str) -> list[Path]:
+    """The temporary trees `.NAME.import-PID` of killed imports of this name; not another
+    name's (".a.import-*" would also match image "a.import-x"'s ".a.import-x.import-PID",
+    whose own import may be running under its own lock)."""
+    prefix = f".{name}.import-"
+    return [p for p in images.glob(f"{prefix}*") if p.name[len(prefix):].isdigit()]
 
 
 def what_changed(imported: dict) -> list[str]:
