@@ -316,3 +316,20 @@ def test_stale_import_trees_are_only_this_names(tmp_path):
     for n in (".a.import-123", ".a.import-x.import-456", ".a.import.lock", ".ab.import-7"):
         (tmp_path / n).mkdir()
     assert [p.name for p in stale_imports(tmp_path, "a")] == [".a.import-123"]
+
+
+def test_an_images_ld_so_cache_is_read_bounded(tmp_path):
+    """Describing or running an imported image reads its /etc/ld.so.cache: a crafted one may
+    be gigabytes (zeros compress well) or a FIFO (a rootfs directory given to --image)."""
+    from nearmetal.elf.ldcache import MAX_CACHE_BYTES, read_ld_so_cache
+
+    big = tmp_path / "ld.so.cache"
+    with open(big, "wb") as f:
+        f.truncate(MAX_CACHE_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(NearmetalError, match="larger than"):
+        read_ld_so_cache(big)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(NearmetalError, match="not a regular file"):
+        read_ld_so_cache(fifo)
+    assert read_ld_so_cache(tmp_path / "missing") == []
