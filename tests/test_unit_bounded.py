@@ -354,3 +354,27 @@ def test_a_last_match_among_very_many_goes_to_a_worker(monkeypatch):
     assert asked == [(r"(x*)", "last", 2 * MB)]
     assert time.monotonic() - t0 < 5
     assert linear.last(r"t=(\d+)", "t=1\n" * 1000 + "t=2\n") == ("2",) and len(asked) == 1  # few matches: here
+
+
+def test_a_results_database_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    """A database handed over (or a --db path) may be a FIFO: opening it for its header
+    blocked until a writer came, for ever."""
+    import signal
+
+    from nearmetal.study.store import Store
+
+    fifo = tmp_path / "study.db"
+    os.mkfifo(fifo)
+
+    def late(signum, frame):
+        raise TimeoutError("the FIFO's open blocked")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, 2)
+    try:
+        for readonly in (True, False):
+            with pytest.raises(NearmetalError, match="not a regular file"):
+                Store(fifo, readonly=readonly, what="study 'x'")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -94,12 +95,18 @@ def _now():
 def _header(path):
     """(exists, first 100 bytes) of the file; NearmetalError when it cannot be read."""
     try:
-        with open(path, "rb") as f:
-            return True, f.read(100)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO there cannot block the open
     except FileNotFoundError:
         return False, b""
     except OSError as e:
         raise NearmetalError(f"cannot read results database {path}: {e.strerror}")
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NearmetalError(f"results database {path} is not a regular file (a directory, FIFO or device)")
+        try:
+            return True, f.read(100)
+        except OSError as e:
+            raise NearmetalError(f"cannot read results database {path}: {e.strerror}")
 
 
 class Store:
