@@ -373,7 +373,7 @@ def test_a_results_database_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     signal.setitimer(signal.ITIMER_REAL, 2)
     try:
         for readonly in (True, False):
-            with pytest.raises(NearmetalError, match="not a regular file"):
+            with pytest.raises(NearmetalError, match="a FIFO: only regular files are read"):
                 Store(fifo, readonly=readonly, what="study 'x'")
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

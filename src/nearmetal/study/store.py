@@ -30,13 +30,13 @@ import hashlib
 import json
 import os
 import sqlite3
-import stat
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import NearmetalError
+from ..safe_read import read_head
 from ..safe_write import refuse_links
 from . import shared_fs
 from .lock import lock_for_writing
@@ -95,18 +95,10 @@ def _now():
 def _header(path):
     """(exists, first 100 bytes) of the file; NearmetalError when it cannot be read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO there cannot block the open
-    except FileNotFoundError:
-        return False, b""
+        head = read_head(path, 100, "results database")  # a FIFO there refused, never waited on
     except OSError as e:
         raise NearmetalError(f"cannot read results database {path}: {e.strerror}")
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NearmetalError(f"results database {path} is not a regular file (a directory, FIFO or device)")
-        try:
-            return True, f.read(100)
-        except OSError as e:
-            raise NearmetalError(f"cannot read results database {path}: {e.strerror}")
+    return head is not None, head or b""
 
 
 class Store:
