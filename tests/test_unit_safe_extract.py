@@ -333,3 +333,42 @@ def test_an_images_ld_so_cache_is_read_bounded(tmp_path):
     with pytest.raises(NearmetalError, match="not a regular file"):
         read_ld_so_cache(fifo)
     assert read_ld_so_cache(tmp_path / "missing") == []
+
+
+def _deep_layer(depth):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for i in range(1, depth + 1):
+            ti = tarfile.TarInfo("/".join(["d"] * i))
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti)
+    buf.seek(0)
+    return buf
+
+
+def test_a_tree_thousands_deep_is_one_line_and_can_be_removed(world, tmp_path):
+    """A layer 1,200 directories deep, then a whiteout of its top: shutil.rmtree recursed once
+    per level (RecursionError, and the import's own clean-up failed the same way)."""
+    from nearmetal.image.beneath import MAX_DEPTH
+    from nearmetal.image.chroot import remove_tree
+
+    root, outside = world
+    ex = Extractor(root)
+    try:
+        with pytest.raises(NearmetalError, match=f"more than {MAX_DEPTH} directories deep"):
+            ex.layer_from(_deep_layer(1200), "layer")  # refused before any whiteout could remove it
+    finally:
+        ex.close()
+    deep = tmp_path / "deep"  # as unsquashfs may leave one: made here level by level
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=fd)
+        (open("f", "w", opener=lambda p, f: os.open(p, f, dir_fd=fd))).close()
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.close(fd)
+    remove_tree(deep)
+    assert not deep.exists() and os.listdir(outside) == ["victim"]
+
