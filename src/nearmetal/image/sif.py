@@ -118,6 +118,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
     """
     from ..home import subdir
     from .beneath import Tree
+    from .chroot import remove_tree  # iterative: a crafted SIF's tree may be thousands deep
     from .recipe import MOUNT_POINTS
     from .safe_extract import Limits
     from .tree_import import check_unpacked
@@ -135,7 +136,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
 
     unsquashfs_checked()
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp)
     tmp.mkdir(parents=True, mode=0o700)  # unsquashfs as root makes device nodes and setuid files before the check
     # Once per SIF content, and seconds for a large one: say what is happening (on a terminal:
     # a refused run's stderr stays its one error line).
@@ -169,5 +170,5 @@ def extracted(path, log=None) -> tuple[Path, str]:
         if say:
             print(f"nearmetal: {path.name} read in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
     return root / "rootfs", digest
