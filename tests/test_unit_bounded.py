@@ -342,3 +342,39 @@ def test_an_inputs_provenance_digest_never_reads_through_links_or_devices(tmp_pa
     os.symlink("/dev/null", tree / "zero")
     assert input_digest(str(tree)) != first  # a link counts by its target's name
     assert file_digest("/dev/zero") is None
+
+
+def test_a_last_match_among_very_many_goes_to_a_worker(monkeypatch):
+    """`last` walks every match in Python (microseconds each): a pattern that matches at every
+    byte of a few MiB would take seconds here, with nothing to end it."""
+    asked = []
+    monkeypatch.setattr(linear, "_in_worker", lambda pattern, op, data: asked.append((pattern, op, len(data))))
+    t0 = time.monotonic()
+    linear.last(r"(x*)", "b" * (2 * MB))
+    assert asked == [(r"(x*)", "last", 2 * MB)]
+    assert time.monotonic() - t0 < 5
+    assert linear.last(r"t=(\d+)", "t=1\n" * 1000 + "t=2\n") == ("2",) and len(asked) == 1  # few matches: here
+
+
+def test_a_results_database_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    """A database handed over (or a --db path) may be a FIFO: opening it for its header
+    blocked until a writer came, for ever."""
+    import signal
+
+    from nearmetal.study.store import Store
+
+    fifo = tmp_path / "study.db"
+    os.mkfifo(fifo)
+
+    def late(signum, frame):
+        raise TimeoutError("the FIFO's open blocked")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, 2)
+    try:
+        for readonly in (True, False):
+            with pytest.raises(NearmetalError, match="a FIFO: only regular files are read"):
+                Store(fifo, readonly=readonly, what="study 'x'")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -251,3 +251,124 @@ def test_fuzzed_layers_import_or_fail_in_one_line_and_never_reach_outside(tmp_pa
             refused += 1
     assert sorted(os.listdir(outside)) == ["victim"] and (outside / "victim").read_text() == "host\n"
     assert 0 < refused < 300  # both outcomes were exercised
+
+
+def _docker_archive(path, members, compress=None):
+    """A `docker save`-like archive: (name, bytes) regular members, or (name, '->target') links."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        for name, data in members:
+            ti = tarfile.TarInfo(name)
+            if isinstance(data, str):
+                ti.type, ti.linkname = tarfile.SYMTYPE, data[2:]
+                t.addfile(ti)
+            else:
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+    raw = buf.getvalue()
+    path.write_bytes(compress(raw) if compress else raw)
+
+
+def test_a_loop_of_links_in_a_docker_archive_is_one_line(tmp_path):
+    from nearmetal.image import importer
+
+    src = tmp_path / "loop.tar"
+    _docker_archive(src, [("manifest.json", json.dumps([{"Layers": ["a/layer.tar"]}]).encode()),
+                          ("a/layer.tar", "->../b/layer.tar"), ("b/layer.tar", "->../a/layer.tar")])
+    assert importer.kind_of(src) == "docker archive"
+    with pytest.raises(NearmetalError, match="loop of symbolic links"):
+        importer._unpack("docker archive", src, tmp_path / "rootfs", None, Limits())
+
+
+def test_a_corrupt_xz_docker_archive_is_one_line(tmp_path):
+    import lzma
+    import random
+
+    from nearmetal.image import importer
+
+    rnd = random.Random(7)
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        data = " ".join(str(rnd.random()) for _ in range(40000)).encode()
+        ti = tarfile.TarInfo("big")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+    src = tmp_path / "img.tar.xz"
+    _docker_archive(src, [("manifest.json", json.dumps([{"Layers": ["l.tar"]}]).encode()),
+                          ("l.tar", layer.getvalue())], compress=lzma.compress)
+    blob = bytearray(src.read_bytes())
+    for i in range(len(blob) * 2 // 3, len(blob) * 2 // 3 + 32):  # inside the layer's data
+        blob[i] ^= 0xFF
+    src.write_bytes(blob)
+    with pytest.raises(NearmetalError, match="corrupt"):
+        importer._unpack("docker archive", src, tmp_path / "rootfs", None, Limits())
+    head = bytearray(src.read_bytes())
+    for i in range(100, 132):  # before manifest.json's header is read
+        head[i] ^= 0xFF
+    src.write_bytes(head)
+    with pytest.raises(NearmetalError, match="is not an image"):
+        importer.kind_of(src)
+
+
+def test_stale_import_trees_are_only_this_names(tmp_path):
+    from nearmetal.image.importer import stale_imports
+
+    for n in (".a.import-123", ".a.import-x.import-456", ".a.import.lock", ".ab.import-7"):
+        (tmp_path / n).mkdir()
+    assert [p.name for p in stale_imports(tmp_path, "a")] == [".a.import-123"]
+
+
+def test_an_images_ld_so_cache_is_read_bounded(tmp_path):
+    """Describing or running an imported image reads its /etc/ld.so.cache: a crafted one may
+    be gigabytes (zeros compress well) or a FIFO (a rootfs directory given to --image)."""
+    from nearmetal.elf.ldcache import MAX_CACHE_BYTES, read_ld_so_cache
+
+    big = tmp_path / "ld.so.cache"
+    with open(big, "wb") as f:
+        f.truncate(MAX_CACHE_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(NearmetalError, match="larger than"):
+        read_ld_so_cache(big)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(NearmetalError, match="not a regular file"):
+        read_ld_so_cache(fifo)
+    assert read_ld_so_cache(tmp_path / "missing") == []
+
+
+def _deep_layer(depth):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for i in range(1, depth + 1):
+            ti = tarfile.TarInfo("/".join(["d"] * i))
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            t.addfile(ti)
+    buf.seek(0)
+    return buf
+
+
+def test_a_tree_thousands_deep_is_one_line_and_can_be_removed(world, tmp_path):
+    """A layer 1,200 directories deep, then a whiteout of its top: shutil.rmtree recursed once
+    per level (RecursionError, and the import's own clean-up failed the same way)."""
+    from nearmetal.image.beneath import MAX_DEPTH
+    from nearmetal.image.chroot import remove_tree
+
+    root, outside = world
+    ex = Extractor(root)
+    try:
+        with pytest.raises(NearmetalError, match=f"more than {MAX_DEPTH} directories deep"):
+            ex.layer_from(_deep_layer(1200), "layer")  # refused before any whiteout could remove it
+    finally:
+        ex.close()
+    deep = tmp_path / "deep"  # as unsquashfs may leave one: made here level by level
+    deep.mkdir()
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1200):
+        os.mkdir("d", dir_fd=fd)
+        (open("f", "w", opener=lambda p, f: os.open(p, f, dir_fd=fd))).close()
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.close(fd)
+    remove_tree(deep)
+    assert not deep.exists() and os.listdir(outside) == ["victim"]
+

@@ -115,3 +115,18 @@ def test_extra_packages_come_after_the_recipes_once():
     assert check_packages([" gromacs", "hpcc "], True) == ["gromacs", "hpcc"]
     got = packages(["mpich"], ["hpcc", "gcc", "hpcc"])
     assert got[-1] == "hpcc" and got.count("gcc") == 1 and got.count("hpcc") == 1
+
+
+def test_an_extraction_made_before_the_check_is_not_reused(tmp_path, monkeypatch):
+    """A version-1 extraction (before tree_import.check_unpacked) may hold device nodes and
+    setuid files as the SIF had them: extracted() must not hand it out again."""
+    monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path / "home"))
+    f = tmp_path / "old.sif"
+    make_sif(f, [(sif.FS_SQUASH, sif.PART_PRIMSYS, b"hsqs" + bytes(100))])
+    digest = sif.file_digest(f)
+    old = tmp_path / "home" / "sif" / digest.split(":", 1)[1][:24]
+    (old / "rootfs").mkdir(parents=True)
+    (old / "extracted.json").write_text('{"version": 1}')
+    monkeypatch.setattr(sif.shutil, "which", lambda name: None)  # no unsquashfs: no process in the unit tier
+    with pytest.raises(NearmetalError, match="needs unsquashfs"):
+        sif.extracted(f)

@@ -3,6 +3,7 @@ with bounded memory and time: never through a symbolic link, never a FIFO, devic
 directory, never more than a stated number of bytes, JSON never deeper than a stated depth.
 
     read_regular(path, limit, what)     the file's bytes (one-line NearmetalError otherwise)
+    read_head(path, n, what)            its first n bytes (None: no such file)
     load_json(path, limit, depth, what) a JSON file, bounded in size and nesting
 """
 
@@ -60,6 +61,21 @@ def read_regular(path, limit, what="file"):
             view.release()
     del buf[got:]
     return buf
+
+
+def read_head(path, n, what="file"):
+    """The first n bytes of the regular file at `path`, None when there is none; a one-line
+    NearmetalError for anything else (O_NONBLOCK: a FIFO cannot block the open), OSError
+    for what cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            _refuse(what, path, _kind(mode) + ": only regular files are read")
+        return f.read(n)
 
 
 def _kind(mode):

@@ -31,10 +31,17 @@ from ..errors import NearmetalError
 MAX_PROGRAM = 600             # RE2 instructions; "[ab]*a[ab]{200}c" is 207, a FOM pattern a few dozen
 IN_PROCESS_WORK = 100_000_000  # bytes x instructions: under ~1 s even where the DFA gives up
 MATCH_SECONDS = 10
+# "last" walks every match in Python, about 3 us each: a pattern that matches at every byte
+# (`(\d*)`) over 14 MiB took 40 s here. Past this many matches the search goes to the worker.
+MAX_MATCHES_HERE = 100_000
 
 
 class Undecided(NearmetalError):
     """The search did not end within MATCH_SECONDS."""
+
+
+class _ManyMatches(Exception):
+    """More than MAX_MATCHES_HERE matches met in this process."""
 
 
 def _reason(e):
@@ -66,13 +73,18 @@ def groups(pattern):
     return compiled(pattern).groups
 
 
-def _run(program, op, data):
-    """op on bytes: "found" (bool), "first" or "last" (the match's groups as bytes, or None)."""
+def _run(program, op, data, max_matches=None):
+    """op on bytes: "found" (bool), "first" or "last" (the match's groups as bytes, or None);
+    _ManyMatches when "last" meets more than max_matches matches."""
     if op == "found":
         return program.search(data) is not None
+    if op != "last":
+        m = program.search(data)
+        return None if m is None else m.groups()
     m = None
-    for m in (program.finditer(data) if op == "last" else [program.search(data)]):
-        pass
+    for count, m in enumerate(program.finditer(data), 1):
+        if max_matches is not None and count > max_matches:
+            raise _ManyMatches
     return None if m is None else m.groups()
 
 
@@ -80,7 +92,10 @@ def _search(pattern, text, op):
     program = compiled(pattern)
     data = (text or "").encode("utf-8", "surrogateescape")
     if len(data) * program.programsize <= IN_PROCESS_WORK:
-        return _run(program, op, data)
+        try:
+            return _run(program, op, data, MAX_MATCHES_HERE)
+        except _ManyMatches:
+            pass  # where it can be ended
     return _in_worker(pattern, op, data)
 
 

@@ -4,9 +4,9 @@ Part of nearmetal.elf."""
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 from nearmetal.errors import NearmetalError
 
@@ -25,6 +25,8 @@ FLAG_X8664_LIB64 = 0x0300
 #: ld.so.cache flags of an x86-64 glibc library ("libc6,x86-64" in ldconfig -p).
 FLAGS_X86_64 = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64
 _HWCAP_EXTENSION = 1 << 62
+# A system's cache is kilobytes; an imported image's may be anything (a multi-GB file, a FIFO)
+MAX_CACHE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,20 @@ def read_ld_so_cache(path: str | os.PathLike[str]) -> list[CacheEntry]:
     gives ``[]``; an unreadable or corrupt one raises :class:`NearmetalError`.
     """
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO there cannot block
     except FileNotFoundError:
         return []
     except OSError as exc:
         raise NearmetalError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NearmetalError(f"{os.fspath(path)} is not a regular file, so not an ld.so cache")
+        try:
+            data = f.read(MAX_CACHE_BYTES + 1)
+        except OSError as exc:
+            raise NearmetalError(f"cannot read {os.fspath(path)}: {exc.strerror or exc}") from None
+    if len(data) > MAX_CACHE_BYTES:
+        raise NearmetalError(f"{os.fspath(path)} is larger than {MAX_CACHE_BYTES >> 20} MiB: not an ld.so cache")
     try:
         return _parse_cache(data)
     except (struct.error, IndexError) as exc:

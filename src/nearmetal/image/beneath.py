@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 
 from ..errors import NearmetalError, one_line
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_LINKS = 40  # the kernel's own limit on links in one path (ELOOP)
+# Directories deep (real images: a few dozen; node_modules a hundred or so). A crafted tree
+# thousands deep exhausted Python's recursion (RecursionError) in what walks it.
+MAX_DEPTH = 512
 
 
 def split(name: str, what: str) -> list[str]:
@@ -69,6 +71,9 @@ class Tree:
                         os.close(stack.pop())
                     continue
                 cur = stack[-1]
+                if len(stack) > MAX_DEPTH:
+                    raise NearmetalError(f"'{one_line('/'.join(parts))[:160]}' lies more than {MAX_DEPTH} directories "
+                                         "deep (a crafted image)")
                 try:
                     stack.append(os.open(name, DIR_FLAGS, dir_fd=cur))
                     continue
@@ -141,15 +146,48 @@ def lstat_at(dirfd: int, name: str):
 
 def remove(dirfd: int, name: str) -> bool:
     """Remove entry `name` of directory dirfd, whatever it is; a directory with its contents
-    (shutil.rmtree on descriptors: it never follows a link). False when there was none."""
+    (rmtree_at: it never follows a link). False when there was none."""
     st = lstat_at(dirfd, name)
     if st is None:
         return False
     if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(name, dir_fd=dirfd)
+        rmtree_at(dirfd, name)
     else:
         os.unlink(name, dir_fd=dirfd)
     return True
+
+
+def rmtree_at(dirfd: int, name: str):
+    """Remove directory `name` of dirfd with all it holds, never following a link: iterative,
+    one descriptor open at a time (shutil.rmtree recurses and holds a descriptor per level:
+    a tree 1,200 directories deep raised RecursionError). Climbs back with '..': only for
+    nearmetal's own trees, which nothing else changes meanwhile."""
+    fd = os.open(name, DIR_FLAGS, dir_fd=dirfd)
+    down: list[str] = []
+    try:
+        while True:
+            sub = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        sub = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if sub is not None:
+                below = os.open(sub, DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = below
+                down.append(sub)
+                continue
+            if not down:
+                break
+            up = os.open("..", DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = up
+            os.rmdir(down.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dirfd)
 
 
 def write_all(fd: int, data) -> None:

@@ -141,7 +141,16 @@ def remove_tree(path: Path):
     if mounts_under(path):
         raise NearmetalError(f"cannot remove {path}: still has mounts ({', '.join(mounts_under(path))}); "
                              "unmount them and remove it by hand")
-    shutil.rmtree(path, ignore_errors=True)
+    from .beneath import rmtree_at
+
+    try:  # iterative (a crafted image thousands of directories deep), errors ignored as before
+        parent = os.open(Path(path).parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            rmtree_at(parent, Path(path).name)
+        finally:
+            os.close(parent)
+    except OSError:
+        pass
 
 
 @contextlib.contextmanager

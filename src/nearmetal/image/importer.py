@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import lzma
 import os
 import sys
 import tarfile
 import time
+import zlib
 from pathlib import Path
 
 from ..errors import NearmetalError, one_line
@@ -26,6 +28,8 @@ from .safe_extract import Extractor, Limits, size_text
 from .tree_import import check_unpacked, copy_tree
 
 MAX_OUTER = 100_000  # members of a docker or OCI archive itself (layers, blobs, configs)
+# A compressed outer archive's corrupt data: gzip's and xz's errors are not OSErrors
+CORRUPT = (zlib.error, lzma.LZMAError)
 KINDS = ("rootfs directory", "docker archive", "OCI layout", "OCI archive", "SquashFS", "SIF")
 
 
@@ -44,7 +48,7 @@ def kind_of(source: Path) -> str:
     try:
         with tarfile.open(source) as t:
             names = _archive_members(t, source)
-    except (tarfile.TarError, OSError, EOFError):
+    except (tarfile.TarError, OSError, EOFError, *CORRUPT):
         raise NearmetalError(f"{source} is not an image: not a directory, a tar archive (docker save, OCI), "
                              "a SquashFS file or a SIF") from None
     if "manifest.json" in names:
@@ -87,6 +91,8 @@ def _unpack(kind, source: Path, rootfs: Path, log, limits: Limits) -> Extractor:
                 for name in layers:
                     ex.layer_from(files.open(name), f"{source}: layer {name}")
         ex.finish()
+    except CORRUPT as e:
+        raise NearmetalError(f"unpacking {source}: its compressed data is corrupt ({one_line(str(e))[:120]})") from None
     except OSError as e:
         raise NearmetalError(f"unpacking {source}: {one_line(e.strerror or str(e))[:200]}"
                              + (f" ({one_line(e.filename)[:120]})" if isinstance(e.filename, str) else "")) from None
@@ -203,7 +209,7 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
         ok = False
         try:
             with report.session(f"importing {source} ({kind}) as image '{name}'"):
-                for stale in images_dir().glob(f".{name}.import-*"):  # of imports that were killed: the lock is ours
+                for stale in stale_imports(images_dir(), name):  # of imports that were killed: the lock is ours
                     remove_tree(stale)
                 tmp.mkdir(mode=0o700)
                 with report.step(f"unpacking the {kind}"):
@@ -231,6 +237,14 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
         finally:
             if not ok and tmp.exists():
                 remove_tree(tmp)
+
+
+def stale_imports(images: Path, name: str) -> list[Path]:
+    """The temporary trees `.NAME.import-PID` of killed imports of this name; not another
+    name's (".a.import-*" would also match image "a.import-x"'s ".a.import-x.import-PID",
+    whose own import may be running under its own lock)."""
+    prefix = f".{name}.import-"
+    return [p for p in images.glob(f"{prefix}*") if p.name[len(prefix):].isdigit()]
 
 
 def what_changed(imported: dict) -> list[str]:

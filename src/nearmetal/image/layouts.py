@@ -50,6 +50,9 @@ class ArchiveFiles:
             f = self.outer.extractfile(member) if member is not None else None
         except KeyError:  # a link member whose target is not in the archive
             f = None
+        except RecursionError:  # tarfile follows a member's symbolic links without a limit
+            raise NearmetalError(f"{self.source}: {one_line(name)[:120]} is a loop of symbolic links in the "
+                                 "archive: refused") from None
         except (tarfile.TarError, OSError) as e:
             raise NearmetalError(f"{self.source}: {one_line(name)[:120]}: {one_line(str(e))[:120]}") from None
         if f is None:

@@ -35,7 +35,9 @@ PARTITION_EXTRA = struct.Struct("<ii3s")
 DATA_PARTITION = 0x4004
 FS_SQUASH, PART_PRIMSYS = 1, 2
 SQUASHFS_MAGIC = b"hsqs"
-EXTRACT_VERSION = 1
+# 2: extractions checked (tree_import.check_unpacked); a version-1 copy may hold device nodes
+# and setuid files as the SIF had them, so it is never reused (the version is in the directory name)
+EXTRACT_VERSION = 2
 
 
 class SifPartition:
@@ -116,6 +118,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
     """
     from ..home import subdir
     from .beneath import Tree
+    from .chroot import remove_tree  # iterative: a crafted SIF's tree may be thousands deep
     from .recipe import MOUNT_POINTS
     from .safe_extract import Limits
     from .tree_import import check_unpacked
@@ -123,7 +126,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
     path = Path(path).resolve()
     part = primary_partition(path)
     digest = file_digest(path)
-    root = subdir("sif") / digest.split(":", 1)[1][:24]
+    root = subdir("sif") / f"{digest.split(':', 1)[1][:24]}-v{EXTRACT_VERSION}"
     done = root / "extracted.json"
     if done.is_file():
         return root / "rootfs", digest
@@ -133,7 +136,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
 
     unsquashfs_checked()
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    remove_tree(tmp)
     tmp.mkdir(parents=True, mode=0o700)  # unsquashfs as root makes device nodes and setuid files before the check
     # Once per SIF content, and seconds for a large one: say what is happening (on a terminal:
     # a refused run's stderr stays its one error line).
@@ -167,5 +170,5 @@ def extracted(path, log=None) -> tuple[Path, str]:
         if say:
             print(f"nearmetal: {path.name} read in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
     return root / "rootfs", digest

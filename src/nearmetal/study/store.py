@@ -36,6 +36,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..errors import NearmetalError
+from ..safe_read import read_head
 from ..safe_write import refuse_links
 from . import shared_fs
 from .lock import lock_for_writing
@@ -94,12 +95,10 @@ def _now():
 def _header(path):
     """(exists, first 100 bytes) of the file; NearmetalError when it cannot be read."""
     try:
-        with open(path, "rb") as f:
-            return True, f.read(100)
-    except FileNotFoundError:
-        return False, b""
+        head = read_head(path, 100, "results database")  # a FIFO there refused, never waited on
     except OSError as e:
         raise NearmetalError(f"cannot read results database {path}: {e.strerror}")
+    return head is not None, head or b""
 
 
 class Store:
