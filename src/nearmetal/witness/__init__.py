@@ -21,25 +21,40 @@ def library():
     return preloaded_library("nm-witness", SOURCE)
 
 
+FIELDS = ("rank", "pid", "program", "library", "inode", "version")
+
+
+def preloaded(env, library_path):
+    """The ranks' environment with library_path preloaded (after any LD_PRELOAD of theirs)."""
+    env = dict(env or {})
+    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), library_path) if p)
+    return env
+
+
 def rank_env(env=None):
     """The ranks' environment with the witness preloaded (after any LD_PRELOAD of theirs)."""
-    env = dict(env or {})
-    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), library()) if p)
-    return env
+    return preloaded(env, library())
+
+
+def parse_lines(stderr, prefix, fields):
+    """[{field: value}] from the ranks' `PREFIX field=value ...` lines, sorted by rank: the
+    first occurrence of a field wins, and a value runs on over spaces (a version string, a
+    path) until the next field."""
+    out = []
+    for line in (stderr or "").splitlines():
+        if not line.startswith(prefix):
+            continue
+        found, key = {}, None
+        for part in line[len(prefix):].split(" "):
+            k, eq, v = part.partition("=")
+            if eq and k in fields and k not in found:
+                key, found[k] = k, v
+            elif key:
+                found[key] += " " + part
+        out.append(found)
+    return sorted(out, key=lambda f: (len(f.get("rank", "")), f.get("rank", "")))
 
 
 def parse(stderr):
     """[{rank, pid, program, library, inode, version}] from the ranks' witness lines."""
-    out = []
-    for line in (stderr or "").splitlines():
-        if not line.startswith(PREFIX):
-            continue
-        fields, key = {}, None
-        for part in line[len(PREFIX):].split(" "):
-            k, eq, v = part.partition("=")
-            if eq and k in ("rank", "pid", "program", "library", "inode", "version"):
-                key, fields[k] = k, v
-            elif key:
-                fields[key] += " " + part  # a version string has spaces
-        out.append(fields)
-    return sorted(out, key=lambda f: (len(f.get("rank", "")), f.get("rank", "")))
+    return parse_lines(stderr, PREFIX, FIELDS)

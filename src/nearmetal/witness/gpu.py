@@ -9,6 +9,8 @@ own file (same inode: bound, not copied) or another one (the image's).
 
 import os
 
+from . import parse_lines, preloaded
+
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-gpu-witness.c")
 PREFIX = "nm-gpu-witness: "
 FIELDS = ("rank", "pid", "program", "libcuda", "inode", "libcuda_version", "driver", "gpu", "context", "visible")
@@ -23,27 +25,13 @@ def library():
 
 def rank_env(env=None):
     """The ranks' environment with the GPU witness preloaded (after any LD_PRELOAD of theirs)."""
-    env = dict(env or {})
-    env["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD", ""), library()) if p)
-    return env
+    return preloaded(env, library())
 
 
 def parse(stderr):
     """[{rank, pid, program, libcuda, inode, libcuda_version, driver, gpu, context, visible}]
     from the ranks' GPU witness lines (sorted by rank); "none" where there was nothing."""
-    out = []
-    for line in (stderr or "").splitlines():
-        if not line.startswith(PREFIX):
-            continue
-        fields, key = {}, None
-        for part in line[len(PREFIX):].split(" "):
-            k, eq, v = part.partition("=")
-            if eq and k in FIELDS and k not in fields:
-                key, fields[k] = k, v
-            elif key:
-                fields[key] += " " + part  # a path with spaces
-        out.append(fields)
-    return sorted(out, key=lambda f: (len(f.get("rank", "")), f.get("rank", "")))
+    return parse_lines(stderr, PREFIX, FIELDS)
 
 
 def from_maps(text):
