@@ -180,9 +180,10 @@ def for_answer(base, var, result, higher_is_better=False):
     hib = bool(higher_is_better)
     m = detect(np.concatenate([np.asarray(base, float), np.asarray(var, float)])) or result["detected"]
     best = len(m["locations"]) - 1 if hib else 0
-    info = {"detected": m, "share_baseline": float(np.mean(assign(base, m) != best)),
-            "share_variant": float(np.mean(assign(var, m) != best)),
-            "share_differs": bool(result["share"].get("differs"))}
+    kb, kv = int(np.sum(assign(base, m) != best)), int(np.sum(assign(var, m) != best))
+    _, lo, hi = share_difference(kb, len(base), kv, len(var), SHARE_GATE_ALPHA)
+    info = {"detected": m, "share_baseline": kb / len(base), "share_variant": kv / len(var),
+            "share_differs": not lo <= 0 <= hi}  # over all pairs, as the answer's interval
     return adjust(base, m, hib), adjust(var, m, hib), info
 
 
