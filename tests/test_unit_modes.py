@@ -254,3 +254,64 @@ def test_answer_words_name_the_point_and_the_baseline():
     info = {"detected": m, "share_baseline": 7 / 18, "share_variant": 0.25, "share_differs": False}
     assert mode_compare.answer_words({"size": 8}, info, "µs", "natively") == \
         "at 8 B launches fall into two groups: 0.18 and 0.69 µs, 25% slow, 39% natively"
+
+
+# ------------------------------------------------------------------ wired into a study's analysis
+
+def _analysis(base, var, modes_on=True, margin=0.10):
+    """A one-point analysis dict as analysis.analyze builds it, the point decided by the
+    quickstart's looks (sequential.decide)."""
+    from nearmetal.study import sequential, stats
+
+    looks = sequential.schedule(5, 60)
+    bd, vd = dict(enumerate(map(float, base))), dict(enumerate(map(float, var)))
+    comp = sequential.decide(bd, vd, looks, sequential.ALPHA / len(looks), margin, False, n_boot=200,
+                             modes=modes_on)
+    native = {"mode": "native", "mpi": "mpich"}
+    bind = {"mode": "bind", "runtime": "charliecloud", "mpi": "mpich", "image": "default"}
+    common = {"benchmark": "latency", "kernel": "latency", "metric": "latency", "unit": "us",
+              "higher_is_better": False, "point": {"size": 8}, "ranks": 2, "threads": 1,
+              "blocks": list(range(len(base)))}
+    points = [{**common, "variant": "native/mpich", "variant_dims": native, "values": list(bd.values()),
+               "stats": stats.summarize(base), "baseline": None, "comparison": None},
+              {**common, "variant": "bind/charliecloud/mpich/default", "variant_dims": bind,
+               "values": list(vd.values()), "stats": stats.summarize(var), "baseline": "native/mpich",
+               "comparison": comp}]
+    return {"study": {"name": "t", "margin": margin}, "points": points,
+            "variants": [{"id": "native/mpich", **native, "baseline": "native/mpich"},
+                         {"id": "bind/charliecloud/mpich/default", **bind, "baseline": "native/mpich"}],
+            "sequential": {"alpha_per_look": sequential.ALPHA / len(looks),
+                           "ci_level": 1 - 2 * sequential.ALPHA / len(looks)}}
+
+
+def test_a_study_point_with_modes_is_decided_and_answered_in_plain_words():
+    from nearmetal.study.answers import answers
+
+    rng = np.random.default_rng(20)
+    base = mixture(rng, 60, [0.18, 0.69], [0.6, 0.4], sd=0.05)
+    var = mixture(rng, 60, [0.18, 0.69], [0.6, 0.4], sd=0.05)
+    on, off = _analysis(base, var), _analysis(base, var, modes_on=False)
+    assert on["points"][1]["comparison"]["verdict"] == "equivalent" and on["points"][1]["comparison"]["modes"]
+    assert off["points"][1]["comparison"]["verdict"] == "inconclusive"
+    assert on["points"][1]["comparison"]["look"] < off["points"][1]["comparison"]["look"]
+    a = answers(on)
+    v = a["by_variant"][0]
+    assert v["verdict"] == "equivalent" and a["by_benchmark"][0]["modes"]["n_points"] == 1
+    assert re.search(r"On latency, at 8 B launches fall into two groups: 0\.1\d+ and 0\.[67]\d* us, \d+% slow, "
+                     r"\d+% natively\.$", v["sentence"])
+    assert answers(off)["by_variant"][0]["verdict"] == "inconclusive"
+
+
+def test_an_answer_whose_slow_share_differs_is_not_equivalent_and_says_why():
+    from nearmetal.study.answers import answers
+
+    rng = np.random.default_rng(21)
+    base = exact_mixture([14, 6], [0.18, 0.69], rng)
+    var = exact_mixture([5, 15], [0.18, 0.69], rng)
+    rng.shuffle(base)
+    rng.shuffle(var)
+    a = answers(_analysis(base, var))
+    e = a["by_benchmark"][0]
+    assert e["verdict"] == "inconclusive" and e["modes"]["share_differs"]
+    assert e["text"].startswith("latency: as fast in each group of launches, but the share of slow launches differs")
+    assert "75% slow, 30% natively" in e["text"]

@@ -19,6 +19,7 @@ from collections import defaultdict
 import numpy as np
 
 from . import stats
+from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
 from .answer_text import bench_words, cell_phrase, left_out_words, sentence, variant_words
 
@@ -82,6 +83,9 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
                "noise_pct": float(np.median(noises)) * 100 if noises else None}
         out["verdict"] = _verdict(lo, hi, margin, len(blocks))
+        if g < len(cells) and out["verdict"] == "equivalent" and any(
+                (terms[i]["modes"] or {}).get("share_differs") for i in members):
+            out["verdict"] = "inconclusive"  # as fast in each mode, not as often slow: the benchmark's phrase says it
         out["resolution_pct"] = resolution(lo, hi, out["verdict"])
         return out
 
@@ -98,6 +102,14 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "label": bench_words(bench, first["kernel"], pl), **summary(g, members),
                  "per_launch": _per_launch([terms[i] for i in members])}
         entry["text"] = cell_phrase(entry, margin)
+        modal = sorted((terms[i] for i in members if terms[i]["modes"]), key=lambda t: not t["modes"]["share_differs"])
+        entry["modes"] = None if not modal else {  # mode_compare.py: one point's modes in words
+            "n_points": len(modal), "share_differs": modal[0]["modes"]["share_differs"],
+            "text": answer_words(modal[0]["point"], modal[0]["modes"], modal[0]["unit"] or "",
+                                 _baseline_words(vmeta.get(first["baseline"])))}
+        if entry["modes"] and entry["modes"]["share_differs"] and entry["verdict"] == "inconclusive":
+            entry["text"] = (f"{entry['label']}: as fast in each group of launches, but the share of slow launches "
+                             f"differs ({entry['modes']['text']})")
         by_benchmark.append(entry)
     by_benchmark.sort(key=lambda e: (order.index(e["variant"]), e["benchmark"], e["ranks"] or 0, e["threads"] or 0))
     by_variant, headline = [], []
@@ -107,6 +119,9 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "benchmarks": sum(1 for e in by_benchmark if e["variant"] == vid), **summary(g, variants[vid]),
                  "left_out": dict(left_out.get(vid, {}))}
         entry["sentence"] = sentence(entry, [e for e in by_benchmark if e["variant"] == vid], margin, ci_alpha)
+        modal = [e for e in by_benchmark if e["variant"] == vid and e["modes"]]
+        if modal and not modal[0]["modes"]["share_differs"]:  # one line on the launches' modes
+            entry["sentence"] += f" On {modal[0]['label']}, {modal[0]['modes']['text']}."
         by_variant.append(entry)
         headline.append(entry["sentence"])
     for vid, why in left_out.items():  # compared variants of which no point could be aggregated
@@ -118,6 +133,10 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     return {"method": "geometric mean of per-point cost ratios, paired block bootstrap", "alpha": alpha,
             "ci_level": 1 - ci_alpha, "margin": margin, "n_boot": int(n_boot), "seed": seed,
             "by_benchmark": by_benchmark, "by_variant": by_variant, "headline": headline}
+
+
+def _baseline_words(meta):
+    return "natively" if (meta or {}).get("mode") == "native" else "in the baseline"
 
 
 def _num(x):
@@ -162,15 +181,18 @@ def _terms(points):
         if not all(_num(x) and x > 0 for _, bv, vv in pairs for x in (bv, vv)):
             left_out[vid]["not_positive"] += 1
             continue
+        bv, vv = np.asarray([x for _, x, _ in pairs], float), np.asarray([x for _, _, x in pairs], float)
+        modes = None
+        if c.get("modes"):  # launches in modes: each set against its own mode, as the point's comparison
+            bv, vv, modes = for_answer(bv, vv, c["modes"], p.get("higher_is_better"))
         noise = (c.get("baseline_noise") or {}).get("cv")
         if not _num(noise):
-            bv = np.asarray([x for _, x, _ in pairs])
             noise = float(np.std(bv, ddof=1) / np.mean(bv))
         terms.append({"variant": vid, "baseline": bid, "benchmark": p.get("benchmark"), "kernel": p.get("kernel"),
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
-                      "blocks": [b for b, _, _ in pairs], "base": np.asarray([x for _, x, _ in pairs], float),
-                      "var": np.asarray([x for _, _, x in pairs], float), "noise": noise})
+                      "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
+                      "modes": modes})
     return terms, left_out
 
 
