@@ -7,7 +7,8 @@ heavy-tailed, with slow outliers) and how often it finds two real groups.
 Part 2, the comparison, as a study runs it (study/sequential.py: randomized blocks, looks at
 fixed block counts, alpha/K per look): each replicate takes one baseline cell of the database
 and draws both arms' launches from that cell's values (with replacement): A/A. "planted"
-multiplies the variant's launches by --effect (1.05: a 5% difference, both modes moved).
+multiplies the variant's launches by --effect (1.05: a 5% difference, both modes moved);
+"at margin" by 1 + the setting's margin, where "equivalent" is the false verdict (<= 5%).
 Cells are counted apart as multi-modal (detected on the cell's own values) or single-group.
 Columns: equivalent; false (A/A called slower or faster); found (planted: called slower or
 faster in the planted direction: x1.05 is slower for a time, faster for a rate); wrong (the
@@ -133,6 +134,7 @@ def main():
     ap.add_argument("--effect", type=float, default=1.05)
     ap.add_argument("--detector-samples", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--only", choices=("multi-modal", "single"), help="one class of cells only")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     t0 = time.time()
@@ -152,9 +154,10 @@ def main():
         print(f"  {'cells':12s} {'truth':9s} {'method':9s} {'equivalent':>10s} {'false':>6s} {'found':>6s}"
               f" {'wrong':>6s} {'open':>6s} {'shown':>6s} {'blocks':>7s}")
         for cname, group in (("multi-modal", modal), ("single", single)):
-            if not group:
+            if not group or (a.only and a.only != cname):
                 continue
-            for truth, eff in (("A/A", 1.0), (f"x{a.effect:g}", a.effect)):
+            # at the margin: a real difference exactly at it must be called equivalent in <= 5%
+            for truth, eff in (("A/A", 1.0), (f"x{a.effect:g}", a.effect), ("at margin", 1 + setting[2])):
                 out, blocks = simulate(group, setting, eff, a.replicates, a.seed)
                 for flag in (True, False):
                     o, n = out[flag], a.replicates
