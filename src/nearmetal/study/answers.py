@@ -50,7 +50,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     level = seq.get("ci_level")
     ci_alpha = 1 - float(level) if _num(level) and 0 < level < 1 else ALPHA
     margin = float(study["margin"]) if _num(study.get("margin")) else 0.03
-    terms, left_out = _terms(analysis.get("points") or [])
+    terms, left_out = _terms(analysis.get("points") or [], ci_alpha)
     universe = sorted({b for t in terms for b in t["blocks"]}, key=repr)
     col = {b: i for i, b in enumerate(universe)}
 
@@ -75,8 +75,14 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         gm = float(math.exp(est[g]))
         if len(members) == 1 and len(blocks) >= 2:  # one point: its own interval, as compare() gives it
             t = terms[members[0]]
-            cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
-            gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
+            sign = -1.0 if t["hib"] else 1.0
+            own = (t["modes"] or {}).get("interval")
+            if own:  # compared by mode: within the modes (mode_compare.stratified)
+                lo, hi = sorted(float(math.exp(sign * x)) for x in own[1:3])
+                gm = float(math.exp(sign * own[0]))
+            else:
+                cost = (np.log(t["var"]) - np.log(t["base"])) * sign
+                gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
         noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
                "overhead_pct": (gm - 1) * 100,
@@ -149,7 +155,7 @@ def _bkey(b):
 
 # ------------------------------------------------------------------ the points aggregated
 
-def _terms(points):
+def _terms(points, ci_alpha=ALPHA):
     """One term per compared point that enters the geometric mean: its pairs (baseline and
     variant value of each block that measured both), direction and baseline noise. Returns
     (terms, {variant: {reason: n}}) for the compared points left out."""
@@ -184,7 +190,7 @@ def _terms(points):
         bv, vv = np.asarray([x for _, x, _ in pairs], float), np.asarray([x for _, _, x in pairs], float)
         modes = None
         if c.get("modes"):  # launches in modes: each set against its own mode, as the point's comparison
-            bv, vv, modes = for_answer(bv, vv, c["modes"], p.get("higher_is_better"))
+            bv, vv, modes = for_answer(bv, vv, c["modes"], p.get("higher_is_better"), ci_alpha)
         noise = (c.get("baseline_noise") or {}).get("cv")
         if not _num(noise):
             noise = float(np.std(bv, ddof=1) / np.mean(bv))

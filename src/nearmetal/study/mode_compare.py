@@ -5,19 +5,20 @@ variant launch was slow reads "x3.6". What can be compared is (1) where each mod
 (2) how often launches land in the slow modes. decide_look() does both, at one look of the
 sequential procedure (sequential.decide), and returns stats.compare's dict, settled:
 
-- the location: every launch is rescaled to the best mode by its own mode's location (the
-  modes found on both groups pooled, so both are cut at the same bounds) and the rescaled
-  values are compared as any point is (stats.compare: paired trimmed mean of the block log
-  ratios, its t interval at 1 - 2 alpha, the Wilcoxon test). A post-stratified comparison:
-  each launch is set against the others of its own state, the states weighted by how often
-  they occur. Each mode's own ratio (Yuen's two-sample trimmed-mean interval) is shown beside.
+- the location: within each mode (the modes found on both groups pooled, so both are cut at
+  the same bounds), the difference of the log values' trimmed means with Yuen's variance;
+  the modes' differences weighted by their share of all launches, the variances summed and
+  the degrees of freedom by Welch-Satterthwaite (stratified()): a post-stratified comparison,
+  each launch set against the others of its own state. Each mode's own ratio and interval is
+  shown beside. The launches rescaled to the best mode (adjust()) give the noise within the
+  modes and what answers.py aggregates over points.
 - the share of launches outside the best mode: its difference, with Newcombe's hybrid score
   interval (Newcombe 1998, Stat Med 17:873, method 10), and what that difference does to the
   mean cost (1 + p (R - 1) for a slow mode R times the fast one).
 
 Verdict: equivalent when the location's 1 - 2 alpha interval lies within the margin and the
 share's 95% interval holds 0 (no difference in how often launches are slow); slower/faster
-when the location (Wilcoxon p < alpha/2, interval beyond the margin) or the share (its 1 -
+when the location (its t test p < alpha/2, interval beyond the margin) or the share (its 1 -
 alpha/2 interval excludes 0 and its effect on the mean cost lies beyond the margin) shows it —
 alpha split in two halves (Bonferroni), so a point's false slower/faster stays below alpha;
 otherwise open. docs/statistics.md, "Launches that fall into modes", has the calibration.
@@ -85,6 +86,37 @@ def yuen(base_logs, var_logs, alpha):
     return est, est - q, est + q
 
 
+def stratified(baseline, variant, ib, iv, k, alpha):
+    """(estimate, low, high, p, df) of the log ratio variant/baseline within modes: each mode's
+    difference of trimmed means (Yuen), weighted by the mode's share of all launches, the
+    variance summed and its degrees of freedom by Welch-Satterthwaite; modes with fewer than 2
+    launches of a group are left out. None when no mode has 2 of each."""
+    from scipy.special import stdtr, stdtrit
+
+    lb, lv = np.log(np.asarray(baseline, float)), np.log(np.asarray(variant, float))
+    parts = []
+    for j in range(k):
+        b, v = lb[ib == j], lv[iv == j]
+        if b.size >= 2 and v.size >= 2:
+            mb, db, hb = _trimmed(b)
+            mv, dv, hv = _trimmed(v)
+            parts.append((b.size + v.size, mv - mb, db, dv, hb, hv))
+    if not parts:
+        return None
+    total = sum(x[0] for x in parts)
+    est = sum(w / total * e for w, e, *_ in parts)
+    terms = [((w / total) ** 2 * db, hb - 1) for w, _, db, _, hb, _ in parts] + \
+            [((w / total) ** 2 * dv, hv - 1) for w, _, _, dv, _, hv in parts]
+    var = sum(t for t, _ in terms)
+    if var == 0:
+        return est, est, est, (1.0 if est == 0 else 0.0), math.inf
+    df = var * var / sum(t * t / f for t, f in terms if t > 0)
+    se = math.sqrt(var)
+    q = float(stdtrit(df, 1 - alpha / 2)) * se
+    p = float(2 * stdtr(df, -abs(est) / se))
+    return est, est - q, est + q, p, df
+
+
 def adjust(values, modes, higher_is_better=False):
     """The values rescaled to the best mode: each divided by its own mode's location and
     multiplied by the best mode's (the lowest for times, the highest for rates)."""
@@ -122,6 +154,17 @@ def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_
         adj_pairs = list(zip(adjust(pa[:, 0], modes, hib).tolist(), adjust(pa[:, 1], modes, hib).tolist()))
     c = stats.compare(adjust(baseline, modes, hib).tolist(), adjust(variant, modes, hib).tolist(),
                       higher_is_better=hib, margin=margin, pairs=adj_pairs, n_boot=n_boot, alpha=min(0.5, 2 * alpha))
+    strat = stratified(baseline, variant, ib, iv, len(modes["locations"]), min(0.5, 2 * alpha))
+    c["verdict"] = "inconclusive"
+    if strat is None:
+        c.update(ci_low=None, ci_high=None, p_value=None, test=None)
+    else:
+        c.update(ratio=math.exp(strat[0]), ci_low=math.exp(strat[1]), ci_high=math.exp(strat[2]),
+                 p_value=strat[3], test="yuen by mode")
+        c["overhead_pct"] = ((1 / c["ratio"]) - 1) * 100 if hib else (c["ratio"] - 1) * 100
+        inside = 1 - margin <= c["ci_low"] and c["ci_high"] <= 1 + margin
+        if inside and min(len(baseline), len(variant)) >= stats.MIN_N_EQUIVALENT:
+            c["verdict"] = "equivalent"
     lo, hi, p = c["ci_low"], c["ci_high"], c["p_value"]
 
     # the share of launches outside the best mode, and what it does to the mean cost
@@ -172,7 +215,7 @@ def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_
 
 
 
-def for_answer(base, var, result, higher_is_better=False):
+def for_answer(base, var, result, higher_is_better=False, alpha=0.05):
     """What an answer needs of a point compared by mode (result: its comparison's "modes"),
     over all the point's block pairs (base, var: the values of each pair), not only those of
     the deciding look: (base, var) rescaled to the best mode, and {"detected", "share_baseline",
@@ -183,7 +226,8 @@ def for_answer(base, var, result, higher_is_better=False):
     kb, kv = int(np.sum(assign(base, m) != best)), int(np.sum(assign(var, m) != best))
     _, lo, hi = share_difference(kb, len(base), kv, len(var), SHARE_GATE_ALPHA)
     info = {"detected": m, "share_baseline": kb / len(base), "share_variant": kv / len(var),
-            "share_differs": not lo <= 0 <= hi}  # over all pairs, as the answer's interval
+            "share_differs": not lo <= 0 <= hi,  # over all pairs, as the answer's interval
+            "interval": stratified(base, var, assign(base, m), assign(var, m), len(m["locations"]), alpha)}
     return adjust(base, m, hib), adjust(var, m, hib), info
 
 
