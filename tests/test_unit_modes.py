@@ -315,6 +315,8 @@ def test_an_answer_whose_slow_share_differs_is_not_equivalent_and_says_why():
     assert e["verdict"] == "inconclusive" and e["modes"]["share_differs"]
     assert e["text"].startswith("latency: as fast in each group of launches, but the share of slow launches differs")
     assert "75% slow, 30% natively" in e["text"]
+    assert a["by_variant"][0]["verdict"] == "inconclusive"  # a variant of one benchmark: the same answer
+    assert "share of slow launches differs" in a["by_variant"][0]["sentence"]
 
 
 def test_a_real_difference_at_the_margin_is_rarely_called_equivalent():

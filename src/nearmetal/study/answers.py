@@ -89,7 +89,8 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
                "noise_pct": float(np.median(noises)) * 100 if noises else None}
         out["verdict"] = _verdict(lo, hi, margin, len(blocks))
-        if g < len(cells) and out["verdict"] == "equivalent" and any(
+        one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one
+        if one_bench and out["verdict"] == "equivalent" and any(
                 (terms[i]["modes"] or {}).get("share_differs") for i in members):
             out["verdict"] = "inconclusive"  # as fast in each mode, not as often slow: the benchmark's phrase says it
         out["resolution_pct"] = resolution(lo, hi, out["verdict"])
