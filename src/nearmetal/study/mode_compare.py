@@ -160,7 +160,7 @@ def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_
         c.update(ci_low=None, ci_high=None, p_value=None, test=None)
     else:
         c.update(ratio=math.exp(strat[0]), ci_low=math.exp(strat[1]), ci_high=math.exp(strat[2]),
-                 p_value=strat[3], test="yuen by mode")
+                 p_value=strat[3], test="yuen by mode", paired=False)  # within modes, not block by block
         c["overhead_pct"] = ((1 / c["ratio"]) - 1) * 100 if hib else (c["ratio"] - 1) * 100
         inside = 1 - margin <= c["ci_low"] and c["ci_high"] <= 1 + margin
         if inside and min(len(baseline), len(variant)) >= stats.MIN_N_EQUIVALENT:
@@ -214,12 +214,12 @@ def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_
     return c
 
 
-
 def for_answer(base, var, result, higher_is_better=False, alpha=0.05):
     """What an answer needs of a point compared by mode (result: its comparison's "modes"),
     over all the point's block pairs (base, var: the values of each pair), not only those of
     the deciding look: (base, var) rescaled to the best mode, and {"detected", "share_baseline",
-    "share_variant", "share_differs"}."""
+    "share_variant", "share_differs" (the share's 95% interval excludes 0), "interval"
+    (stratified() at 1 - alpha: an answer of this one point takes it)}."""
     hib = bool(higher_is_better)
     m = detect(np.concatenate([np.asarray(base, float), np.asarray(var, float)])) or result["detected"]
     best = len(m["locations"]) - 1 if hib else 0
