@@ -7,12 +7,12 @@ with another cell mixes the states. detect() finds the groups; mode_compare.py c
 can be compared (each group's location, the share of launches in the slow ones).
 
 The statistic (docs/statistics.md, "Launches that fall into modes"): on the log values, the
-best split into two groups (1-D two-means: the split of the sorted values that minimises the
-within-group sum of squares, exact: every split is tried, by prefix sums), kept when the groups are well separated
-by Ashman's D (Ashman, Bird & Zepf 1994, AJ 108:2348; D = |m1 - m2| / s, with s the pooled
-within-group standard deviation, so a group of tied values keeps D finite), when they lie at
-least MIN_RATIO apart and when the smaller holds at least MIN_SHARE of the launches (and 2).
-The same with three groups (the best 3-way split), tried first: up to MAX_MODES groups.
+best split into three groups and into two (1-D k-means, exact: every cut of the sorted values
+is tried, by prefix sums), kept when neighbouring groups are well separated by Ashman's D
+(Ashman, Bird & Zepf 1994, AJ 108:2348; D = |m1 - m2| / s, with s the pooled within-group
+standard deviation, so a group of tied values keeps D finite), lie at least MIN_RATIO apart,
+and the smallest holds at least MIN_SHARE of the launches (and MIN_GROUP): three groups where
+all three pass, else two, else none.
 """
 
 import math
@@ -23,8 +23,8 @@ import numpy as np
 # sample already scores ~2.7 (its halves lie 1.6 sd apart, 0.6 sd wide), heavier tails more.
 # D >= 6 and 1.5x apart keep launches off the wrong side of a bound when a variant is shifted
 # by a margin: with 4 and 1.3x, a variant exactly at a 10% margin was called equivalent in 8%
-# of simulated points (its launches crossed the bound and were rescaled by the wrong mode);
-# with these, 4-5% (bench/modes_simulation.py, "at margin"; docs/statistics.md).
+# of simulated points (its launches crossed a bound into the wrong mode); with these, 2.3%
+# (bench/modes_simulation.py, "at margin"; docs/statistics.md).
 MIN_SEPARATION = 6.0
 MIN_RATIO = 1.5        # groups at least 50% apart: far beyond any margin a study tests
 MIN_SHARE = 0.10       # a smaller group is a few slow launches, which the trimmed mean absorbs
