@@ -19,6 +19,7 @@ from collections import defaultdict
 import numpy as np
 
 from . import stats
+from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
 from .answer_text import bench_words, cell_phrase, left_out_words, sentence, variant_words
 
@@ -49,7 +50,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     level = seq.get("ci_level")
     ci_alpha = 1 - float(level) if _num(level) and 0 < level < 1 else ALPHA
     margin = float(study["margin"]) if _num(study.get("margin")) else 0.03
-    terms, left_out = _terms(analysis.get("points") or [])
+    terms, left_out = _terms(analysis.get("points") or [], ci_alpha)
     universe = sorted({b for t in terms for b in t["blocks"]}, key=repr)
     col = {b: i for i, b in enumerate(universe)}
 
@@ -74,14 +75,24 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         gm = float(math.exp(est[g]))
         if len(members) == 1 and len(blocks) >= 2:  # one point: its own interval, as compare() gives it
             t = terms[members[0]]
-            cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
-            gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
+            sign = -1.0 if t["hib"] else 1.0
+            own = (t["modes"] or {}).get("interval")
+            if own:  # compared by mode: within the modes (mode_compare.stratified)
+                lo, hi = sorted(float(math.exp(sign * x)) for x in own[1:3])
+                gm = float(math.exp(sign * own[0]))
+            else:
+                cost = (np.log(t["var"]) - np.log(t["base"])) * sign
+                gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
         noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
                "overhead_pct": (gm - 1) * 100,
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
                "noise_pct": float(np.median(noises)) * 100 if noises else None}
         out["verdict"] = _verdict(lo, hi, margin, len(blocks))
+        one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one
+        if one_bench and out["verdict"] == "equivalent" and any(
+                (terms[i]["modes"] or {}).get("share_differs") for i in members):
+            out["verdict"] = "inconclusive"  # as fast in each mode, not as often slow: the benchmark's phrase says it
         out["resolution_pct"] = resolution(lo, hi, out["verdict"])
         return out
 
@@ -98,6 +109,14 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "label": bench_words(bench, first["kernel"], pl), **summary(g, members),
                  "per_launch": _per_launch([terms[i] for i in members])}
         entry["text"] = cell_phrase(entry, margin)
+        modal = sorted((terms[i] for i in members if terms[i]["modes"]), key=lambda t: not t["modes"]["share_differs"])
+        entry["modes"] = None if not modal else {  # mode_compare.py: one point's modes in words
+            "n_points": len(modal), "share_differs": modal[0]["modes"]["share_differs"],
+            "text": answer_words(modal[0]["point"], modal[0]["modes"], modal[0]["unit"] or "",
+                                 _baseline_words(vmeta.get(first["baseline"])))}
+        if entry["modes"] and entry["modes"]["share_differs"] and entry["verdict"] == "inconclusive":
+            entry["text"] = (f"{entry['label']}: as fast in each group of launches, but the share of slow launches "
+                             f"differs ({entry['modes']['text']})")
         by_benchmark.append(entry)
     by_benchmark.sort(key=lambda e: (order.index(e["variant"]), e["benchmark"], e["ranks"] or 0, e["threads"] or 0))
     by_variant, headline = [], []
@@ -107,6 +126,9 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "benchmarks": sum(1 for e in by_benchmark if e["variant"] == vid), **summary(g, variants[vid]),
                  "left_out": dict(left_out.get(vid, {}))}
         entry["sentence"] = sentence(entry, [e for e in by_benchmark if e["variant"] == vid], margin, ci_alpha)
+        modal = [e for e in by_benchmark if e["variant"] == vid and e["modes"]]
+        if modal and not modal[0]["modes"]["share_differs"]:  # one line on the launches' modes
+            entry["sentence"] += f" On {modal[0]['label']}, {modal[0]['modes']['text']}."
         by_variant.append(entry)
         headline.append(entry["sentence"])
     for vid, why in left_out.items():  # compared variants of which no point could be aggregated
@@ -120,6 +142,10 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             "by_benchmark": by_benchmark, "by_variant": by_variant, "headline": headline}
 
 
+def _baseline_words(meta):
+    return "natively" if (meta or {}).get("mode") == "native" else "in the baseline"
+
+
 def _num(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -130,7 +156,7 @@ def _bkey(b):
 
 # ------------------------------------------------------------------ the points aggregated
 
-def _terms(points):
+def _terms(points, ci_alpha=ALPHA):
     """One term per compared point that enters the geometric mean: its pairs (baseline and
     variant value of each block that measured both), direction and baseline noise. Returns
     (terms, {variant: {reason: n}}) for the compared points left out."""
@@ -162,15 +188,18 @@ def _terms(points):
         if not all(_num(x) and x > 0 for _, bv, vv in pairs for x in (bv, vv)):
             left_out[vid]["not_positive"] += 1
             continue
+        bv, vv = np.asarray([x for _, x, _ in pairs], float), np.asarray([x for _, _, x in pairs], float)
+        modes = None
+        if c.get("modes"):  # launches in modes: each set against its own mode, as the point's comparison
+            bv, vv, modes = for_answer(bv, vv, c["modes"], p.get("higher_is_better"), ci_alpha)
         noise = (c.get("baseline_noise") or {}).get("cv")
         if not _num(noise):
-            bv = np.asarray([x for _, x, _ in pairs])
             noise = float(np.std(bv, ddof=1) / np.mean(bv))
         terms.append({"variant": vid, "baseline": bid, "benchmark": p.get("benchmark"), "kernel": p.get("kernel"),
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
-                      "blocks": [b for b, _, _ in pairs], "base": np.asarray([x for _, x, _ in pairs], float),
-                      "var": np.asarray([x for _, _, x in pairs], float), "noise": noise})
+                      "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
+                      "modes": modes})
     return terms, left_out
 
 

@@ -44,11 +44,14 @@ def _block_number(b):
     return b[0] if isinstance(b, tuple) else b
 
 
-def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000):
+def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes=True):
     """The sequential comparison of one point: base and var map block -> value. Looks past
     the blocks measured are skipped. Returns stats.compare's dict of the deciding look (or
     of the last one), with `look` (blocks used), `alpha` (the level tested) and `decided`;
-    None when no look has data of both sides."""
+    None when no look has data of both sides. Where the launches fall into modes (modes.py),
+    a look compares by mode instead (mode_compare.decide_look; `modes=False`: never)."""
+    from .mode_compare import decide_look
+
     measured = max([_block_number(b) for b in var] + [-1]) + 1
     last = None
     for n in looks:
@@ -63,11 +66,14 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000):
         # the margin. A difference needs the exact rank test at `alpha` (its size bounds the
         # false alarms) and that interval wholly beyond the margin: a difference that may be
         # smaller than the margin is not decided yet, and gets more blocks.
-        c = stats.compare(list(b.values()), list(v.values()), higher_is_better=higher_is_better, margin=margin,
-                          pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot, alpha=min(0.5, 2 * alpha))
-        beyond = c["ci_low"] is not None and (c["ci_low"] > 1 + margin or c["ci_high"] < 1 - margin)
-        if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= alpha or not beyond):
-            c["verdict"] = "inconclusive"
+        c = decide_look(list(b.values()), list(v.values()), pairs, alpha=alpha, margin=margin,
+                        higher_is_better=higher_is_better, n_boot=n_boot) if modes else None
+        if c is None:
+            c = stats.compare(list(b.values()), list(v.values()), higher_is_better=higher_is_better, margin=margin,
+                              pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot, alpha=min(0.5, 2 * alpha))
+            beyond = c["ci_low"] is not None and (c["ci_low"] > 1 + margin or c["ci_high"] < 1 - margin)
+            if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= alpha or not beyond):
+                c["verdict"] = "inconclusive"
         c.update(look=min(n, measured), alpha=alpha, ci_level=1 - min(0.5, 2 * alpha),
                  decided=c["verdict"] != "inconclusive")
         last = c
