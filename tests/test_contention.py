@@ -201,7 +201,7 @@ def _analysed(tmp_path, extra=""):
     from nearmetal.study import config as config_mod
     from nearmetal.study.analysis import analyze
     from nearmetal.study.plan import make_plan
-    from nearmetal.study.runner import _row
+    from nearmetal.study.codec import planned_row as _row
 
     text = STUDY.format(extra=extra)
     planned = [_row(r) for r in make_plan(config_mod.parse(text), 1)]

@@ -15,7 +15,7 @@ def _planned(args, program, program_args, ranks):
 
     req = RunRequest(program, program_args, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
-                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     scheduler=args.scheduler, options=_slurm_options(args), workdir=args.workdir,
                      runtime_args=args.runtime_args, network=getattr(args, "network", None),
                      user=getattr(args, "user", None))
     return req, plan(req), schedulers.get(req.scheduler)

@@ -8,43 +8,55 @@ launcher starts N copies. The result is a Plan: the exact argv and environment.
 
 import os
 import sys
+from dataclasses import dataclass, field
 
 from .errors import NearmetalError
 from .models import MODES
 
 
+@dataclass(slots=True)
 class RunRequest:
-    """What was asked for, as given: names and strings (resolve.py turns them into things)."""
+    """What was asked for, as given: names and strings (resolve.py turns them into things).
+    Changed in one place only: plan() makes the working directory absolute and gives MPMD
+    components 2.. the first one's working directory, inputs, network and account; any
+    other request that differs is a new one (dataclasses.replace; docs/architecture.md)."""
 
-    __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds", "network",
-                 "user")
+    program: str
+    args: list = field(default_factory=list)
+    mode: str = "native"
+    # A native run has no runtime (and does not import runtimes/ to name the default one)
+    runtime: str | None = None
+    image: object = None
+    mpi: str | None = None
+    ranks: int = 2
+    ranks_per_node: int | None = None
+    threads: int = 1
+    env: dict = field(default_factory=dict)
+    # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
+    # sbatch outside an allocation); options: its options (partition, nodes, time, ...)
+    scheduler: str | None = None
+    options: dict = field(default_factory=dict)
+    # The ranks' working directory (None: unchanged). Natively the launcher starts
+    # there; containers get it bind-mounted read-write at /nm/work and start in it.
+    workdir: str | None = None
+    # Extra arguments for the container runtime, before the image (a named variant's).
+    runtime_args: list = field(default_factory=list)
+    # How the ranks reach each other (networks/): the host's network, or isolated nodes.
+    network: str | None = None
+    # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
+    user: str | None = None
+    # (host path, name): large inputs a container sees read-only as /nm/work/NAME
+    # (study/program.py stages the small ones as copies)
+    workdir_binds: list = field(default_factory=list)
 
-    def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
-                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
-                 runtime_args=(), network=None, user=None):
+    def __post_init__(self):
         from . import schedulers
 
-        self.program, self.args, self.mode = program, list(args), mode
-        # A native run has no runtime (and does not import runtimes/ to name the default one)
-        self.runtime = runtime or (None if mode == "native" else _default_runtime())
-        self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
-        self.threads, self.env = threads, dict(env or {})
-        # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
-        # sbatch outside an allocation); slurm: its options (partition, nodes, time, ...)
-        self.scheduler, self.slurm = scheduler or schedulers.DEFAULT, dict(slurm or {})
-        # The ranks' working directory (None: unchanged). Natively the launcher starts
-        # there; containers get it bind-mounted read-write at /nm/work and start in it.
-        self.workdir = workdir
-        # Extra arguments for the container runtime, before the image (a named variant's).
-        self.runtime_args = list(runtime_args)
-        # (host path, name): large inputs a container sees read-only as /nm/work/NAME
-        # (study/program.py stages the small ones as copies)
-        self.workdir_binds = []
-        # How the ranks reach each other (networks/): the host's network, or isolated nodes.
-        self.network = network or "host"
-        # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
-        self.user = user
+        self.args, self.env = list(self.args), dict(self.env or {})
+        self.runtime = self.runtime or (None if self.mode == "native" else _default_runtime())
+        self.scheduler, self.options = self.scheduler or schedulers.DEFAULT, dict(self.options or {})
+        self.runtime_args, self.workdir_binds = list(self.runtime_args), list(self.workdir_binds)
+        self.network = self.network or "host"
 
 
 def _default_runtime():
@@ -150,6 +162,8 @@ class Plan:
 
 
 def _validate(req, check_paths=True):
+    """A one-line error for what cannot run; the working directory made absolute, in place
+    (one of the two changes a request sees: docs/architecture.md)."""
     if req.mode not in MODES:
         raise NearmetalError(f"unknown mode '{req.mode}' (choose from: {', '.join(MODES)})")
     if req.ranks is None or req.ranks < 1:
@@ -198,7 +212,7 @@ def plan(req, more=(), check_paths=True, host=None):
     from .resolve import Host, resolve
 
     _validate(req, check_paths)
-    for r in more:
+    for r in more:  # the other change a request sees, here and only here (docs/architecture.md)
         r.workdir = req.workdir  # one working directory for the whole job
         r.workdir_binds = list(req.workdir_binds)  # and the large inputs bound into it
         r.network = req.network  # and one network

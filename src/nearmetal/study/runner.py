@@ -1,13 +1,16 @@
 """`nearmetal study`: plan a study into the store, then execute what is still pending."""
 
+import json
 import os
 import random
 import shlex
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
 from ..errors import NearmetalError
+from . import analysis_plan, codec
 from . import config as config_mod
 from .plan import baseline_of, make_plan, variant_id
 from .lock import lock_for_writing
@@ -76,8 +79,33 @@ def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
     runs = make_plan(cfg, seed)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
-                                  __version__, created, planned=[_row(r) for r in runs])
+                                  __version__, created, planned=[codec.planned_row(r) for r in runs])
+    codec.store_analysis_plan(store, study_id, analysis_plan.decide(cfg))
     return store, study_id, True
+
+
+def add_variants(cfg, store, study_id, variants, say=print):
+    """Plan further variants (variant dicts) into a planned study: their cells' warm-up and
+    first blocks after the runs already planned, and their baselines into its stored
+    analysis plan — the way a stage after the analysis (an explain stage's ablations) adds
+    runs. Idempotent by run key, so a stage interrupted and run again adds what is missing
+    and `run` (or --resume) runs them. Returns the number of runs planned."""
+    row = store.study(cfg.study.name)
+    runs = store.runs(study_id)
+    added = make_plan(cfg, row["seed"], variants=variants, position=max([r["position"] for r in runs] + [-1]) + 1)
+    have = {r["run_key"] for r in runs}
+    new = [r for r in added if r.key not in have]
+    stored = {r["variant"]: r["variant_json"] for r in runs}  # a study stored before analysis plans were
+    plan = analysis_plan.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
+                                planned=False)
+    decided = codec.stored_analysis_plan(store, study_id)
+    if decided is not None:  # what was decided stays decided
+        plan = replace(decided, baselines={**plan.baselines, **decided.baselines})
+    if new:
+        store.add_planned(study_id, [codec.planned_row(r) for r in new])
+    codec.store_analysis_plan(store, study_id, plan)
+    say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")
+    return len(new)
 
 
 def _say_left_out(cfg, say):
@@ -142,7 +170,7 @@ def extend(cfg, store, study_id, say=print):
         say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next look "
             f"(blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it; {len(opened)} cells still open")
         return 0
-    store.add_planned(study_id, [_row(r) for r in added])
+    store.add_planned(study_id, [codec.planned_row(r) for r in added])
     say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
         f"({len(added)} runs)")
     return len(added)
@@ -164,13 +192,6 @@ def _expected_seconds(runs, added):
         ts = times.get((a.cell.benchmark.label, variant_id(a.cell.variant), a.cell.ranks, a.cell.threads))
         total += sum(ts) / len(ts) if ts else fallback
     return total
-
-
-def _row(r):
-    c = r.cell
-    return {"run_key": r.key, "position": r.position, "block": r.block, "repetition": r.repetition,
-            "warmup": r.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel or "command",
-            "variant": variant_id(c.variant), "variant_json": c.variant, "ranks": c.ranks, "threads": c.threads}
 
 
 def dry_run(cfg, out):
@@ -201,19 +222,11 @@ def dry_run(cfg, out):
             state = "exists" if os.path.isdir(workdir) else "created when the study runs; nothing is created now"
             out(f"# benchmark {bench.label}: working directory {workdir} ({state})")
     for r in runs:
-        row = {"run_key": r.key, "variant_json": _json(r.cell.variant), "benchmark": r.cell.benchmark.label,
-               "ranks": r.cell.ranks, "threads": r.cell.threads}
-        _, planned = ex.plan_for(row)
+        launch = ex.launch_for(r.cell)
         tag = "warmup" if r.warmup else f"block {r.block}"
         vs = variant_id(baseline_of(cfg, r.cell.variant))
-        if isinstance(planned, NearmetalError):
-            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      cannot run: {planned}")
+        if launch.error is not None:
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      cannot run: {launch.error}")
         else:
-            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      {shlex.join(planned[0].argv)}")
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      {shlex.join(launch.launch.argv)}")
     return len(runs)
-
-
-def _json(v):
-    import json
-
-    return json.dumps(v)

@@ -82,7 +82,8 @@ def open_cells(store, study_id, config, blocks_done):
     all failed has no point: more blocks would not decide it, so it is not reopened."""
     from collections import defaultdict
 
-    from .plan import Cell, baseline_of, cells, variant_id
+    from .plan import baseline_of, cells, variant_id
+    from .records import Cell
 
     looks, alpha = plan_of(config.study)
     looks = [n for n in looks if n <= blocks_done]
