@@ -142,16 +142,16 @@ def test_the_study_pipelines_records_are_frozen():
     from nearmetal.study import records
 
     classes = [c for c in vars(records).values() if isinstance(c, type) and is_dataclass(c)]
-    assert {c.__name__ for c in classes} >= {"Cell", "RunSpec", "Launched", "RunResult", "AnalysisPlan"}
+    assert {c.__name__ for c in classes} >= {"Cell", "RunSpec", "Launched", "RunResult", "AnalysisSpec"}
     assert all(c.__dataclass_params__.frozen for c in classes), [c.__name__ for c in classes]
 
 
 def test_a_run_request_is_changed_only_where_run_plan_says():
     """A RunRequest is never assigned to outside run.py (plan() completes MPMD components there,
-    docs/architecture.md); elsewhere a request that differs is a new one (dataclasses.replace)."""
+    docs/architecture.md); elsewhere a request that differs is a new one (RunRequest.replace)."""
     from nearmetal.run import RunRequest
 
-    names = {f.name for f in fields(RunRequest)}
+    names = set(RunRequest.__slots__)
     found = []
     for path in _modules():
         rel = str(path.relative_to(SRC))

@@ -1,6 +1,6 @@
 """The study pipeline's stages and the records that cross them (study/records.py): the one
 codec between records and the store (study/codec.py), the store status decided once, the
-analysis plan decided at plan time and stored (the analysis never parses the study file
+analysis spec decided at plan time and stored (the analysis never parses the study file
 again), and further variants planned into an existing study (a stage after the analysis).
 SQLite files in tmp_path; nothing is started."""
 
@@ -34,7 +34,7 @@ name = "b|odd#name"
 
 def _prepared(tmp_path, text=STUDY):
     cfg = config_mod.parse(text, source="p.toml")
-    store, sid, new = runner.prepare(cfg, text, tmp_path / "p.db", resume=False, say=lambda m: None)
+    store, sid, new = runner.open_study(cfg, text, tmp_path / "p.db", resume=False, say=lambda m: None)
     assert new
     return cfg, store, sid
 
@@ -88,7 +88,7 @@ def test_a_run_that_did_not_start_is_stored_failed_with_the_reason(tmp_path):
 def test_baselines_are_decided_at_plan_time_and_the_analysis_does_not_read_the_file_again(tmp_path):
     cfg, store, sid = _prepared(tmp_path)
     with store:
-        decided = codec.stored_analysis_plan(store, sid)
+        decided = codec.stored_analysis_spec(store, sid)
         assert decided.baselines == {"native/mpich": "native/mpich",
                                      "hybrid/charliecloud/mpich/default": "native/mpich"}
         assert decided.looks == [2] and not decided.adaptive
@@ -105,14 +105,14 @@ def test_baselines_are_decided_at_plan_time_and_the_analysis_does_not_read_the_f
     assert after["sequential"]["looks"] == [2]
 
 
-def test_a_study_stored_before_analysis_plans_is_analysed_from_its_file(tmp_path):
+def test_a_study_stored_before_analysis_specs_is_analysed_from_its_file(tmp_path):
     cfg, store, sid = _prepared(tmp_path)
     with store:
         _finish_all(store, sid)
         planned = analyze(store, n_boot=20)
         store.db.execute("DELETE FROM meta WHERE key != 'schema_version'")  # as an older nearmetal stored it
         store.db.commit()
-        assert codec.stored_analysis_plan(store, sid) is None
+        assert codec.stored_analysis_spec(store, sid) is None
         old = analyze(store, n_boot=20)
     assert [v["baseline"] for v in old["variants"]] == [v["baseline"] for v in planned["variants"]]
     assert old["sequential"] == planned["sequential"]
@@ -132,7 +132,7 @@ def test_further_variants_are_planned_into_a_study_once_with_their_baselines(tmp
         assert {r["variant"] for r in new} == {"hybrid/charliecloud/mpich/default+cold"}
         assert min(r["position"] for r in new) > max(r["position"] for r in runs if r["run_key"] in before)
         assert json.loads(new[0]["variant_json"]) == ablation
-        assert codec.stored_analysis_plan(store, sid).baselines["hybrid/charliecloud/mpich/default+cold"] == \
+        assert codec.stored_analysis_spec(store, sid).baselines["hybrid/charliecloud/mpich/default+cold"] == \
                "native/mpich"
         assert runner.add_variants(cfg, store, sid, [ablation], say=lambda m: None) == 0  # again: nothing added
         assert len(store.runs(sid)) == len(runs)

@@ -28,17 +28,13 @@ def cmd_run(args):
                      network=getattr(args, "network", None), user=getattr(args, "user", None))
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     if args.witness:  # every component's ranks preload the witness (witness/)
-        from dataclasses import replace
-
         from .witness import rank_env
 
-        req, *more = [replace(r, env=rank_env(r.env)) for r in [req] + more]
+        req, *more = [r.replace(env=rank_env(r.env)) for r in [req] + more]
     if args.audit:  # every component's ranks under the rtld-audit library (audit/)
-        from dataclasses import replace
-
         from .audit import rank_env as audited
 
-        req, *more = [replace(r, env=audited(r.env)) for r in [req] + more]
+        req, *more = [r.replace(env=audited(r.env)) for r in [req] + more]
     p = plan(req, more)
     if req.mode != "native" or any(r.mode != "native" for r in more):
         from .run import unseen_host_files

@@ -105,7 +105,7 @@ def cmd_study(args):
         from .study.submit import check
 
         check(cfg, args.file)
-    store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None, say=say)
+    store, study_id, new = runner.open_study(cfg, text, db, args.resume, builtin=args.file is None, say=say)
     from .study import submit
 
     if args.submit:

@@ -8,55 +8,50 @@ launcher starts N copies. The result is a Plan: the exact argv and environment.
 
 import os
 import sys
-from dataclasses import dataclass, field
 
 from .errors import NearmetalError
 from .models import MODES
 
 
-@dataclass(slots=True)
 class RunRequest:
     """What was asked for, as given: names and strings (resolve.py turns them into things).
     Changed in one place only: plan() makes the working directory absolute and gives MPMD
     components 2.. the first one's working directory, inputs, network and account; any
-    other request that differs is a new one (dataclasses.replace; docs/architecture.md)."""
+    other request that differs is a new one (replace(); docs/architecture.md). A plain class,
+    not a dataclass: `nearmetal run` would import dataclasses and inspect for it (~15 ms)."""
 
-    program: str
-    args: list = field(default_factory=list)
-    mode: str = "native"
-    # A native run has no runtime (and does not import runtimes/ to name the default one)
-    runtime: str | None = None
-    image: object = None
-    mpi: str | None = None
-    ranks: int = 2
-    ranks_per_node: int | None = None
-    threads: int = 1
-    env: dict = field(default_factory=dict)
-    # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
-    # sbatch outside an allocation); options: its options (partition, nodes, time, ...)
-    scheduler: str | None = None
-    options: dict = field(default_factory=dict)
-    # The ranks' working directory (None: unchanged). Natively the launcher starts
-    # there; containers get it bind-mounted read-write at /nm/work and start in it.
-    workdir: str | None = None
-    # Extra arguments for the container runtime, before the image (a named variant's).
-    runtime_args: list = field(default_factory=list)
-    # How the ranks reach each other (networks/): the host's network, or isolated nodes.
-    network: str | None = None
-    # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
-    user: str | None = None
-    # (host path, name): large inputs a container sees read-only as /nm/work/NAME
-    # (study/program.py stages the small ones as copies)
-    workdir_binds: list = field(default_factory=list)
+    __slots__ = ("program", "args", "mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
+                 "scheduler", "options", "workdir", "runtime_args", "network", "user", "workdir_binds")
 
-    def __post_init__(self):
+    def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
+                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, options=None, workdir=None,
+                 runtime_args=(), network=None, user=None, workdir_binds=()):
         from . import schedulers
 
-        self.args, self.env = list(self.args), dict(self.env or {})
-        self.runtime = self.runtime or (None if self.mode == "native" else _default_runtime())
-        self.scheduler, self.options = self.scheduler or schedulers.DEFAULT, dict(self.options or {})
-        self.runtime_args, self.workdir_binds = list(self.runtime_args), list(self.workdir_binds)
-        self.network = self.network or "host"
+        self.program, self.args, self.mode = program, list(args), mode
+        # A native run has no runtime (and does not import runtimes/ to name the default one)
+        self.runtime = runtime or (None if mode == "native" else _default_runtime())
+        self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
+        self.threads, self.env = threads, dict(env or {})
+        # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
+        # sbatch outside an allocation); options: its options (Slurm's partition, nodes, time, ...)
+        self.scheduler, self.options = scheduler or schedulers.DEFAULT, dict(options or {})
+        # The ranks' working directory (None: unchanged). Natively the launcher starts
+        # there; containers get it bind-mounted read-write at /nm/work and start in it.
+        self.workdir = workdir
+        # Extra arguments for the container runtime, before the image (a named variant's).
+        self.runtime_args = list(runtime_args)
+        # How the ranks reach each other (networks/): the host's network, or isolated nodes.
+        self.network = network or "host"
+        # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
+        self.user = user
+        # (host path, name): large inputs a container sees read-only as /nm/work/NAME
+        # (study/program.py stages the small ones as copies)
+        self.workdir_binds = list(workdir_binds)
+
+    def replace(self, **changes):
+        """A new request: this one's fields, with `changes`."""
+        return RunRequest(**{**{k: getattr(self, k) for k in self.__slots__}, **changes})
 
 
 def _default_runtime():
@@ -129,7 +124,7 @@ class Plan:
         env["NM_LAUNCH_NS"] = str(time.time_ns())
         return env
 
-    def prepare(self):
+    def prepare_account(self):
         """What must be done on this machine before the launch and not for a dry run: as
         another account, each runtime readies its image for it (podman imports it into the
         account's storage, once); what was done is added to the notes."""
@@ -260,7 +255,7 @@ def execute(plan, verbose=False):
     status is the program's, and killing this PID, even with SIGKILL, ends the whole job."""
     from . import supervise
 
-    plan.prepare()
+    plan.prepare_account()
     if verbose:
         print(plan.describe(), file=sys.stderr, flush=True)
     argv = supervise.wrap(plan.argv, die_with_parent=False, options=plan.supervise_options)
@@ -283,7 +278,7 @@ def start(plan):
 
     from . import supervise
 
-    plan.prepare()
+    plan.prepare_account()
     try:
         return subprocess.Popen(supervise.wrap(plan.argv, options=plan.supervise_options), env=plan.environ(), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, errors="replace",

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from ..errors import NearmetalError
 from . import codec
-from .analysis_plan import of_stored_file
+from .analysis_spec import of_stored_file
 from .answers import answers
 from .store import Store
 
@@ -38,9 +38,9 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     variants = {}
     for r in runs:
         variants.setdefault(r["variant"], json.loads(r["variant_json"]))
-    # decided when the study was planned (study/analysis_plan.py); taken from the stored
+    # decided when the study was planned (study/analysis_spec.py); taken from the stored
     # study file for a study stored before that; None for an imported one
-    decided = codec.stored_analysis_plan(store, study["id"])
+    decided = codec.stored_analysis_spec(store, study["id"])
     if decided is None or not set(variants) <= set(decided.baselines):
         decided = of_stored_file(study, variants)
 

@@ -80,7 +80,7 @@ def compose(config, cell, placer, store):
                 raise NearmetalError(why)
         launch = plan(req, more_requests(req, components[1:]), check_paths=not dry)
         if not dry:  # e.g. podman's import of the image for an account: not inside a run's time
-            launch.prepare()
+            launch.prepare_account()
     except NearmetalError as e:
         return CellLaunch(bench, traced=traced, error=e)
     except (OSError, ValueError, RuntimeError) as e:  # a path or value no check foresaw: cannot run

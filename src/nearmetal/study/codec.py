@@ -1,17 +1,17 @@
 """The one translation between the pipeline's records (study/records.py) and the store's
 rows (study/store.py, docs/store.md): planned runs to rows and back, a finished run's
-result to its columns, a study's analysis plan to its stored JSON and back. The stored
+result to its columns, a study's analysis spec to its stored JSON and back. The stored
 columns and values are those nearmetal has always written, so existing databases resume
 and report unchanged."""
 
 import json
 
 from ..errors import NearmetalError
-from .records import AnalysisPlan, Cell, RunSpec
+from .records import AnalysisSpec, Cell, RunSpec
 
-# The analysis plan is kept in the store's key-value table (meta), one entry per study: a
+# The analysis spec is kept in the store's key-value table (meta), one entry per study: a
 # new kind of row, not a new table, so the schema (and every older database) stays as it was.
-_ANALYSIS_PLAN_KEY = "analysis plan of study {}"
+_ANALYSIS_SPEC_KEY = "analysis spec of study {}"
 
 
 def planned_row(spec):
@@ -40,19 +40,19 @@ def store_result(store, run_id, result):
                             result.started, result.wall_s, result.stderr_tail, result.records, load=result.load)
 
 
-def store_analysis_plan(store, study_id, plan):
-    store.set_meta(_ANALYSIS_PLAN_KEY.format(study_id), json.dumps(_plan_dict(plan), sort_keys=True))
+def store_analysis_spec(store, study_id, plan):
+    store.set_meta(_ANALYSIS_SPEC_KEY.format(study_id), json.dumps(_plan_dict(plan), sort_keys=True))
 
 
-def stored_analysis_plan(store, study_id):
-    """The study's stored AnalysisPlan; None for a study stored before they were (or imported)."""
-    text = store.meta(_ANALYSIS_PLAN_KEY.format(study_id))
+def stored_analysis_spec(store, study_id):
+    """The study's stored AnalysisSpec; None for a study stored before they were (or imported)."""
+    text = store.meta(_ANALYSIS_SPEC_KEY.format(study_id))
     if text is None:
         return None
     try:
-        return AnalysisPlan(**json.loads(text))
+        return AnalysisSpec(**json.loads(text))
     except (ValueError, TypeError) as e:
-        raise NearmetalError(f"{store.path}: the stored analysis plan of study {study_id} is unreadable: {e}")
+        raise NearmetalError(f"{store.path}: the stored analysis spec of study {study_id} is unreadable: {e}")
 
 
 def _plan_dict(plan):

@@ -62,7 +62,7 @@ def evaluate(analysis, config):
 
 
 def evaluate_stored(analysis, findings, runtimes):
-    """evaluate() for findings as stored (dicts, records.AnalysisPlan.findings) and the
+    """evaluate() for findings as stored (dicts, records.AnalysisSpec.findings) and the
     container runtime of each matrix variant ({variant id: runtime}: runtimes_of)."""
     from .finding_spec import Finding
 

@@ -1,7 +1,7 @@
 """The records that cross the study pipeline's stages (docs/architecture.md, "The study
 pipeline"): frozen, so a stage hands on what it decided and the next cannot change it.
 
-  config --Config--> plan --Cell, RunSpec, AnalysisPlan--> store --RunSpec--> execute
+  config --Config--> plan --Cell, RunSpec, AnalysisSpec--> store --RunSpec--> execute
   execute --RunResult--> store --rows--> analysis
 
 How they are written to and read from the store is study/codec.py's business alone.
@@ -103,9 +103,9 @@ class RunResult:
 
 
 @dataclass(frozen=True)
-class AnalysisPlan:
+class AnalysisSpec:
     """What the analysis needs of the study file, decided when the study is planned and
-    stored with it (codec.analysis_plan_json), so the analysis never parses the file again:
+    stored with it (codec.analysis_spec_json), so the analysis never parses the file again:
     each variant's baseline (variant id -> baseline id), the sequential looks and their
     level, whether disturbed runs are left out, the description, the [[finding]] entries
     (as dicts) and the container runtime of each matrix variant (a finding's side whose

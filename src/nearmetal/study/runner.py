@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import NearmetalError
-from . import analysis_plan, codec
+from . import analysis_spec, codec
 from . import config as config_mod
 from .plan import baseline_of, make_plan, variant_id
 from .lock import lock_for_writing
@@ -33,7 +33,7 @@ def load(path):
     return config_mod.load(path)
 
 
-def prepare(cfg, text, db_path, resume, builtin=False, say=print):
+def open_study(cfg, text, db_path, resume, builtin=False, say=print):
     """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
 
     The returned store holds the database's writer lock (study/lock.py) until it is
@@ -46,13 +46,13 @@ def prepare(cfg, text, db_path, resume, builtin=False, say=print):
     with lock_for_writing(db_path, what):   # held across the rename below; the store keeps its own hold
         opened = [Store(db_path, what=what)]
         try:
-            return _prepare(opened, cfg, text, db_path, resume, builtin, say, what)
+            return _open_study(opened, cfg, text, db_path, resume, builtin, say, what)
         except BaseException:
             opened[-1].close()
             raise
 
 
-def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
+def _open_study(opened, cfg, text, db_path, resume, builtin, say, what):
     store = opened[-1]
     row = store.study(cfg.study.name)
     if builtin and row is not None and row["config_toml"] != text:
@@ -80,14 +80,14 @@ def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
                                   __version__, created, planned=[codec.planned_row(r) for r in runs])
-    codec.store_analysis_plan(store, study_id, analysis_plan.decide(cfg))
+    codec.store_analysis_spec(store, study_id, analysis_spec.decide(cfg))
     return store, study_id, True
 
 
 def add_variants(cfg, store, study_id, variants, say=print):
     """Plan further variants (variant dicts) into a planned study: their cells' warm-up and
     first blocks after the runs already planned, and their baselines into its stored
-    analysis plan — the way a stage after the analysis (an explain stage's ablations) adds
+    analysis spec — the way a stage after the analysis (an explain stage's ablations) adds
     runs. Idempotent by run key, so a stage interrupted and run again adds what is missing
     and `run` (or --resume) runs them. Returns the number of runs planned."""
     row = store.study(cfg.study.name)
@@ -95,15 +95,15 @@ def add_variants(cfg, store, study_id, variants, say=print):
     added = make_plan(cfg, row["seed"], variants=variants, position=max([r["position"] for r in runs] + [-1]) + 1)
     have = {r["run_key"] for r in runs}
     new = [r for r in added if r.key not in have]
-    stored = {r["variant"]: r["variant_json"] for r in runs}  # a study stored before analysis plans were
-    plan = analysis_plan.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
+    stored = {r["variant"]: r["variant_json"] for r in runs}  # a study stored before analysis specs were
+    plan = analysis_spec.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
                                 planned=False)
-    decided = codec.stored_analysis_plan(store, study_id)
+    decided = codec.stored_analysis_spec(store, study_id)
     if decided is not None:  # what was decided stays decided
         plan = replace(decided, baselines={**plan.baselines, **decided.baselines})
     if new:
         store.add_planned(study_id, [codec.planned_row(r) for r in new])
-    codec.store_analysis_plan(store, study_id, plan)
+    codec.store_analysis_spec(store, study_id, plan)
     say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")
     return len(new)
 
@@ -144,13 +144,13 @@ def extend(cfg, store, study_id, say=print):
     if not cfg.study.adaptive:
         return 0
     from .plan import extend_plan
-    from .sequential import open_cells, plan_of
+    from .sequential import open_cells, looks_of
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
         return 0
     blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
-    looks, _ = plan_of(cfg.study)
+    looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)
     opened = open_cells(store, study_id, cfg, blocks)
@@ -206,9 +206,9 @@ def dry_run(cfg, out):
         f"{cfg.study.first_blocks} randomized blocks, seed {seed}{drawn})")
     if cfg.study.adaptive:
         from .plan import cells
-        from .sequential import plan_of
+        from .sequential import looks_of
 
-        looks, alpha = plan_of(cfg.study)
+        looks, alpha = looks_of(cfg.study)
         most = len(cells(cfg)) * (cfg.study.max_repetitions - cfg.study.min_repetitions)
         out(f"# adaptive repetitions: these {cfg.study.min_repetitions} blocks first; then, for the cells whose "
             f"points are still undecided (and their baselines), more blocks up to "

@@ -31,7 +31,7 @@ def schedule(min_n, max_n):
     return looks
 
 
-def plan_of(study):
+def looks_of(study):
     """(looks, alpha per look) of a study section: one look at `repetitions` when fixed."""
     looks = schedule(study.min_repetitions, study.max_repetitions) if study.adaptive else [study.repetitions]
     return looks, ALPHA / len(looks)
@@ -85,7 +85,7 @@ def open_cells(store, study_id, config, blocks_done):
     from .plan import baseline_of, cells, variant_id
     from .records import Cell
 
-    looks, alpha = plan_of(config.study)
+    looks, alpha = looks_of(config.study)
     looks = [n for n in looks if n <= blocks_done]
     by_variant = {}
     for c in cells(config):
