@@ -199,7 +199,7 @@ name = "b"
 
 def _analysed(tmp_path, extra=""):
     from nearmetal.study import config as config_mod
-    from nearmetal.study.analysis import analyze
+    from nearmetal.analysis.analyze import analyze
     from nearmetal.study.plan import make_plan
     from nearmetal.study.codec import planned_row as _row
 

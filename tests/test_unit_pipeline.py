@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from nearmetal.study import codec, config as config_mod, runner
-from nearmetal.study.analysis import analyze
+from nearmetal.analysis.analyze import analyze
 from nearmetal.study.plan import cells, make_plan
 from nearmetal.study.records import FAILED, OK, TIMEOUT, Launched, RunResult, stored_status
 

@@ -186,7 +186,7 @@ def _report(store, study_name, out_dir, fmt, failed):
     from rich.console import Console
 
     from .report import render_terminal, write_report
-    from .study.analysis import analyze
+    from .analysis.analyze import analyze
 
     analysis = analyze(store, study_name)
     console = Console()

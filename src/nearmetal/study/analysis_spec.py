@@ -9,7 +9,7 @@ from .records import AnalysisSpec
 def decide(config, variants=(), planned=True):
     """The AnalysisSpec of a study: the baseline of each of its cells' variants (planned) and
     of the further `variants` (dicts, as stored: a later stage's), its looks, its findings."""
-    from .findings import runtimes_of
+    from ..analysis.findings import runtimes_of
     from .ids import variant_id
     from .plan import baseline_of, cells
     from .sequential import looks_of

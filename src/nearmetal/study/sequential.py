@@ -17,7 +17,7 @@ look only); undecided points report the last look. Everything is derived from th
 runs, so `--resume` recomputes exactly the state at which the study stopped.
 """
 
-from . import stats
+from ..analysis import stats
 
 GROWTH = 1.5
 

@@ -12,10 +12,10 @@ import json
 from collections import defaultdict
 
 from ..errors import NearmetalError
-from . import codec
-from .analysis_spec import of_stored_file
+from ..study import codec
+from ..study.analysis_spec import of_stored_file
 from .answers import answers
-from .store import Store
+from ..study.store import Store
 
 
 def analyze(store: Store, study_name=None, n_boot=2000):
@@ -76,7 +76,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         if rec["n"] is not None:
             summaries[(key, rec["variant"])] = {"n": rec["n"], "mean": rec["value"], "std": rec["std"] or 0.0}
 
-    from . import sequential
+    from ..study import sequential
 
     looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
     points = []
@@ -138,7 +138,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                        "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
-    from .contention import summary as contention_summary
+    from ..study.contention import summary as contention_summary
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
         out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
@@ -147,13 +147,13 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
     if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
         out["io"] = io
-    from .traced import listing
+    from ..study.traced import listing
 
     traces = listing(store.path, study["name"])
     if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)
         out["traces"] = traces
     out["answers"] = answers(out)
-    if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (study/findings.py)
+    if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (analysis/findings.py)
         from .findings import evaluate_stored
 
         out["findings"] = evaluate_stored(out, decided.findings, decided.runtimes)
