@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from nearmetal.errors import NearmetalError
 from nearmetal.study import codec, config as config_mod, runner
 from nearmetal.analysis.analyze import analyze
 from nearmetal.study.plan import cells, make_plan
@@ -55,7 +56,7 @@ def test_planned_runs_go_through_the_store_and_come_back_as_the_same_records(tmp
                [(r.key, r.cell.key, r.block, r.position, r.repetition, r.warmup) for r in planned]
         assert all(r.run_id is not None and r.cell.benchmark is cfg.benchmark[0] for r in back)
         assert back[0].cell.variant == planned[0].cell.variant and "%7C" in back[0].key  # '|' in a name: encoded
-        with pytest.raises(Exception) as e:
+        with pytest.raises(AttributeError) as e:  # dataclasses.FrozenInstanceError
             back[0].block = 3  # records are frozen
         assert "cannot assign" in str(e.value)
 
@@ -64,7 +65,7 @@ def test_a_run_of_a_benchmark_the_file_no_longer_has_is_a_one_line_error(tmp_pat
     cfg, store, sid = _prepared(tmp_path)
     with store:
         row = store.pending(sid)[0]
-        with pytest.raises(Exception) as e:
+        with pytest.raises(NearmetalError) as e:
             codec.run_spec(row, {})
         assert "is not in the study file" in str(e.value) and "\n" not in str(e.value)
 
@@ -137,3 +138,12 @@ def test_further_variants_are_planned_into_a_study_once_with_their_baselines(tmp
         assert runner.add_variants(cfg, store, sid, [ablation], say=lambda m: None) == 0  # again: nothing added
         assert len(store.runs(sid)) == len(runs)
         assert len(cells(cfg)) == 2  # the study's own cells are unchanged
+
+
+def test_an_unreadable_stored_analysis_spec_is_a_one_line_error(tmp_path):
+    cfg, store, sid = _prepared(tmp_path)
+    with store:
+        store.set_meta(f"analysis spec of study {sid}", '{"baselines": {}, "unknown": 1}')
+        with pytest.raises(NearmetalError) as e:
+            analyze(store, n_boot=20)
+    assert "stored analysis spec of study" in str(e.value) and "\n" not in str(e.value)

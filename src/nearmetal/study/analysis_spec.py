@@ -1,6 +1,6 @@
 """What the analysis needs of a study file, decided when the study is planned (records.AnalysisSpec)
 and stored with it (codec), so that analysing a study never parses its file again. For a
-study stored before analysis specs were (or one whose stored plan lacks a variant), the
+study stored before analysis specs were (or one whose stored spec lacks a variant), the
 same decisions are taken from its stored file: `of_stored_file`."""
 
 from .records import AnalysisSpec

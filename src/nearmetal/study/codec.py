@@ -40,8 +40,8 @@ def store_result(store, run_id, result):
                             result.started, result.wall_s, result.stderr_tail, result.records, load=result.load)
 
 
-def store_analysis_spec(store, study_id, plan):
-    store.set_meta(_ANALYSIS_SPEC_KEY.format(study_id), json.dumps(_plan_dict(plan), sort_keys=True))
+def store_analysis_spec(store, study_id, spec):
+    store.set_meta(_ANALYSIS_SPEC_KEY.format(study_id), json.dumps(_spec_dict(spec), sort_keys=True))
 
 
 def stored_analysis_spec(store, study_id):
@@ -55,7 +55,7 @@ def stored_analysis_spec(store, study_id):
         raise NearmetalError(f"{store.path}: the stored analysis spec of study {study_id} is unreadable: {e}")
 
 
-def _plan_dict(plan):
-    return {"baselines": plan.baselines, "looks": plan.looks, "alpha_per_look": plan.alpha_per_look,
-            "adaptive": plan.adaptive, "exclude_disturbed": plan.exclude_disturbed, "description": plan.description,
-            "findings": plan.findings, "runtimes": plan.runtimes}
+def _spec_dict(spec):
+    return {"baselines": spec.baselines, "looks": spec.looks, "alpha_per_look": spec.alpha_per_look,
+            "adaptive": spec.adaptive, "exclude_disturbed": spec.exclude_disturbed, "description": spec.description,
+            "findings": spec.findings, "runtimes": spec.runtimes}

@@ -96,14 +96,14 @@ def add_variants(cfg, store, study_id, variants, say=print):
     have = {r["run_key"] for r in runs}
     new = [r for r in added if r.key not in have]
     stored = {r["variant"]: r["variant_json"] for r in runs}  # a study stored before analysis specs were
-    plan = analysis_spec.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
+    spec = analysis_spec.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
                                 planned=False)
     decided = codec.stored_analysis_spec(store, study_id)
     if decided is not None:  # what was decided stays decided
-        plan = replace(decided, baselines={**plan.baselines, **decided.baselines})
+        spec = replace(decided, baselines={**spec.baselines, **decided.baselines})
     if new:
         store.add_planned(study_id, [codec.planned_row(r) for r in new])
-    codec.store_analysis_spec(store, study_id, plan)
+    codec.store_analysis_spec(store, study_id, spec)
     say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")
     return len(new)
 
