@@ -30,8 +30,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nearmetal.study import modes, sequential  # noqa: E402
-from nearmetal.study.analysis import analyze  # noqa: E402
+from nearmetal.analysis import modes  # noqa: E402
+from nearmetal.study import sequential  # noqa: E402
+from nearmetal.analysis.analyze import analyze  # noqa: E402
 from nearmetal.study.store import Store  # noqa: E402
 
 

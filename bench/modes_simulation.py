@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nearmetal.study import mode_compare, modes, sequential, stats  # noqa: E402
+from nearmetal.analysis import mode_compare, modes, stats  # noqa: E402
+from nearmetal.study import sequential  # noqa: E402
 
 SETTINGS = {  # name: (min blocks, max blocks, margin)
     "quickstart (margin 10%, up to 60 blocks)": (5, 60, 0.10),

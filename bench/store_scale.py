@@ -18,7 +18,7 @@ def main():
     ap.add_argument("--runs", type=int, default=100_000)
     a = ap.parse_args()
     from nearmetal.report import write_report
-    from nearmetal.study.analysis import analyze
+    from nearmetal.analysis.analyze import analyze
     from nearmetal.study.importer import import_csv
 
     tmp = Path(tempfile.mkdtemp(prefix="nm-scale-"))

@@ -8,7 +8,7 @@ Values are drawn around plausible medians (latency ~0.3 us + size / 10 GB/s, ...
 1-3% noise and occasional outliers; each containerized variant has a known overhead
 profile (podman costs start-up time, bind with MPICH is slower around 64 KiB, hybrid with
 Open MPI loses shared-memory bandwidth at large sizes), so every verdict occurs. Statistics and
-verdicts are nearmetal.study.stats's own (summarize, compare paired by block), with fewer
+verdicts are nearmetal.analysis.stats's own (summarize, compare paired by block), with fewer
 bootstrap resamples than a study uses where the analysis is large.
 """
 
@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from nearmetal.study import stats
+from nearmetal.analysis import stats
 
 ALL_VARIANTS = (
     {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None},

@@ -1,4 +1,4 @@
-"""Answers at the level a user asks (nearmetal.study.answers): one verdict per variant x
+"""Answers at the level a user asks (nearmetal.analysis.answers): one verdict per variant x
 benchmark and per variant, the geometric mean of the per-point cost ratios with a paired
 bootstrap over blocks, and the top-line sentences every report prints first."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from nearmetal.study import stats
-from nearmetal.study.answers import answers, resolution
+from nearmetal.analysis import stats
+from nearmetal.analysis.answers import answers, resolution
 
 BIND = {"mode": "bind", "runtime": "charliecloud", "mpi": "openmpi", "image": "default"}
 HYBRID = {"mode": "hybrid", "runtime": "charliecloud", "mpi": "openmpi", "image": "default"}
@@ -127,7 +127,7 @@ def test_a_single_point_answer_is_its_own_t_interval():
     that point at the answer's level, not a bootstrap over its blocks: one slow baseline run
     drawn several times skews a percentile bootstrap (measured on the quickstart: a point
     equivalent within 10% read 'not resolved better than ±9%' as an answer)."""
-    from nearmetal.study.trimmed import trimmed_mean_ci
+    from nearmetal.analysis.trimmed import trimmed_mean_ci
 
     a = answers(build([latency(n=1)], [(BIND, 1.0)], reps=12, noise=0.05, seed=4))
     cell = only(a, "by_benchmark")

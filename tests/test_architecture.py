@@ -203,3 +203,35 @@ def test_the_backend_name_check_sees_what_it_must(tmp_path):
     assert _own_module("runtimes/_podman_storage.py", "podman", names["podman"])
     assert not _own_module("study/executor.py", "host", names["host"])
     assert not _own_module("runtimes/bwrap.py", "squashfs", names["squashfs"])
+
+
+def test_the_study_pipelines_records_are_frozen():
+    """What crosses a stage of the study pipeline (study/records.py) cannot be changed by the next."""
+    from dataclasses import is_dataclass
+
+    from nearmetal.study import records
+
+    classes = [c for c in vars(records).values() if isinstance(c, type) and is_dataclass(c)]
+    assert {c.__name__ for c in classes} >= {"Cell", "RunSpec", "Launched", "RunResult", "AnalysisSpec"}
+    assert all(c.__dataclass_params__.frozen for c in classes), [c.__name__ for c in classes]
+
+
+def test_a_run_request_is_changed_only_where_run_plan_says():
+    """A RunRequest is never assigned to outside run.py (plan() completes MPMD components there,
+    docs/architecture.md); elsewhere a request that differs is a new one (RunRequest.replace)."""
+    from nearmetal.run import RunRequest
+
+    names = set(RunRequest.__slots__)
+    found = []
+    for path in _modules():
+        rel = str(path.relative_to(SRC))
+        if rel == "run.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if (isinstance(t, ast.Attribute) and t.attr in names and isinstance(t.value, ast.Name)
+                        and t.value.id in ("req", "request", "first", "r", "more")):
+                    found.append(f"{rel}:{node.lineno} {t.value.id}.{t.attr}")
+    assert not found, f"RunRequests changed outside run.plan: {found}"

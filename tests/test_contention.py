@@ -199,9 +199,9 @@ name = "b"
 
 def _analysed(tmp_path, extra=""):
     from nearmetal.study import config as config_mod
-    from nearmetal.study.analysis import analyze
+    from nearmetal.analysis.analyze import analyze
     from nearmetal.study.plan import make_plan
-    from nearmetal.study.runner import _row
+    from nearmetal.study.codec import planned_row as _row
 
     text = STUDY.format(extra=extra)
     planned = [_row(r) for r in make_plan(config_mod.parse(text), 1)]
@@ -289,7 +289,7 @@ def _study(tmp_path, name, reps, extra=""):
     text = (STUDY.replace('name = "s"', f'name = "{name}"').replace("repetitions = 3", f"repetitions = {reps}")
             .format(extra=extra).replace('name = "b"', 'name = "b"\nargs = ["-m", "8:8", "-i", "200"]'))
     cfg = config_mod.parse(text, source=f"{name}.toml")
-    store, sid, _ = runner.prepare(cfg, text, tmp_path / f"{name}.db", resume=False, say=lambda m: None)
+    store, sid, _ = runner.open_study(cfg, text, tmp_path / f"{name}.db", resume=False, say=lambda m: None)
     with store:
         ex = Executor(cfg, store, sid, progress=False)
         assert [ex.execute(row) for row in store.pending(sid)] == ["ok"] * reps

@@ -1,5 +1,5 @@
 """[[finding]] entries: validated with the study file, evaluated on the study's own points
-(study/findings.py), rendered first in every report. Unit tests on hand-made analyses whose
+(analysis/findings.py), rendered first in every report. Unit tests on hand-made analyses whose
 true ratios are known; the seed studies run them for real (tests/test_seed_studies.py)."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from nearmetal.errors import NearmetalError
 from nearmetal.study.config import parse
-from nearmetal.study.findings import evaluate
+from nearmetal.analysis.findings import evaluate
 
 pytestmark = pytest.mark.unit
 
@@ -192,7 +192,7 @@ def test_a_finding_never_compares_a_variant_with_itself():
 
 
 def test_needs_are_met_by_what_the_contexts_record():
-    from nearmetal.study.findings import NEEDS
+    from nearmetal.analysis.findings import NEEDS
 
     alone = {"environment": [{"nodes": 1, "fabrics": [], "runtime": {"name": "apptainer", "setuid": False}}]}
     cluster = {"environment": [{"nodes": 4, "fabrics": ["mlx5_0"], "runtime": {"name": "apptainer", "setuid": True}}]}

@@ -150,7 +150,7 @@ def sbatch_directives(text):
 
 
 def request(slurm=None, **kw):
-    return RunRequest("/bin/true", [], slurm=slurm or {}, **kw)
+    return RunRequest("/bin/true", [], options=slurm or {}, **kw)
 
 
 def test_script_refuses_what_bypassed_the_checks(tmp_path):

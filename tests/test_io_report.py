@@ -1,5 +1,5 @@
 """The HTML report's parallel-I/O section: synthetic iobench records in a real SQLite store
-(tests/synthetic_io.py) analysed by study.analysis (and its I/O analysis, io.analysis) and
+(tests/synthetic_io.py) analysed by analysis.analyze (and its I/O analysis, io.analysis) and
 rendered; expected values are computed here straight from the store's records, not by the
 report code."""
 
@@ -14,7 +14,7 @@ import pytest
 from nearmetal.io import analysis as IO
 from nearmetal.report import formatting as F
 from nearmetal.report.html import render_html
-from nearmetal.study.analysis import analyze
+from nearmetal.analysis.analyze import analyze
 from nearmetal.study.store import Store
 
 from conftest import nearmetal
@@ -244,7 +244,7 @@ def test_median_ci_is_the_io_best_interval():
     the documented one: stats.median_ci with 2000 resamples, seed 0; it brackets the median."""
     import numpy as np
 
-    from nearmetal.study import stats
+    from nearmetal.analysis import stats
 
     def best_ci(vals):  # docs/io-tuning.md: 2000 resamples, seed 0
         return stats.median_ci(vals, n_boot=2000, seed=0)
@@ -414,7 +414,7 @@ def test_quickstart_io_section():
 def test_speedup_pairs_by_block_when_the_analysis_has_blocks():
     """With each value's block known (analysis entries' `blocks`), the speed-up's CI is the
     paired one of stats.compare, as `io best` computes it; without, the unpaired one."""
-    from nearmetal.study import stats
+    from nearmetal.analysis import stats
 
     serial_vals, fast_vals = [1.00, 1.30, 0.90, 1.10, 1.20, 0.95], [0.52, 0.66, 0.44, 0.55, 0.61, 0.47]
     blocks = [0, 1, 2, 3, 4, 5]

@@ -13,7 +13,7 @@ import pytest
 from nearmetal.report import plot_base as B
 from nearmetal.report import summaries as S
 from nearmetal.report import write_report
-from nearmetal.study.analysis import analyze
+from nearmetal.analysis.analyze import analyze
 from nearmetal.study.importer import import_csv
 
 from conftest import nearmetal

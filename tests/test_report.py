@@ -183,7 +183,7 @@ def test_report_of_a_real_analysis(tmp_path):
     parameter, variants that are not mode/runtime/mpi/image): every format renders."""
     from pathlib import Path
 
-    from nearmetal.study.analysis import analyze
+    from nearmetal.analysis.analyze import analyze
     from nearmetal.study.importer import import_csv
 
     csv_path = Path(__file__).resolve().parents[1] / "examples" / "aquaplanet_table3.csv"

@@ -27,11 +27,11 @@ def test_the_looks_grow_by_half_and_end_at_the_maximum():
 @pytest.mark.unit
 def test_fixed_repetitions_are_one_look_at_the_usual_level():
     from nearmetal.study.config import parse
-    from nearmetal.study.sequential import plan_of
+    from nearmetal.study.sequential import looks_of
 
     text = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
-    assert plan_of(parse(text.format("repetitions = 7")).study) == ([7], 0.05)
-    looks, alpha = plan_of(parse(text.format("")).study)
+    assert looks_of(parse(text.format("repetitions = 7")).study) == ([7], 0.05)
+    looks, alpha = looks_of(parse(text.format("")).study)
     assert looks == [5, 8, 12, 18, 27, 41, 62, 93, 120] and alpha == pytest.approx(0.05 / 9)
 
 
@@ -166,7 +166,7 @@ mpi = "mpich"
 [[benchmark]]
 kernel = "latency"
 """)
-    store, study_id, _ = runner.prepare(cfg, "text", tmp_path / "x.db", resume=False)
+    store, study_id, _ = runner.open_study(cfg, "text", tmp_path / "x.db", resume=False)
     rng = np.random.default_rng(0)
     for row in store.pending(study_id):
         base = 10.0 * (1 + rng.normal(0, 0.001))
@@ -218,7 +218,7 @@ mpi = "mpich"
 [[benchmark]]
 kernel = "latency"
 """)
-    store, study_id, _ = runner.prepare(cfg, "text", tmp_path / "x.db", resume=False)
+    store, study_id, _ = runner.open_study(cfg, "text", tmp_path / "x.db", resume=False)
     rng = np.random.default_rng(0)
     for row in store.pending(study_id):
         value = 10.0 * rng.uniform(0.5, 1.5) if row["variant"] != "base" else 10.0

@@ -1,4 +1,4 @@
-"""nearmetal.study.stats: summaries, comparisons, calibration on simulated A/A data, power."""
+"""nearmetal.analysis.stats: summaries, comparisons, calibration on simulated A/A data, power."""
 
 import json
 import math
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from nearmetal.study import stats
-from nearmetal.study.stats import compare, direction_for_unit, summarize
+from nearmetal.analysis import stats
+from nearmetal.analysis.stats import compare, direction_for_unit, summarize
 
 pytestmark = pytest.mark.unit  # pure computation: no process, no MPI, no container
 

@@ -614,7 +614,7 @@ def test_mpirun_as_root_allows_it(monkeypatch):
 
 
 def test_srun_nodes_only_inside_an_allocation(monkeypatch):
-    r = req("native", mpi="openmpi", scheduler="slurm", slurm={"nodes": "2", "partition": "p"})
+    r = req("native", mpi="openmpi", scheduler="slurm", options={"nodes": "2", "partition": "p"})
     assert launch(r)[0] == "/usr/bin/srun --mpi=pmix --kill-on-bad-exit=1 -n 2 /usr/bin/prog -x 1"
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     assert launch(r)[0] == "/usr/bin/srun --mpi=pmix --kill-on-bad-exit=1 --nodes=2 -n 2 /usr/bin/prog -x 1"

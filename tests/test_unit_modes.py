@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from nearmetal.study import mode_compare, modes
+from nearmetal.analysis import mode_compare, modes
 
 pytestmark = pytest.mark.unit
 
@@ -156,7 +156,7 @@ def test_same_modes_and_shares_are_equivalent():
 
 
 def test_ordinary_comparison_cannot_decide_the_same_cells():
-    from nearmetal.study import stats
+    from nearmetal.analysis import stats
 
     rng = np.random.default_rng(6)
     base = mixture(rng, 40, [0.18, 0.69], [0.6, 0.4])
@@ -285,7 +285,7 @@ def _analysis(base, var, modes_on=True, margin=0.10):
 
 
 def test_a_study_point_with_modes_is_decided_and_answered_in_plain_words():
-    from nearmetal.study.answers import answers
+    from nearmetal.analysis.answers import answers
 
     rng = np.random.default_rng(20)
     base = mixture(rng, 60, [0.18, 0.69], [0.6, 0.4], sd=0.05)
@@ -303,7 +303,7 @@ def test_a_study_point_with_modes_is_decided_and_answered_in_plain_words():
 
 
 def test_an_answer_whose_slow_share_differs_is_not_equivalent_and_says_why():
-    from nearmetal.study.answers import answers
+    from nearmetal.analysis.answers import answers
 
     rng = np.random.default_rng(21)
     base = exact_mixture([14, 6], [0.18, 0.69], rng)

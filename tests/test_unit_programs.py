@@ -10,7 +10,7 @@ from nearmetal.apps.fom import Fom, FomError, records
 from nearmetal.errors import NearmetalError
 from nearmetal.study import config as config_mod
 from nearmetal.study import program
-from nearmetal.study.stats import direction_for_unit
+from nearmetal.analysis.stats import direction_for_unit
 
 pytestmark = pytest.mark.unit
 

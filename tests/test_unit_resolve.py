@@ -153,7 +153,7 @@ def test_mpmd_component_with_the_same_mpi_is_fine():
 
 def test_resolved_carries_the_request_and_leaves_it_alone():
     r = req("bind", mpi="openmpi", runtime="bwrap", ranks=6, ranks_per_node=3, threads=2, env={"A": "1"},
-            scheduler="slurm", slurm={"partition": "p"}, workdir="/w", args=["-v"], runtime_args=["--x"])
+            scheduler="slurm", options={"partition": "p"}, workdir="/w", args=["-v"], runtime_args=["--x"])
     before = {k: getattr(r, k) for k in RunRequest.__slots__}
     [c] = resolve(r, host=FakeHost())
     assert {k: getattr(r, k) for k in RunRequest.__slots__} == before

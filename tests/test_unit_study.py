@@ -10,7 +10,7 @@ import pytest
 from nearmetal.errors import NearmetalError
 from nearmetal.study import config as config_mod
 from nearmetal.study.plan import MAX_CELLS, baseline_of, cells, key_part, make_plan, variant_id
-from nearmetal.study.runner import _row
+from nearmetal.study.codec import planned_row as _row
 from nearmetal.study.store import SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.unit

@@ -24,24 +24,26 @@ def cmd_run(args):
     req = RunRequest(first[0], first[1:], mode=args.mode, runtime=vars(args).get("runtime"), image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
-                     slurm=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args,
+                     options=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args,
                      network=getattr(args, "network", None), user=getattr(args, "user", None),
                      gpus=getattr(args, "gpus", None))
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
     if args.witness:  # every component's ranks preload the witness (witness/)
         from .witness import rank_env
 
+        for_ranks = []
         for r in [req] + more:
-            r.env = rank_env(r.env)
+            env = rank_env(r.env)
             if r.gpus or req.gpus:  # and which libcuda, driver and GPU (witness/gpu.py)
                 from .witness.gpu import rank_env as gpu_env
 
-                r.env = gpu_env(r.env)
+                env = gpu_env(env)
+            for_ranks.append(r.replace(env=env))
+        req, *more = for_ranks
     if args.audit:  # every component's ranks under the rtld-audit library (audit/)
         from .audit import rank_env as audited
 
-        for r in [req] + more:
-            r.env = audited(r.env)
+        req, *more = [r.replace(env=audited(r.env)) for r in [req] + more]
     p = plan(req, more)
     if req.mode != "native" or any(r.mode != "native" for r in more):
         from .run import unseen_host_files
@@ -56,7 +58,7 @@ def cmd_run(args):
 
 
 def _slurm_options(args):
-    """--partition/--nodes/--time/--account/--export as the RunRequest's slurm dict (set ones only)."""
+    """--partition/--nodes/--time/--account/--export as the RunRequest's options dict (set ones only)."""
     pairs = (("partition", "partition"), ("nodes", "nodes"), ("time", "time"), ("account", "account"),
              ("export", "slurm_export"))
     options = {k: getattr(args, a) for k, a in pairs if getattr(args, a, None)}
@@ -99,7 +101,7 @@ def _component_request(segment, first, index):
     return RunRequest(prog[0], prog[1:], mode=a.mode or first.mode, runtime=a.runtime or first.runtime,
                       image=a.image or first.image,
                       mpi=None, ranks=a.ranks, ranks_per_node=None, threads=a.threads or first.threads,
-                      env={**first.env, **dict(a.env)}, scheduler=first.scheduler, slurm=first.slurm,
+                      env={**first.env, **dict(a.env)}, scheduler=first.scheduler, options=first.options,
                       workdir=first.workdir, runtime_args=a.runtime_args or first.runtime_args)
 
 

@@ -15,7 +15,7 @@ def _planned(args, program, program_args, ranks):
 
     req = RunRequest(program, program_args, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
-                     scheduler=args.scheduler, slurm=_slurm_options(args), workdir=args.workdir,
+                     scheduler=args.scheduler, options=_slurm_options(args), workdir=args.workdir,
                      runtime_args=args.runtime_args, network=getattr(args, "network", None),
                      user=getattr(args, "user", None), gpus=getattr(args, "gpus", None))
     return req, plan(req), schedulers.get(req.scheduler)
@@ -109,7 +109,7 @@ def cmd_study(args):
         from .study.submit import check
 
         check(cfg, args.file)
-    store, study_id, new = runner.prepare(cfg, text, db, args.resume, builtin=args.file is None, say=say)
+    store, study_id, new = runner.open_study(cfg, text, db, args.resume, builtin=args.file is None, say=say)
     from .study import submit
 
     if args.submit:
@@ -190,7 +190,7 @@ def _report(store, study_name, out_dir, fmt, failed):
     from rich.console import Console
 
     from .report import render_terminal, write_report
-    from .study.analysis import analyze
+    from .analysis.analyze import analyze
 
     analysis = analyze(store, study_name)
     console = Console()

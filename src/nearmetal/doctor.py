@@ -142,8 +142,8 @@ def _bind_check(img, path, family, mpi):
     from .models import bind
     from .run import RunRequest
 
-    req = RunRequest(path, mode="bind", image=img, mpi=family)
-    req.mpi = mpi
+    # bind.prepare reads a resolved component's fields: the image object and the MPI's installation
+    req = RunRequest(path, mode="bind", image=img, mpi=mpi)
     try:
         plan = bind.prepare(req)
     except NearmetalError as e:

@@ -96,7 +96,7 @@ class Resolved:
     def __init__(self, req, mpi, profile, image, runtime, scheduler, account=None):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
         self.ranks, self.ranks_per_node, self.threads = req.ranks, req.ranks_per_node, req.threads
-        self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.slurm)
+        self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.options)
         self.runtime_args = tuple(getattr(req, "runtime_args", ()))
         self.workdir_binds = tuple(getattr(req, "workdir_binds", ()))
         self.network = getattr(req, "network", None) or _default_network()

@@ -14,15 +14,18 @@ from .models import MODES
 
 
 class RunRequest:
-    """What was asked for, as given: names and strings (resolve.py turns them into things)."""
+    """What was asked for, as given: names and strings (resolve.py turns them into things).
+    Changed in one place only: plan() makes the working directory absolute and gives MPMD
+    components 2.. the first one's working directory, inputs, network and account; any
+    other request that differs is a new one (replace(); docs/architecture.md). A plain class,
+    not a dataclass: `nearmetal run` would import dataclasses and inspect for it (~15 ms)."""
 
-    __slots__ = ("mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "program", "args", "scheduler", "slurm", "workdir", "runtime_args", "workdir_binds", "network",
-                 "user", "gpus")
+    __slots__ = ("program", "args", "mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
+                 "scheduler", "options", "workdir", "runtime_args", "network", "user", "workdir_binds", "gpus")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
-                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, slurm=None, workdir=None,
-                 runtime_args=(), network=None, user=None, gpus=None):
+                 ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, options=None, workdir=None,
+                 runtime_args=(), network=None, user=None, workdir_binds=(), gpus=None):
         from . import schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
@@ -31,22 +34,26 @@ class RunRequest:
         self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
         self.threads, self.env = threads, dict(env or {})
         # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
-        # sbatch outside an allocation); slurm: its options (partition, nodes, time, ...)
-        self.scheduler, self.slurm = scheduler or schedulers.DEFAULT, dict(slurm or {})
+        # sbatch outside an allocation); options: its options (Slurm's partition, nodes, time, ...)
+        self.scheduler, self.options = scheduler or schedulers.DEFAULT, dict(options or {})
         # The ranks' working directory (None: unchanged). Natively the launcher starts
         # there; containers get it bind-mounted read-write at /nm/work and start in it.
         self.workdir = workdir
         # Extra arguments for the container runtime, before the image (a named variant's).
         self.runtime_args = list(runtime_args)
-        # (host path, name): large inputs a container sees read-only as /nm/work/NAME
-        # (study/program.py stages the small ones as copies)
-        self.workdir_binds = []
         # How the ranks reach each other (networks/): the host's network, or isolated nodes.
         self.network = network or _default_network()
         # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
         self.user = user
+        # (host path, name): large inputs a container sees read-only as /nm/work/NAME
+        # (study/program.py stages the small ones as copies)
+        self.workdir_binds = list(workdir_binds)
         # --gpus all|N|ID,ID... (gpu/, docs/gpu.md); None: no GPU asked for.
         self.gpus = gpus
+
+    def replace(self, **changes):
+        """A new request: this one's fields, with `changes`."""
+        return RunRequest(**{**{k: getattr(self, k) for k in self.__slots__}, **changes})
 
 
 def _default_network():
@@ -125,7 +132,7 @@ class Plan:
         env["NM_LAUNCH_NS"] = str(time.time_ns())
         return env
 
-    def prepare(self):
+    def prepare_account(self):
         """What must be done on this machine before the launch and not for a dry run: as
         another account, each runtime readies its image for it (podman imports it into the
         account's storage, once); what was done is added to the notes."""
@@ -158,6 +165,8 @@ class Plan:
 
 
 def _validate(req, check_paths=True):
+    """A one-line error for what cannot run; the working directory made absolute, in place
+    (one of the two changes a request sees: docs/architecture.md)."""
     if req.mode not in MODES:
         raise NearmetalError(f"unknown mode '{req.mode}' (choose from: {', '.join(MODES)})")
     if req.ranks is None or req.ranks < 1:
@@ -209,7 +218,7 @@ def plan(req, more=(), check_paths=True, host=None):
     from .resolve import Host, resolve
 
     _validate(req, check_paths)
-    for r in more:
+    for r in more:  # the other change a request sees, here and only here (docs/architecture.md)
         r.workdir = req.workdir  # one working directory for the whole job
         r.workdir_binds = list(req.workdir_binds)  # and the large inputs bound into it
         r.network = req.network  # and one network
@@ -269,7 +278,7 @@ def execute(plan, verbose=False):
     status is the program's, and killing this PID, even with SIGKILL, ends the whole job."""
     from . import supervise
 
-    plan.prepare()
+    plan.prepare_account()
     if verbose:
         print(plan.describe(), file=sys.stderr, flush=True)
     argv = supervise.wrap(plan.argv, die_with_parent=False, options=["--launcher", *plan.supervise_options])
@@ -292,7 +301,7 @@ def start(plan):
 
     from . import supervise
 
-    plan.prepare()
+    plan.prepare_account()
     try:
         return subprocess.Popen(supervise.wrap(plan.argv, options=["--launcher", *plan.supervise_options]),
                                 env=plan.environ(), stdout=subprocess.PIPE,

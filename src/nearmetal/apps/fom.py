@@ -58,7 +58,7 @@ class Fom(BaseModel):
     def stored_unit(self):
         """The unit as stored with each value: the unit itself, plus "(higher is better)" or
         "(lower is better)" when lower_is_better overrides what the unit says."""
-        from ..study.stats import direction_for_unit
+        from ..analysis.stats import direction_for_unit
 
         if self.lower_is_better is None or direction_for_unit(self.unit) == (not self.lower_is_better):
             return self.unit

@@ -7,7 +7,7 @@ read from the benchmark's kernel arguments in the study file (-p -L -i -H -c -r,
 OMPI_MCA_io in its env). A name that reads as a label but is not canonical (a newline, two
 blanks) is neither, and is left out: it never reaches a hints file.
 
-analyze(points, config_toml, margin) takes the analysis dict's points (study.analysis) and
+analyze(points, config_toml, margin) takes the analysis dict's points (analysis.analyze) and
 returns a JSON-ready dict, one group per variant x placement:
 
     {"configurations": {benchmark: {pattern, library, ..., label, grid, hints, env, layout}},
@@ -34,7 +34,7 @@ import math
 import tomllib
 from dataclasses import dataclass, fields, replace
 
-from ..study import stats
+from ..analysis import stats
 from .figure_data import figures
 from .space import Configuration, parse_kernel_args, parse_size
 
@@ -178,7 +178,7 @@ def _configuration_dict(conf, args_env):
 # ---------------------------------------------------------------------- measurements
 
 def median_ci(values):
-    """95% CI of the median (study.stats.median_ci with N_BOOT resamples, seed 0)."""
+    """95% CI of the median (analysis.stats.median_ci with N_BOOT resamples, seed 0)."""
     return stats.median_ci(values, n_boot=N_BOOT)
 
 

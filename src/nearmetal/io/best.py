@@ -16,7 +16,7 @@ from pathlib import Path
 from ..errors import NearmetalError
 from ..safe_write import write_text
 from ..study import config as study_config
-from ..study.analysis import analyze as analyze_study
+from ..analysis.analyze import analyze as analyze_study
 from ..study.store import Store
 from .space import Configuration, parse_pair
 

@@ -20,7 +20,7 @@ nothing to tune. Pre-selection runs only for the tuning parameters.
 
 import json
 
-from ..study import stats
+from ..analysis import stats
 from .space import Configuration, format_size
 from .sweep import PARAMETERS, group_by_mpi, make, max_rank_values, space_values
 

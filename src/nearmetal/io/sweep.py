@@ -126,7 +126,7 @@ def run_study(cfg, text, db, resume, console, progress, resume_hint, intro=None)
     from ..study import runner
     from ..study.executor import Executor
 
-    store, study_id, _ = runner.prepare(cfg, text, db, resume, say=lambda m: console.print(m, highlight=False, soft_wrap=True))
+    store, study_id, _ = runner.open_study(cfg, text, db, resume, say=lambda m: console.print(m, highlight=False, soft_wrap=True))
     if intro:
         console.print(intro, highlight=False, soft_wrap=True)
     counts = store.counts(study_id)

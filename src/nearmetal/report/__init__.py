@@ -1,4 +1,4 @@
-"""Reports of a study's analysis (nearmetal.study.analysis.analyze, docs/analysis.md):
+"""Reports of a study's analysis (nearmetal.analysis.analyze.analyze, docs/analysis.md):
 terminal tables (terminal.py), and one module per file format in formats/ (HTML through
 html.py; Markdown, CSV and JSON through tables.py). docs/reports.md explains every section.
 

@@ -123,10 +123,10 @@ def _answer_cell(e):
         if not F.is_num(oh):
             return v
         r, lo, hi = e.get("cost_ratio"), e.get("ci_low"), e.get("ci_high")
-        if F.is_num(r) and (r >= 2 or r <= 0.5):  # as a factor, as study/answers.py writes it
+        if F.is_num(r) and (r >= 2 or r <= 0.5):  # as a factor, as analysis/answers.py writes it
             return f"×{r:.3g}" + (f" [×{lo:.3g} to ×{hi:.3g}]" if F.is_num(lo) and F.is_num(hi) else "")
         ok_ci = ci if ci and len(ci) == 2 and all(F.is_num(x) for x in ci) else None
-        d = 1 if abs(oh) < 10 or (ok_ci and ok_ci[1] - ok_ci[0] < 4) else 0  # as study/answers.py's digits()
+        d = 1 if abs(oh) < 10 or (ok_ci and ok_ci[1] - ok_ci[0] < 4) else 0  # as analysis/answers.py's digits()
         s = F.fmt_pct(oh, digits=d)
         if ok_ci:
             s += f" [{ok_ci[0]:+.{d}f} to {ok_ci[1]:+.{d}f}%]"
@@ -151,7 +151,7 @@ def _answer_title(e, level):
 
 
 def answer(analysis):
-    """The top-line answer of analysis['answers'] (study/answers.py) for every format, or
+    """The top-line answer of analysis['answers'] (analysis/answers.py) for every format, or
     None when the analysis has none: {"sentences": [(text, tone)], "note": str, "cols":
     [variant words], "rows": [{"label", "cells": [{"text", "verdict", "title"} or None]}]}.
     tone: 'slower' when any of the variant's benchmarks is slower, else 'faster' when any
@@ -202,7 +202,7 @@ FINDING_TONE = {"reproduced": "equivalent", "not reproduced": "slower", "undecid
 
 def findings(analysis):
     """The study's published findings and this study's verdict on each (analysis['findings'],
-    study/findings.py), for every format: [{"verdict", "tone", "statement", "source",
+    analysis/findings.py), for every format: [{"verdict", "tone", "statement", "source",
     "compared", "result", "paper"}], or [] when the study states none."""
     out = []
     for f in analysis.get("findings") or []:

@@ -149,7 +149,7 @@ def _render_findings(analysis, console):
 
 
 def _render_answer(analysis, console):
-    """The top-line answer, one sentence per variant (analysis['answers'], study/answers.py)."""
+    """The top-line answer, one sentence per variant (analysis['answers'], analysis/answers.py)."""
     a = S.answer(analysis)
     if a is None:
         return

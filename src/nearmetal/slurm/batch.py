@@ -32,7 +32,7 @@ def script(plan, req, components, outdir):
     (slurm/options.py), variable names must be names, and values and arguments are
     shell-quoted (a newline inside single quotes stays part of the word; sbatch stops
     reading #SBATCH lines at the first command)."""
-    slurm = check_slurm(req.slurm)
+    slurm = check_slurm(req.options)
     out = script_path(outdir, "the job directory")
     directives = [("job-name", "nearmetal"), ("output", f"{out}/job.out"), ("error", f"{out}/job.err"),
                   ("export", slurm.get("export") or "ALL")]

@@ -101,8 +101,8 @@ CHECKS = {"partition": partition, "nodes": nodes, "time": time_limit, "account":
 
 
 def check_slurm(options, prefix="--"):
-    """The RunRequest.slurm dict ({partition, nodes, time, account, export}: set ones only),
-    every value checked; `prefix` + key names the option in errors."""
+    """A RunRequest's scheduler options for Slurm ({partition, nodes, time, account, export}: set
+    ones only), every value checked; `prefix` + key names the option in errors."""
     out = {}
     for key, value in (options or {}).items():
         if key not in CHECKS:

@@ -1,7 +1,9 @@
-"""The study engine: config -> plan (list of runs) -> executor -> store -> analysis -> report.
+"""The study engine's stages up to the store (docs/architecture.md, "The study pipeline"):
+config -> plan -> store -> execute -> store; the analysis is nearmetal.analysis.
 
-config.py validates a TOML study; plan.py expands its matrix into randomized blocks of
-runs; executor.py runs them, one process group each, storing every result at once in
-store.py's SQLite database; analysis.py groups the stored records per benchmark point and
-variant and applies stats.py; nearmetal.report renders the result.
+config.py validates a TOML study; plan.py expands its matrix into cells and randomized
+blocks of runs (records.Cell, records.RunSpec) and analysis_spec.py decides what the
+analysis will compare; runner.py stores them (codec.py: records to rows and back) and
+executor.py runs them, one process group each, storing every result at once in store.py's
+SQLite database; nearmetal.analysis reads the rows back and nearmetal.report renders them.
 """

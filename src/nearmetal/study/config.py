@@ -284,7 +284,7 @@ class Variant(_Strict):
     def as_dict(self):
         """The variant as planned and stored (runs.variant_json)."""
         d = {"name": self.name, "mode": self.mode, "runtime": self.runtime, "mpi": self.mpi, "image": self.image}
-        from .plan import OPTIONAL_DIMS, is_set
+        from .ids import OPTIONAL_DIMS, is_set
 
         d.update({dim: getattr(self, dim) for dim in OPTIONAL_DIMS if is_set(getattr(self, dim))})
         if self.env:

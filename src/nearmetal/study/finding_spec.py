@@ -1,12 +1,12 @@
 """`[[finding]]` entries of a study file: a published finding stated as data the analysis
-can evaluate (study/findings.py), so a report says whether this machine reproduces it.
+can evaluate (analysis/findings.py), so a report says whether this machine reproduces it.
 
 A finding compares a *subject* with a *reference* on one benchmark's points: a variant with
 its baseline (the study's, or `baseline = NAME`), or one benchmark with another in the same
 variant (`baseline_benchmark`). `expect` is the direction the paper found ("slower": the
 subject costs more, i.e. takes longer or moves less per second), `at_least` the smallest
 difference that counts as reproducing it, `paper` the size the paper reports, in words.
-`needs` names what the finding needs beyond one machine (study/findings.py, NEEDS); where it
+`needs` names what the finding needs beyond one machine (analysis/findings.py, NEEDS); where it
 is missing the verdict is "not measurable here" with the reason.
 """
 

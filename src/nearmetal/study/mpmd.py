@@ -69,6 +69,6 @@ def more_requests(req, rest):
     from ..run import RunRequest
 
     return [RunRequest(req.program, args, mode=req.mode, runtime=req.runtime, image=req.image, mpi=req.mpi,
-                       ranks=ranks, threads=req.threads, env=req.env, scheduler=req.scheduler, slurm=req.slurm,
+                       ranks=ranks, threads=req.threads, env=req.env, scheduler=req.scheduler, options=req.options,
                        runtime_args=req.runtime_args)
             for args, ranks in rest]

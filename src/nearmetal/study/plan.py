@@ -8,92 +8,17 @@ variant values can be paired by block.
 """
 
 import itertools
-import os
 import random
 
 from ..errors import NearmetalError
-from ..networks import DEFAULT as DEFAULT_NETWORK
 from ..networks import get as get_network
 from . import placement
+from .ids import CONTAINER_ONLY, OPTIONAL_DIMS, VARIANT_DIMS, image_label, is_set, key_part, mpi_label, variant_id  # noqa: F401
+from .records import Cell, RunSpec
 
-VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
-# Variant dimensions that are off unless asked for: in a variant's dict (and id) only when on,
-# so the ids and stored variants of studies that do not use them stay as they were.
-OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network", "user")
-CONTAINER_ONLY = ("runtime", "image", "image_format", "image_place")  # nothing to say for native runs
 DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads") + placement.DIMS
-
-
-def is_set(value):
-    """An optional dimension's value that asks for something (not off, not its default)."""
-    return value not in (False, None, "", "default", DEFAULT_NETWORK)  # the host's network: the default
-
-
-def _id_part(dim, value):
-    if dim in ("image_format", "network"):
-        return f"+{value}"
-    if dim == "image_place":
-        return f"+in-{image_label(value.rstrip('/') or '/')}"
-    if dim == "user":  # account names have no '/' or '+' (privilege.name_problem)
-        return f"+as-{value}"
-    return f"+{dim}"
 MAX_CELLS = 100_000      # a study this size is a typo: planning it would take minutes and gigabytes
 MAX_RUNS = 1_000_000
-
-
-def variant_id(v):
-    """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
-    for any image name: mode, runtime and MPI are validated words without '/', so
-    everything after the third '/' is the image, then the optional dimensions that are set
-    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`, `+as-NAME`; image labels have no '+') and
-    the placement where it is not the default (`+2-nodes`, `+4-per-node`: study/placement.py)."""
-    if v.get("name"):
-        return v["name"] + placement.id_part(v)
-    extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d))) + placement.id_part(v)
-    if v["mode"] == "native":
-        return f"native/{mpi_label(v['mpi'])}{extra}"
-    return f"{v['mode']}/{v['runtime']}/{mpi_label(v['mpi'])}/{image_label(v['image'])}{extra}"
-
-
-def mpi_label(spec):
-    """FAMILY, or for FAMILY@PREFIX (an installation under a prefix) FAMILY@ and the prefix's
-    label as image_label makes it: no '/' in a variant id's MPI part."""
-    family, sep, prefix = spec.partition("@")
-    if not sep:
-        return spec
-    shown = prefix.rstrip("/")
-    while os.path.basename(shown) in ("usr", "local") and os.path.dirname(shown) not in ("", "/"):
-        shown = os.path.dirname(shown)  # /opt/mpich-4/usr -> mpich-4
-    import hashlib
-
-    return f"{family}@{os.path.basename(shown) or 'prefix'}-{hashlib.sha256(prefix.encode()).hexdigest()[:8]}"
-
-
-def image_label(image):
-    """An image as variant ids and reports show it: its name; an image given by path, its
-    file or directory name (the image directory's for .../NAME/rootfs) and 8 hex digits of
-    the path's SHA-256: short, stable, and two paths never share one."""
-    if "/" not in image:
-        return image
-    import hashlib
-    import os
-
-    path = image.rstrip("/")
-    base = os.path.basename(path)
-    if base == "rootfs":
-        base = os.path.basename(os.path.dirname(path)) or base
-    base = base.replace("+", "_")  # '+' starts the optional dimensions in a variant id
-    return f"{base or 'image'}-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
-
-
-def key_part(text):
-    """A run-key component with its separators percent-encoded ('|' between components, '#'
-    before the repetition, '%' itself), so keys of any names are unambiguous; names without
-    these characters are unchanged, so existing databases' keys stay valid."""
-    if "%" not in text and "|" not in text and "#" not in text:
-        return text
-    return text.replace("%", "%25").replace("|", "%7C").replace("#", "%23")
-
 
 def _expand(dims, zips, exclude):
     """Rows (dicts) of the cross product of `dims` where zipped dimensions vary together."""
@@ -114,22 +39,6 @@ def _expand(dims, zips, exclude):
             continue
         rows.append(row)
     return rows
-
-
-class Cell:
-    __slots__ = ("benchmark", "variant", "ranks", "threads", "key")
-
-    def __init__(self, benchmark, variant, ranks, threads):
-        self.benchmark, self.variant, self.ranks, self.threads = benchmark, variant, ranks, threads
-        self.key = f"{key_part(benchmark.label)}|n={ranks}|t={threads}|{key_part(variant_id(variant))}"
-
-
-class PlannedRun:
-    __slots__ = ("key", "cell", "block", "position", "repetition", "warmup")
-
-    def __init__(self, key, cell, block, position, repetition, warmup):
-        self.key, self.cell, self.block, self.position = key, cell, block, position
-        self.repetition, self.warmup = repetition, warmup
 
 
 def _dimensions(config, bench):
@@ -365,24 +274,46 @@ def check_kernel_ranks(config):
             raise NearmetalError(f"{where}: kernel '{bench.kernel}' needs {need} ranks, found {ranks}{whose}")
 
 
-def make_plan(config, seed):
-    all_cells = cells(config)
-    check_baselines(config, all_cells)
-    rng = random.Random(seed)
+def make_plan(config, seed, variants=(), position=0):
+    """The study's runs in order: its warm-up rounds, then its first randomized blocks (shuffled
+    by the seed). With `variants` (variant dicts, as a stage after the analysis adds them to
+    a planned study: study/runner.add_variants), the runs of those variants' cells alone,
+    from run position `position` on; their keys are their cells', so planning them again
+    adds nothing."""
+    all_cells = variant_cells(config, variants) if variants else cells(config)
+    if not variants:
+        check_baselines(config, all_cells)
+    rng = random.Random(seed if not variants else f"{seed}/variants/{position}")
     runs = []
-    pos = 0
+    pos = position
     for w in range(config.study.warmup):
         for cell in all_cells:
-            runs.append(PlannedRun(f"{cell.key}#warmup{w}", cell, -1, pos, w, True))
+            runs.append(RunSpec(cell, -1, pos, w, True))
             pos += 1
     for rep in range(config.study.first_blocks):
         order = list(all_cells)
         if config.study.order == "blocks":
             rng.shuffle(order)
         for cell in order:
-            runs.append(PlannedRun(f"{cell.key}#rep{rep}", cell, rep, pos, rep, False))
+            runs.append(RunSpec(cell, rep, pos, rep, False))
             pos += 1
     return runs
+
+
+def variant_cells(config, variants):
+    """The cells of further variants (dicts of variant dimensions, e.g. an explain stage's
+    ablations of a planned study): every benchmark at each of its placements."""
+    out, seen = [], set()
+    for bench in config.benchmark:
+        dims, zips = _dimensions(config, bench)
+        placements = {d: dims[d] for d in ("ranks", "threads") + placement.DIMS}
+        for variant in variants:
+            for row in _expand(placements, zips, []):
+                cell = Cell(bench, {**variant, **placement.stored(row)}, placement.ranks(row), row["threads"])
+                if cell.key not in seen:
+                    seen.add(cell.key)
+                    out.append(cell)
+    return out
 
 
 def extend_plan(config, seed, blocks, cell_keys, position):
@@ -397,6 +328,6 @@ def extend_plan(config, seed, blocks, cell_keys, position):
         if config.study.order == "blocks":
             random.Random(f"{seed}/block/{block}").shuffle(order)
         for cell in order:
-            runs.append(PlannedRun(f"{cell.key}#rep{block}", cell, block, position, block, False))
+            runs.append(RunSpec(cell, block, position, block, False))
             position += 1
     return runs

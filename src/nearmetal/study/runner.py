@@ -1,13 +1,16 @@
 """`nearmetal study`: plan a study into the store, then execute what is still pending."""
 
+import json
 import os
 import random
 import shlex
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import __version__
 from ..errors import NearmetalError
+from . import analysis_spec, codec
 from . import config as config_mod
 from .plan import baseline_of, make_plan, variant_id
 from .lock import lock_for_writing
@@ -30,7 +33,7 @@ def load(path):
     return config_mod.load(path)
 
 
-def prepare(cfg, text, db_path, resume, builtin=False, say=print):
+def open_study(cfg, text, db_path, resume, builtin=False, say=print):
     """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
 
     The returned store holds the database's writer lock (study/lock.py) until it is
@@ -43,13 +46,13 @@ def prepare(cfg, text, db_path, resume, builtin=False, say=print):
     with lock_for_writing(db_path, what):   # held across the rename below; the store keeps its own hold
         opened = [Store(db_path, what=what)]
         try:
-            return _prepare(opened, cfg, text, db_path, resume, builtin, say, what)
+            return _open_study(opened, cfg, text, db_path, resume, builtin, say, what)
         except BaseException:
             opened[-1].close()
             raise
 
 
-def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
+def _open_study(opened, cfg, text, db_path, resume, builtin, say, what):
     store = opened[-1]
     row = store.study(cfg.study.name)
     if builtin and row is not None and row["config_toml"] != text:
@@ -76,8 +79,33 @@ def _prepare(opened, cfg, text, db_path, resume, builtin, say, what):
     runs = make_plan(cfg, seed)
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
-                                  __version__, created, planned=[_row(r) for r in runs])
+                                  __version__, created, planned=[codec.planned_row(r) for r in runs])
+    codec.store_analysis_spec(store, study_id, analysis_spec.decide(cfg))
     return store, study_id, True
+
+
+def add_variants(cfg, store, study_id, variants, say=print):
+    """Plan further variants (variant dicts) into a planned study: their cells' warm-up and
+    first blocks after the runs already planned, and their baselines into its stored
+    analysis spec — the way a stage after the analysis (an explain stage's ablations) adds
+    runs. Idempotent by run key, so a stage interrupted and run again adds what is missing
+    and `run` (or --resume) runs them. Returns the number of runs planned."""
+    row = store.study(cfg.study.name)
+    runs = store.runs(study_id)
+    added = make_plan(cfg, row["seed"], variants=variants, position=max([r["position"] for r in runs] + [-1]) + 1)
+    have = {r["run_key"] for r in runs}
+    new = [r for r in added if r.key not in have]
+    stored = {r["variant"]: r["variant_json"] for r in runs}  # a study stored before analysis specs were
+    spec = analysis_spec.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
+                                planned=False)
+    decided = codec.stored_analysis_spec(store, study_id)
+    if decided is not None:  # what was decided stays decided
+        spec = replace(decided, baselines={**spec.baselines, **decided.baselines})
+    if new:
+        store.add_planned(study_id, [codec.planned_row(r) for r in new])
+    codec.store_analysis_spec(store, study_id, spec)
+    say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")
+    return len(new)
 
 
 def _say_left_out(cfg, say):
@@ -116,13 +144,13 @@ def extend(cfg, store, study_id, say=print):
     if not cfg.study.adaptive:
         return 0
     from .plan import extend_plan
-    from .sequential import open_cells, plan_of
+    from .sequential import open_cells, looks_of
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
         return 0
     blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
-    looks, _ = plan_of(cfg.study)
+    looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)
     opened = open_cells(store, study_id, cfg, blocks)
@@ -142,7 +170,7 @@ def extend(cfg, store, study_id, say=print):
         say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next look "
             f"(blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it; {len(opened)} cells still open")
         return 0
-    store.add_planned(study_id, [_row(r) for r in added])
+    store.add_planned(study_id, [codec.planned_row(r) for r in added])
     say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
         f"({len(added)} runs)")
     return len(added)
@@ -166,13 +194,6 @@ def _expected_seconds(runs, added):
     return total
 
 
-def _row(r):
-    c = r.cell
-    return {"run_key": r.key, "position": r.position, "block": r.block, "repetition": r.repetition,
-            "warmup": r.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel or "command",
-            "variant": variant_id(c.variant), "variant_json": c.variant, "ranks": c.ranks, "threads": c.threads}
-
-
 def dry_run(cfg, out):
     """Print every run, in order, with its argv — without touching a database."""
     from .executor import Executor
@@ -185,9 +206,9 @@ def dry_run(cfg, out):
         f"{cfg.study.first_blocks} randomized blocks, seed {seed}{drawn})")
     if cfg.study.adaptive:
         from .plan import cells
-        from .sequential import plan_of
+        from .sequential import looks_of
 
-        looks, alpha = plan_of(cfg.study)
+        looks, alpha = looks_of(cfg.study)
         most = len(cells(cfg)) * (cfg.study.max_repetitions - cfg.study.min_repetitions)
         out(f"# adaptive repetitions: these {cfg.study.min_repetitions} blocks first; then, for the cells whose "
             f"points are still undecided (and their baselines), more blocks up to "
@@ -201,19 +222,11 @@ def dry_run(cfg, out):
             state = "exists" if os.path.isdir(workdir) else "created when the study runs; nothing is created now"
             out(f"# benchmark {bench.label}: working directory {workdir} ({state})")
     for r in runs:
-        row = {"run_key": r.key, "variant_json": _json(r.cell.variant), "benchmark": r.cell.benchmark.label,
-               "ranks": r.cell.ranks, "threads": r.cell.threads}
-        _, planned = ex.plan_for(row)
+        launch = ex.launch_for(r.cell)
         tag = "warmup" if r.warmup else f"block {r.block}"
         vs = variant_id(baseline_of(cfg, r.cell.variant))
-        if isinstance(planned, NearmetalError):
-            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      cannot run: {planned}")
+        if launch.error is not None:
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      cannot run: {launch.error}")
         else:
-            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      {shlex.join(planned[0].argv)}")
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      {shlex.join(launch.launch.argv)}")
     return len(runs)
-
-
-def _json(v):
-    import json
-
-    return json.dumps(v)

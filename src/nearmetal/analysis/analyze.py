@@ -12,10 +12,10 @@ import json
 from collections import defaultdict
 
 from ..errors import NearmetalError
-from . import config as config_mod
+from ..study import codec
+from ..study.analysis_spec import of_stored_file
 from .answers import answers
-from .plan import baseline_of, variant_id
-from .store import Store
+from ..study.store import Store
 
 
 def analyze(store: Store, study_name=None, n_boot=2000):
@@ -33,29 +33,26 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         study = store.study(study_name)
         if study is None:
             raise NearmetalError(f"no study '{study_name}' in {store.path}")
-    cfg = None
-    if study["config_toml"]:
-        try:
-            cfg = config_mod.parse(study["config_toml"], source=f"study '{study['name']}'")
-        except NearmetalError:
-            cfg = None  # imported studies carry their own baseline in baseline_json
     baseline_sel = json.loads(study["baseline_json"])
-
     runs = store.runs(study["id"])
     variants = {}
     for r in runs:
         variants.setdefault(r["variant"], json.loads(r["variant_json"]))
+    # decided when the study was planned (study/analysis_spec.py); taken from the stored
+    # study file for a study stored before that; None for an imported one
+    decided = codec.stored_analysis_spec(store, study["id"])
+    if decided is None or not set(variants) <= set(decided.baselines):
+        decided = of_stored_file(study, variants)
 
     def baseline_id(vid):
-        v = variants[vid]
-        if cfg is not None:
-            return variant_id(baseline_of(cfg, v))
+        if decided is not None:
+            return decided.baselines.get(vid)
         return baseline_sel.get("variant")
 
     # contention (study/contention.py): runs on a busy machine are marked, or left out
     load_rows = store.run_load(study["id"])
     disturbed_runs = {r["run_id"] for r in load_rows if r["busy"]}
-    exclude_disturbed = bool(cfg is not None and cfg.study.exclude_disturbed)
+    exclude_disturbed = bool(decided is not None and decided.exclude_disturbed)
     disturbed = defaultdict(int)  # (key, variant) -> values from disturbed runs
 
     # group values: key -> variant -> {block: value}
@@ -79,9 +76,9 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         if rec["n"] is not None:
             summaries[(key, rec["variant"])] = {"n": rec["n"], "mean": rec["value"], "std": rec["std"] or 0.0}
 
-    from . import sequential
+    from ..study import sequential
 
-    looks, alpha = sequential.plan_of(cfg.study) if cfg is not None else (None, sequential.ALPHA)
+    looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
     points = []
     for key in sorted(groups, key=_sort_key):
         bench, kernel, metric, point_json, ranks, threads = key
@@ -130,18 +127,18 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "study": {"name": study["name"], "seed": study["seed"], "margin": study["margin"],
                   "created": study["created"], "nearmetal_version": study["nearmetal_version"],
                   "config_toml": study["config_toml"], "baseline": baseline_sel,
-                  "description": cfg.study.description if cfg else ""},
+                  "description": decided.description if decided else ""},
         "variants": [{"id": vid, **variants[vid], "baseline": baseline_id(vid)} for vid in sorted(variants)],
         "points": points,
         "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
-        "sequential": {"adaptive": bool(cfg is not None and cfg.study.adaptive), "looks": looks,
+        "sequential": {"adaptive": bool(decided is not None and decided.adaptive), "looks": looks,
                        "alpha": sequential.ALPHA, "alpha_per_look": alpha,
                        # the level of the points' intervals: decide()'s 1 - 2 alpha per look, compare()'s 95%
                        "ci_level": 1 - min(0.5, 2 * alpha) if looks else 1 - sequential.ALPHA,
                        "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
-    from .contention import summary as contention_summary
+    from ..study.contention import summary as contention_summary
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
         out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
@@ -150,16 +147,16 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
     if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
         out["io"] = io
-    from .traced import listing
+    from ..study.traced import listing
 
     traces = listing(store.path, study["name"])
     if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)
         out["traces"] = traces
     out["answers"] = answers(out)
-    if cfg is not None and cfg.finding:  # [[finding]]: does this study reproduce them? (study/findings.py)
-        from .findings import evaluate
+    if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (analysis/findings.py)
+        from .findings import evaluate_stored
 
-        out["findings"] = evaluate(out, cfg)
+        out["findings"] = evaluate_stored(out, decided.findings, decided.runtimes)
     return out
 
 

@@ -1,4 +1,4 @@
-"""The answers in words (study/answers.py computes them): variants as a reader names them
+"""The answers in words (analysis/answers.py computes them): variants as a reader names them
 ('Bind mode on Charliecloud (Open MPI)'), benchmarks ('bandwidth', 'STREAM'), one phrase
 per benchmark and one top-line sentence per variant, as docs/reports.md shows them."""
 
@@ -218,7 +218,7 @@ def _optional_words(d):
         out.append(f"{d['network']} network")
     if d.get("user"):
         out.append(f"as {d['user']}")
-    from .placement import words
+    from ..study.placement import words
 
     return out + words(d)
 

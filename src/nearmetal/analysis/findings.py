@@ -58,18 +58,32 @@ def _setuid(analysis):
 
 def evaluate(analysis, config):
     """[{id, statement, ..., verdict, measured, why}] for the study's findings."""
-    why_absent = _absent_runtimes(config)
-    return [_one(analysis, f, why_absent) for f in config.finding]
+    return evaluate_stored(analysis, [f.model_dump() for f in config.finding], runtimes_of(config))
 
 
-def _absent_runtimes(config):
+def evaluate_stored(analysis, findings, runtimes):
+    """evaluate() for findings as stored (dicts, records.AnalysisSpec.findings) and the
+    container runtime of each matrix variant ({variant id: runtime}: runtimes_of)."""
+    from ..study.finding_spec import Finding
+
+    why_absent = _absent_runtimes(runtimes)
+    return [_one(analysis, Finding.model_validate(f), why_absent) for f in findings]
+
+
+def runtimes_of(config):
+    """{variant id: container runtime} of every variant the matrix makes, installed here or not."""
+    from ..study.plan import matrix_cells, variant_id
+
+    return {variant_id(c.variant): c.variant["runtime"] for c in matrix_cells(config) if c.variant.get("runtime")}
+
+
+def _absent_runtimes(runtimes):
     """{variant id: why it cannot run here} for variants whose container runtime is missing."""
-    from .plan import matrix_cells, missing_runtimes, variant_id
+    from .. import runtimes as registry
 
-    all_cells = matrix_cells(config)
-    missing = missing_runtimes(config, all_cells)
-    return {variant_id(c.variant): f" (its runtime, {c.variant['runtime']}, is not installed here)"
-            for c in all_cells if c.variant.get("runtime") in missing}
+    missing = {name for name in set(runtimes.values())
+               if name in registry.names() and not registry.get(name).path()}
+    return {vid: f" (its runtime, {name}, is not installed here)" for vid, name in runtimes.items() if name in missing}
 
 
 def _one(analysis, f, why_absent):

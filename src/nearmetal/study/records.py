@@ -1,0 +1,121 @@
+"""The records that cross the study pipeline's stages (docs/architecture.md, "The study
+pipeline"): frozen, so a stage hands on what it decided and the next cannot change it.
+
+  config --Config--> plan --Cell, RunSpec, AnalysisSpec--> store --RunSpec--> execute
+  execute --RunResult--> store --rows--> analysis
+
+How they are written to and read from the store is study/codec.py's business alone.
+"""
+
+from dataclasses import dataclass, field
+
+from .ids import key_part, variant_id
+
+# A stored run's status (runs.status): planned until it has run, then one of the other three.
+PLANNED, OK, FAILED, TIMEOUT = "planned", "ok", "failed", "timeout"
+
+
+@dataclass(frozen=True, eq=False)
+class Cell:
+    """One benchmark under one variant at one placement: what a block runs once. `variant`
+    is the stored variant dict (its placement dimensions included); never changed once
+    made. key: benchmark|n=RANKS|t=THREADS|VARIANT-ID, each part percent-encoded (ids.key_part)."""
+
+    benchmark: object  # the study's config.Benchmark
+    variant: dict
+    ranks: int
+    threads: int
+    key: str = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "key", f"{key_part(self.benchmark.label)}|n={self.ranks}|t={self.threads}|"
+                                        f"{key_part(variant_id(self.variant))}")
+
+    @property
+    def variant_id(self):
+        return variant_id(self.variant)
+
+
+@dataclass(frozen=True, eq=False)
+class RunSpec:
+    """One planned run of a cell: its place in the run order, its block (-1: a warm-up) and
+    repetition. key: the cell's key and `#warmupN` or `#repN`, unique in the study.
+    run_id: the store's row id, once read back from the store (None while planning)."""
+
+    cell: Cell
+    block: int
+    position: int
+    repetition: int
+    warmup: bool
+    key: str = ""
+    run_id: int | None = None
+
+    def __post_init__(self):
+        if not self.key:
+            tag = f"warmup{self.repetition}" if self.warmup else f"rep{self.block}"
+            object.__setattr__(self, "key", f"{self.cell.key}#{tag}")
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What the scheduler said of one launch: its status (schedulers.STATUSES less
+    'not started', which is raised), exit status, output, the seconds it took, and how busy
+    the machine was around it (contention.figures; None when not measured)."""
+
+    status: str
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    load: dict | None = None
+
+
+def stored_status(launched, measured):
+    """The store's status of a launched run, decided here once: a time-out is a time-out; a
+    run is ok when its job ended by itself with exit status 0 and gave results (`measured`);
+    anything else (a non-zero exit, a cancelled batch job, no results) failed."""
+    if launched.status == "timeout":
+        return TIMEOUT
+    return OK if launched.status == "ok" and launched.exit_status == 0 and measured else FAILED
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run as the store keeps it: status (OK, FAILED, TIMEOUT), exit status, the
+    launch's argv and environment delta, its context's row id, when it started, its wall
+    seconds, the tail of its stderr (failed runs), its records ({metric, unit, value,
+    point}) and the machine's load (run_load's columns) or None."""
+
+    status: str
+    exit_status: int | None
+    argv: list
+    env: dict
+    context_id: int | None
+    started: str
+    wall_s: float
+    stderr_tail: str | None
+    records: list
+    load: dict | None = None
+
+    @classmethod
+    def not_started(cls, started, why):
+        return cls(FAILED, None, [], {}, None, started, 0.0, f"not started: {why}", [])
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """What the analysis needs of the study file, decided when the study is planned and
+    stored with it (codec.analysis_spec_json), so the analysis never parses the file again:
+    each variant's baseline (variant id -> baseline id), the sequential looks and their
+    level, whether disturbed runs are left out, the description, the [[finding]] entries
+    (as dicts) and the container runtime of each matrix variant (a finding's side whose
+    runtime is missing here says so)."""
+
+    baselines: dict
+    looks: list | None
+    alpha_per_look: float
+    adaptive: bool = False
+    exclude_disturbed: bool = False
+    description: str = ""
+    findings: list = field(default_factory=list)
+    runtimes: dict = field(default_factory=dict)
