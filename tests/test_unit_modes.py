@@ -261,7 +261,8 @@ def test_answer_words_name_the_point_and_the_baseline():
 def _analysis(base, var, modes_on=True, margin=0.10):
     """A one-point analysis dict as analysis.analyze builds it, the point decided by the
     quickstart's looks (sequential.decide)."""
-    from nearmetal.study import sequential, stats
+    from nearmetal.analysis import stats
+    from nearmetal.study import sequential
 
     looks = sequential.schedule(5, 60)
     bd, vd = dict(enumerate(map(float, base))), dict(enumerate(map(float, var)))
