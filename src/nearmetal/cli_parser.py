@@ -22,6 +22,7 @@ from .choices import schedulers as _schedulers
 
 from .errors import NearmetalError  # noqa: F401  (re-exported for callers)
 
+
 def _formatter(prog):
     # An explicit width keeps argparse from importing shutil (and bz2, lzma) on every start.
     try:
@@ -108,7 +109,6 @@ def _mpi_spec(text):
 
 
 def _gpus(text):
-    from .errors import NearmetalError
     from .gpu.select import parse
 
     try:
