@@ -238,18 +238,9 @@ def cmd_doctor(args):
 
 
 def cmd_presets(args):
-    from .apps import preset_list
+    from .apps.preset_list import command
 
-    rows = preset_list.entries()
-    if args.json:
-        import json
-
-        print(json.dumps(rows, indent=2))
-    else:
-        from rich.console import Console
-
-        preset_list.render(rows, Console())
-    return 0
+    return command(args)
 
 
 def cmd_image(args):

@@ -58,3 +58,17 @@ def render(rows, console):
     console.print(table)
     console.print(f"preset files are read from {escape(os.path.join(os.getcwd(), 'NAME.toml'))}, then "
                   f"{escape(preset_file.places('NAME')[1])} (docs/applications.md)")
+
+
+def command(args):
+    """`nearmetal presets [--json]`."""
+    rows = entries()
+    if args.json:
+        import json
+
+        print(json.dumps(rows, indent=2))
+    else:
+        from rich.console import Console
+
+        render(rows, Console())
+    return 0
