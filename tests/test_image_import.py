@@ -124,6 +124,22 @@ def test_import_a_sif(sources):
     try:
         meta = json.loads((path / "image.json").read_text())
         assert meta["imported"]["kind"] == "SIF" and meta["mpis"] == ["mpich"]
+        assert meta["imported"]["from"] == str(sif)
+        # the SIF is kept as the image's sif copy, and `image list` says so
+        digest = "sha256:" + hashlib.sha256(sif.read_bytes()).hexdigest()
+        assert meta["sif_digest"] == digest == meta["digest"]
+        assert (path / "nm-test-imp-sif.sif").read_bytes() == sif.read_bytes()
+        listing = [l.split("\t") for l in nearmetal("image", "list", check=True).stdout.splitlines()]
+        row = next(r for r in listing if r[0] == "nm-test-imp-sif")
+        assert row[3] == "dir,sif" and row[-1] == f"imported from {sif}"
+        # naming the SIF's path reuses the imported image (by digest): nothing is extracted again
+        from nearmetal.home import home
+
+        cache = home() / "sif" / f"{digest.split(':', 1)[1][:24]}-v2"
+        out = nearmetal("run", "--mode", "hybrid", "--runtime", "apptainer", "--image", str(sif), "--mpi", "mpich",
+                        "-n", "2", "--", "nm-latency", "-m", "8:8")
+        assert out.returncode == 0 and out.stdout.strip().splitlines()[-1].split()[0] == "8", out.stderr[-2000:]
+        assert not cache.exists()
     finally:
         shutil.rmtree(path, ignore_errors=True)
 

@@ -5,6 +5,8 @@ plain programs here (the OSU preset is tested that way, as the issue asks); the 
 applications (GROMACS, HPCC, Quantum ESPRESSO) are in test_applications.py."""
 
 import json
+import os
+import shutil
 import sqlite3
 
 import pytest
@@ -182,3 +184,67 @@ def test_a_missing_input_refuses_the_study_before_anything_runs(tmp_path):
     err = assert_one_line_error(nearmetal("study", str(study), "--db", str(db)))
     assert "input" in err and "absent.nml does not exist" in err
     assert not db.exists()
+
+
+# -- presets written as TOML files (docs/applications.md, "Writing a preset") ----------------
+
+EXAMPLE_PRESET = os.path.join(os.path.dirname(__file__), "..", "examples", "presets", "lammps.toml")
+# What LAMMPS prints, close enough for the example preset's patterns.
+FAKE_LAMMPS = ["/bin/sh", "-c", "echo 'LAMMPS (2 Aug 2023)'; echo 'Loop time of 1.25 on 2 procs for 100 steps'; "
+               "echo 'Performance: 1.5 tau/day, 80.5 timesteps/s'; echo 'Total wall time: 0:00:01'"]
+
+
+def test_bench_command_finds_the_docs_example_preset_in_the_current_directory(tmp_path):
+    shutil.copy(EXAMPLE_PRESET, tmp_path / "lammps.toml")
+    out = nearmetal("bench", "--command", "--preset", "lammps", "--mpi", "openmpi", "-n", "2", "--json", "--",
+                    *FAKE_LAMMPS, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    recs = {r["metric"]: r for r in (json.loads(l) for l in out.stdout.splitlines() if l.startswith("{"))}
+    assert sorted(recs) == ["loop_time", "timesteps_per_s", "wall_time"]
+    assert recs["timesteps_per_s"]["value"] == 80.5 and recs["loop_time"]["value"] == 1.25
+
+
+def test_a_study_finds_a_preset_file_in_the_nearmetal_home(tmp_path):
+    home = tmp_path / "home"
+    (home / "presets").mkdir(parents=True)
+    shutil.copy(EXAMPLE_PRESET, home / "presets" / "lammps.toml")
+    study = tmp_path / "md.toml"
+    study.write_text(f"""
+[study]
+name = "md"
+repetitions = 2
+timeout = 120
+[baseline]
+mode = "native"
+[matrix]
+mode = ["native"]
+mpi = ["mpich"]
+[[benchmark]]
+name = "lj"
+ranks = [1]
+command = {json.dumps(FAKE_LAMMPS)}
+preset = "lammps"
+""")
+    db = tmp_path / "md.db"
+    env = {"NEARMETAL_HOME": str(home)}
+    # the study reads images from the home: this one runs natively only, so an empty home serves
+    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path / "report"), "--no-progress",
+                    env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    got = rows(db, "select x.metric, x.value, x.unit from runs r join records x on x.run_id = r.id "
+                   "where r.warmup = 0 and x.metric != 'wall_time' order by x.metric")
+    assert got == [("loop_time", 1.25, "s")] * 2 + [("timesteps_per_s", 80.5, "steps/s")] * 2
+    listed = nearmetal("presets", "--json", env=env, cwd=tmp_path)
+    row = [r for r in json.loads(listed.stdout) if r["name"] == "lammps"]
+    assert row == [{"name": "lammps", "source": str(home / "presets" / "lammps.toml"), "title": "LAMMPS",
+                    "foms": "timesteps_per_s (steps/s), loop_time (s)", "command": ["lmp", "-in", "in.lj"],
+                    "problem": None}]
+
+
+def test_a_broken_preset_file_refuses_the_study_before_anything_runs(tmp_path):
+    (tmp_path / "broken.toml").write_text('[[fom]]\nname = "x"\nregex = "no group"\n')
+    study = write(tmp_path, 'command = ["/bin/true"]\npreset = "broken"\n')
+    out = nearmetal("study", str(study), "--db", str(tmp_path / "app.db"), "--no-progress", cwd=tmp_path)
+    err = assert_one_line_error(out)
+    assert "broken.toml: fom[0].regex: needs a group" in err and "benchmark[0].preset" in err
+    assert not (tmp_path / "app.db").exists() or rows(tmp_path / "app.db", "select count(*) from runs") == [(0,)]

@@ -90,6 +90,13 @@ args = ["-m", "8:8"]
     con.close()
     assert [w["library"] for w in ctx["bind/charliecloud/mpich/default"]] == ["/nm/host-mpi/lib/libmpich.so.12"] * 2
     assert all(w["inode"] == host_inode("libmpich.so.12") for w in ctx["native/mpich"])
+    # the report shows it as a table of its own: one row per rank, no Python dict anywhere
+    html = (tmp_path / "report.html").read_text()
+    table = html[html.index('<table class="witness">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 1 + 4   # the header, 2 ranks x 2 contexts
+    assert "<td>/nm/host-mpi/lib/libmpich.so.12</td>" in table and f"<td>{host_inode('libmpich.so.12')}</td>" in table
+    assert "{&#39;rank&#39;" not in html and "{'rank'" not in html
 
 
 def test_bench_witnesses_too():

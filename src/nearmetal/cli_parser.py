@@ -145,6 +145,11 @@ def _add_doctor(sub):
     d.add_argument("--json", action="store_true", help="machine-readable output (see docs/doctor-json.md)")
 
 
+def _add_presets(sub):
+    p = sub.add_parser("presets", help="list the presets: built-in ones and NAME.toml files (docs/applications.md)")
+    p.add_argument("--json", action="store_true", help="one record per preset")
+
+
 def _add_image(sub):
     im = sub.add_parser("image", help="build and list container images")
     isub = im.add_subparsers(dest="image_command", metavar="ACTION", parser_class=_Parser)
@@ -367,7 +372,8 @@ def _add_io(sub):
 
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
                "study": _add_study, "report": _add_report, "import": _add_import,
-               "kernels": _add_kernels, "cluster": _add_cluster, "io": _add_io, "trace": _add_trace}
+               "kernels": _add_kernels, "cluster": _add_cluster, "io": _add_io, "trace": _add_trace,
+               "presets": _add_presets}
 
 
 def build_parser(only=None):

@@ -237,6 +237,12 @@ def cmd_doctor(args):
     return 0
 
 
+def cmd_presets(args):
+    from .apps.preset_list import command
+
+    return command(args)
+
+
 def cmd_image(args):
     from .image.cli import command
 
@@ -282,8 +288,8 @@ def _bench_command(args):
         raise NearmetalError(f"--command runs the program after '--', not kernel '{args.kernel}': drop one of them")
     if not args.kernel_args:
         raise NearmetalError("--command needs the program after '--': nearmetal bench --command [OPTIONS] -- PROGRAM ARGS")
-    if args.preset is not None and args.preset not in presets.names():
-        raise NearmetalError(f"unknown preset '{args.preset}' (choose from: {', '.join(presets.names())})")
+    if args.preset is not None:
+        presets.get(args.preset)   # a built-in or a valid NAME.toml: refused now, before the run
     foms = []
     for i, text in enumerate(args.fom):
         name, sep1, rest = text.partition(":")

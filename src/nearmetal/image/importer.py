@@ -212,6 +212,13 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
                 for stale in stale_imports(images_dir(), name):  # of imports that were killed: the lock is ours
                     remove_tree(stale)
                 tmp.mkdir(mode=0o700)
+                built, original = ["dir"], source
+                keeper = next((formats.get(f) for f in formats.copies() if formats.get(f).kept_from == kind), None)
+                if keeper:  # a SIF: kept as the image's SIF, copied first and unpacked from the
+                    # copy, so the directory and the kept file are one content
+                    with report.step(f"copying the {kind}"):
+                        source = keeper.keep(source, tmp, name)
+                    built.append(keeper.name)
                 with report.step(f"unpacking the {kind}"):
                     done = _unpack(kind, source, tmp / "rootfs", log, limits)
                 with Tree(tmp / "rootfs") as tree:
@@ -219,18 +226,20 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
                         tree.makedirs(mp)
                 with report.step("describing what it holds"):
                     digest = source_digest(source, kind)
-                    meta = describe(tmp / "rootfs", name=name, digest=digest, source=str(source))
-                    meta["imported"] = {"from": str(source), "kind": kind,
+                    meta = describe(tmp / "rootfs", name=name, digest=digest, source=str(original))
+                    meta["imported"] = {"from": str(original), "kind": kind,
                                         "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                         "left_out": done.left_out[:100], "left_out_count": len(done.left_out), "modes_cleared": done.cleared,
                                         "kept_modes": limits.keep_modes}
-                    write_meta(tmp, meta, ["dir"])
+                    if keeper:  # the digest is the copy's: what the runtime runs
+                        keeper.kept(meta, source, digest)
+                    write_meta(tmp, meta, built)
                 if not limits.keep_modes:
                     os.chmod(tmp, 0o755)
                 os.rename(tmp, final)
                 ok = True
                 for f in formats.copies():
-                    if f in fmt:
+                    if f in fmt and f not in built:
                         formats.get(f).make(final, name, log, report, meta)
                         write_meta(final, meta, meta["formats"] + [f])
             return image_from_dir(final, meta)

@@ -237,6 +237,9 @@ def _image_from_sif(path: Path) -> Image:
     image_dir = images_dir() / meta["name"] if meta else None
     if meta and (image_dir / "rootfs").is_dir() and meta.get("sif_digest") == sif.file_digest(path):
         return image_from_dir(image_dir, meta)  # the format that opened the file adds it
+    same = _image_of_sif_digest(sif.file_digest(path))
+    if same is not None:  # imported already (`image import x.sif --name n`): not extracted again
+        return same
     rootfs, digest = sif.extracted(path)
     described = rootfs.parent / "image.json"  # what the extracted copy holds, worked out once
     meta = read_json(described)
@@ -253,6 +256,17 @@ def _image_from_sif(path: Path) -> Image:
         tmp.write_text(json.dumps(meta, indent=1))
         os.replace(tmp, described)
     return _image(meta, rootfs=rootfs, copies=[ImageRef(formats.ROOTFS, rootfs)])
+
+
+def _image_of_sif_digest(digest: str) -> Image | None:
+    """The image whose SIF has this digest (an imported SIF keeps its file as its `sif`
+    copy), or None."""
+    for image in list_images():
+        imported = image.meta.get("imported") or {}
+        # imports before sif_digest was kept: the image's digest is the SIF file's
+        if digest in (image.meta.get("sif_digest"), imported.get("kind") == "SIF" and image.meta.get("digest")):
+            return image
+    return None
 
 
 def foreign_name(path: Path, digest: str) -> str:

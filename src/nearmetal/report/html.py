@@ -42,10 +42,28 @@ def _flatten(d, prefix=""):
     return out
 
 
+WITNESS_COLS = ("rank", "program", "library", "inode", "version")
+
+
+def _witness_rows(envs, flat_env):
+    """The witness lines of each context (`witness = true`: [{rank, program, library, inode,
+    version}]) as table rows, each led by the context's mode, runtime and image."""
+    rows = []
+    for e, flat in zip(envs, flat_env):
+        lines = (e or {}).get("witness")
+        where = " · ".join(flat.get(k) for k in ("mode", "runtime", "image") if flat.get(k))
+        for w in lines if isinstance(lines, list) else ():
+            if isinstance(w, dict):
+                rows.append([where] + ["" if w.get(k) is None else str(w.get(k)) for k in WITNESS_COLS])
+    return rows
+
+
 def _env_row(e):
     """One environment (context) as display columns: the documented fields condensed
-    (cpu, mpi, runtime, image in one cell each), anything else flattened with dots."""
+    (cpu, mpi, runtime, image in one cell each), anything else flattened with dots; the
+    witness has a table of its own (_witness_rows)."""
     e = dict(e or {})
+    e.pop("witness", None)
     out = OrderedDict()
     for k in ("host", "kernel", "machine"):
         if k in e:
@@ -343,6 +361,8 @@ def build_context(analysis):
         "failures_more": max(0, len(failures) - MAX_FAILURE_ROWS),
         "env_cols": env_cols,
         "env_rows": [[e.get(k, "") for k in env_cols] for e in flat_env],
+        "witness_cols": ("run by",) + WITNESS_COLS,
+        "witness_rows": _witness_rows(analysis.get("environment") or [], flat_env),
     }
 
 

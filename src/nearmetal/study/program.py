@@ -50,8 +50,8 @@ class ProgramFields(BaseModel):
     def _known_preset(cls, v):
         from ..apps import presets
 
-        if v is not None and v not in presets.names():
-            raise ValueError(f"unknown preset {v!r:.60} (presets: {', '.join(presets.names())})")
+        if v is not None:   # a built-in, or a valid NAME.toml (apps/preset_file.py)
+            presets.check(v)
         return v
 
     @field_validator("success")

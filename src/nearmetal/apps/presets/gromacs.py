@@ -11,6 +11,7 @@ _NUM = r"([0-9.]+(?:[eE][+-]?[0-9]+)?)"
 @PRESETS.register
 class Gromacs(Preset):
     title = "GROMACS"
+    command = ("gmx_mpi", "mdrun", "-s", "topol.tpr")
     foms = (
         Fom(name="ns_per_day", regex=rf"^Performance:\s+{_NUM}", unit="ns/day", file="md.log"),
         # "       Time:   Core t (s)   Wall t (s)": the second number is the wall time

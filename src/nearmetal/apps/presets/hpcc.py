@@ -16,6 +16,7 @@ def _summary(name, key, unit):
 @PRESETS.register
 class Hpcc(Preset):
     title = "HPC Challenge"
+    command = ("hpcc",)
     foms = (
         _summary("hpl", "HPL_Tflops", "TFLOP/s"),
         _summary("star_stream_triad", "StarSTREAM_Triad", "GB/s"),

@@ -9,6 +9,8 @@ from . import PRESETS, Preset
 @PRESETS.register
 class Osu(Preset):
     title = "OSU Micro-Benchmarks"
+    command = ("osu_latency",)
+    summary = "latency (us) or bandwidth (MB/s) per message size"
     version = r"^# OSU MPI[^\n]*?(v?\d+\.\d+[\w.]*)"
 
     def records(self, texts):

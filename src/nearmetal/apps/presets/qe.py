@@ -26,6 +26,8 @@ def seconds(text):
 @PRESETS.register
 class Qe(Preset):
     title = "Quantum ESPRESSO"
+    command = ("pw.x", "-in", "scf.in")
+    summary = "pwscf_wall (s), pwscf_cpu (s)"
     success = r"JOB DONE\."
     version = r"Program PWSCF (v\.\S+)"
 

@@ -21,6 +21,9 @@ class ImageFormat:
     # against the separate fields of older versions (Image.sqfs); None: none.
     image_attr = None
     in_build_tree = True    # made inside the temporary build tree, before it is swapped into place
+    # The `image import` source kind (importer.KINDS) that is a file of this format: such an
+    # import keeps the file as the image's copy in this format (keep(), kept()). None: none.
+    kept_from = None
 
     def words(self, plural=False):
         """"SquashFS file", "directory images": what users read."""
@@ -55,6 +58,23 @@ class ImageFormat:
     def make(self, image_dir: Path, name: str, log, report, meta: dict):
         """Make this format of the image in image_dir (its rootfs is complete)."""
         raise NotImplementedError
+
+    def keep(self, source: Path, image_dir: Path, name: str) -> Path:
+        """Copy an imported file of this format into image_dir as the image's copy; its path.
+        A copy, not a link: the user's file may change in place later."""
+        import shutil
+
+        from ...errors import NearmetalError
+
+        copy = image_dir / f"{name}{self.suffix}"
+        try:
+            shutil.copyfile(source, copy)
+        except OSError as e:
+            raise NearmetalError(f"{source}: cannot copy it into the image: {e.strerror or e}") from None
+        return copy
+
+    def kept(self, meta: dict, copy: Path, digest: str):
+        """Record the copy keep() made (digest: the copy's SHA-256) in image.json's meta."""
 
     def discard(self, name: str, log):
         """A rebuild dropped this format: remove what lives outside the image directory."""

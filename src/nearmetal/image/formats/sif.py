@@ -27,6 +27,7 @@ class Sif(ImageFormat):
     suffix = ".sif"
     image_attr = "sif"
     stands_for_image = True  # nearmetal's image directory, or the SIF's extracted root file system
+    kept_from = "SIF"        # `image import x.sif` keeps x.sif as the image's SIF (Apptainer runs it as it is)
 
     def available(self):
         return bool(_apptainer().path())
@@ -45,6 +46,16 @@ class Sif(ImageFormat):
         image = _image_from_sif(path.resolve())
         image.set_location(self.name, path.resolve())  # the file named, not the image directory's
         return image
+
+    def keep(self, source, image_dir, name):
+        from ..sif import primary_partition
+
+        copy = super().keep(source, image_dir, name)
+        primary_partition(copy)  # what was copied, whatever the file became since it was looked at
+        return copy
+
+    def kept(self, meta, copy, digest):
+        meta.update(sif_digest=digest, sif_bytes=copy.stat().st_size)
 
     def run_context(self, image, named):
         return {"sif": str(image.location(self.name)), "sif_digest": image.meta.get("sif_digest")} if named else {}
