@@ -1,5 +1,5 @@
-"""Launches that fall into modes: the detector (study/modes.py) and the comparison by mode
-(study/mode_compare.py), on seeded synthetic samples; the intervals against published values
+"""Launches that fall into modes: the detector (analysis/modes.py) and the comparison by mode
+(analysis/mode_compare.py), on seeded synthetic samples; the intervals against published values
 and scipy."""
 
 import math

@@ -83,7 +83,7 @@ def find(name, cwd=None):
     """The path of the preset file `name` (the first of places() that exists), or None."""
     import re
 
-    if not re.match(NAME, name or ""):
+    if not re.fullmatch(NAME, name or ""):
         return None
     for path in places(name, cwd):
         if os.path.lexists(path):
@@ -124,6 +124,6 @@ def listed(cwd=None):
             continue
         for entry in entries:
             stem = entry[:-5]
-            if entry.endswith(".toml") and re.match(NAME, stem) and stem not in found:
+            if entry.endswith(".toml") and re.fullmatch(NAME, stem) and stem not in found:
                 found[stem] = os.path.join(folder, entry)
     return found
