@@ -46,7 +46,7 @@ def study(out, name, a):
     text = STUDY.format(name=name, runs=a.runs, mpi=a.mpi, ranks=a.ranks, kernel=a.kernel,
                         args=json.dumps(shlex.split(a.args)))
     cfg = config_mod.parse(text, source=f"{name}.toml")
-    store, sid, _ = runner.prepare(cfg, text, out / f"{name}.db", resume=False, say=lambda m: None)
+    store, sid, _ = runner.open_study(cfg, text, out / f"{name}.db", resume=False, say=lambda m: None)
     with store:
         ex = Executor(cfg, store, sid, progress=False)
         for row in store.pending(sid):

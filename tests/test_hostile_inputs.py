@@ -258,7 +258,7 @@ def test_a_report_of_a_study_with_only_planned_runs_is_an_error(tmp_path):
     path = study(tmp_path, 'command = ["true"]\n')
     cfg, text = config_mod.load(path)
     db = tmp_path / "r" / "s.db"
-    store, _, _ = runner.prepare(cfg, text, db, resume=False, say=lambda m: None)
+    store, _, _ = runner.open_study(cfg, text, db, resume=False, say=lambda m: None)
     store.close()
     err = assert_one_line_error(nearmetal("report", "--db", db, timeout=120))
     assert "no finished runs in study 'hostile': 2 planned; run it first" in err

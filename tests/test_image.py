@@ -220,7 +220,7 @@ def test_failed_debootstrap(tmp_path, monkeypatch):
 
 
 def test_interrupted_build_unmounts_and_cleans(bookworm_image, tmp_path, monkeypatch):
-    """Ctrl-C during apt-get install: /proc and /dev unmounted, no half image left."""
+    """Ctrl-C during apt-get install: nothing mounted on the host, no half image left."""
     cache = home() / "cache/debootstrap/bookworm"
     monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path))
     (tmp_path / "cache/debootstrap").mkdir(parents=True)
@@ -229,7 +229,9 @@ def test_interrupted_build_unmounts_and_cleans(bookworm_image, tmp_path, monkeyp
 
     def interrupting_chroot(rootfs, argv, log, what):
         if argv[:2] == ["apt-get", "install"]:
-            assert f"{rootfs}/dev " in _mounts() and f"{rootfs}/proc " in _mounts()
+            # chroot commands mount /proc and /dev in a namespace of their own (nm-supervise
+            # --chroot): never in nearmetal's, so nothing is left to unmount however it ends
+            assert f"{rootfs}/dev " not in _mounts() and f"{rootfs}/proc " not in _mounts()
             raise KeyboardInterrupt
         return real_chroot(rootfs, argv, log, what)
 
