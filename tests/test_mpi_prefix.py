@@ -66,7 +66,9 @@ mpi = "mpich"
     assert out.returncode == 0, out.stderr[-2000:]
     con = sqlite3.connect(tmp_path / "p.db")
     variants = {v for (v,) in con.execute("select distinct variant from runs")}
+    statuses = {s for (s,) in con.execute("select distinct status from runs")}
     con.close()
+    assert statuses == {"ok"}  # the prefix installation's cells really ran (they once failed unseen)
     assert "native/mpich" in variants
     (other,) = variants - {"native/mpich"}
     assert other.startswith("native/mpich@nm-second-mpich-") and other.count("/") == 1

@@ -6,8 +6,10 @@ variable already set: the witness (`[study] witness`) and the rtld-audit library
 
 def rank_env(config, bench, variant):
     from .. import families
+    from ..discovery.mpi import split
 
-    env = dict(families.get(variant["mpi"]).transport_env)
+    family, _prefix = split(variant["mpi"])  # FAMILY or FAMILY@PREFIX (an installation of its own)
+    env = dict(families.get(family).transport_env)
     if config.study.pin:
         env.update({"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
     env.update(bench.env)

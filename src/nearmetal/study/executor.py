@@ -55,8 +55,8 @@ class Executor:
         with the reason, never a crashed study. The status stored."""
         started = _now()
         cell = spec.cell
-        launch = self.launch_for(cell)
         try:
+            launch = self.launch_for(cell)
             if launch.error is not None:
                 raise launch.error
             launched = self._launch(spec, launch)
