@@ -99,7 +99,7 @@ def test_gpuvis_gives_each_local_rank_its_device(launcher):
 
     exe = shutil.which(launcher)
     if exe is None:
-        pytest.skip(f"{launcher} not installed")
+        pytest.fail(f"{launcher} not installed: scripts/setup.sh installs both MPI families")
     argv = [exe, *(["-n"] if "hydra" in launcher else ["--oversubscribe", "-np"]), "3",
             *wrap(["/bin/sh", "-c", 'echo "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER"'], ["2", "5"])]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=dict(os.environ, **ROOT_ENV))

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..errors import NearmetalError
+from ..errors import NearmetalError, one_line
 
 CHROOT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -76,7 +76,8 @@ def supervised(argv, root: Path | None = None, private_mounts=False):
 def run(argv, log: BuildLog, what: str, env=None, root: Path | None = None, private_mounts=False):
     """Run argv (chrooted into root) with its output in the log; a failure is a one-line error
     quoting the log."""
-    log.write(f"$ {'chroot ' + str(root) + ' ' if root is not None else ''}{' '.join(argv)}\n")
+    shown = (["chroot", str(root)] if root is not None else []) + [str(a) for a in argv]
+    log.write(f"$ {one_line(' '.join(shown))}\n")  # an argument (a package, a path) never starts a line
     start = log.tell()
     if root is None and not shutil.which(argv[0], path=(env or os.environ).get("PATH")):
         raise NearmetalError(f"{what} failed: {argv[0]} is not installed")
