@@ -69,6 +69,8 @@ PACKAGES=(
 if [ "$WITH_TEST" -eq 1 ]; then
   # Real MPI applications (Debian's builds, Open MPI) that the tests run as benchmarks
   PACKAGES+=(gromacs hpcc quantum-espresso)
+  # A real headless browser: the HTML report's first screen is measured in it (selenium)
+  PACKAGES+=(chromium chromium-driver)
 fi
 
 missing=()

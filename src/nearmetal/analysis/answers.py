@@ -87,7 +87,9 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
                "overhead_pct": (gm - 1) * 100,
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
-               "noise_pct": float(np.median(noises)) * 100 if noises else None}
+               "noise_pct": float(np.median(noises)) * 100 if noises else None,
+               # values (variant's and baseline's) from runs on a busy machine: the report marks the cell
+               "disturbed": sum(terms[i]["disturbed"] for i in members)}
         out["verdict"] = _verdict(lo, hi, margin, len(blocks))
         one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one
         if one_bench and out["verdict"] == "equivalent" and any(
@@ -199,7 +201,7 @@ def _terms(points, ci_alpha=ALPHA):
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
                       "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
-                      "modes": modes})
+                      "modes": modes, "disturbed": int(p.get("disturbed") or 0) + int(base.get("disturbed") or 0)})
     return terms, left_out
 
 

@@ -1,8 +1,9 @@
 """The HTML report: one self-contained file (inline CSS, inline SVG figures, no scripts,
 no fonts, nothing fetched) rendered from templates/report.html with jinja2.
 
-Sections (each omitted when the study has nothing for it): the answer (one sentence per
-variant, a variant x benchmark table), verdict summary, size sweeps,
+Sections (each omitted when the study has nothing for it): the answer (a summary of two
+to four sentences and the verdict matrix, matrix.py, then one sentence per variant), verdict
+summary, size sweeps,
 overhead per point, scaling, all-pairs matrices, dispersion, compute vs communication,
 full table, failures, environment, study file. docs/reports.md explains how to read them.
 """
@@ -17,6 +18,7 @@ from ..safe_write import write_text
 from . import figure_plan
 from . import formatting as F
 from . import io_section as IO
+from . import matrix as M
 from . import plot_base as B
 from . import points as PT
 from . import summaries as S
@@ -340,6 +342,7 @@ def build_context(analysis):
         "dropped": style.dropped,
         "colors": style.color,
         "answer": S.answer(analysis),
+        "matrix": M.build(analysis),
         "findings": S.findings(analysis),
         "summaries": summaries,
         "verdicts": PT.VERDICTS,

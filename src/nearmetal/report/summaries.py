@@ -111,49 +111,10 @@ def failures_summary(analysis):
     return head, (fails[0] if fails else None)
 
 
-def _answer_cell(e):
-    """A benchmark's (or a variant's overall) answer in a table cell: '≈ ±1.2%',
-    '+12% [+8 to +15%]', '? ±8%'."""
-    v = e.get("verdict")
-    res = e.get("resolution_pct")
-    if v == "equivalent":
-        return f"≈ ±{_res(res)}" if F.is_num(res) else "≈"
-    if v in ("slower", "faster"):
-        oh, ci = e.get("overhead_pct"), e.get("overhead_ci")
-        if not F.is_num(oh):
-            return v
-        r, lo, hi = e.get("cost_ratio"), e.get("ci_low"), e.get("ci_high")
-        if F.is_num(r) and (r >= 2 or r <= 0.5):  # as a factor, as analysis/answers.py writes it
-            return f"×{r:.3g}" + (f" [×{lo:.3g} to ×{hi:.3g}]" if F.is_num(lo) and F.is_num(hi) else "")
-        ok_ci = ci if ci and len(ci) == 2 and all(F.is_num(x) for x in ci) else None
-        d = 1 if abs(oh) < 10 or (ok_ci and ok_ci[1] - ok_ci[0] < 4) else 0  # as analysis/answers.py's digits()
-        s = F.fmt_pct(oh, digits=d)
-        if ok_ci:
-            s += f" [{ok_ci[0]:+.{d}f} to {ok_ci[1]:+.{d}f}%]"
-        return s.replace("-", "−")
-    return f"? ±{_res(res)}" if F.is_num(res) else "?"
-
-
-def _res(pct):
-    return f"{pct:.0f}%" if pct >= 10 else f"{pct:.1f}%"
-
-
-def _answer_title(e, level):
-    lo, hi = e.get("ci_low"), e.get("ci_high")
-    s = f"{e.get('verdict')}: cost ratio {F.fmt_num(e.get('cost_ratio'), 4)}"
-    if F.is_num(lo) and F.is_num(hi):
-        s += f" [{F.fmt_num(lo, 4)}–{F.fmt_num(hi, 4)}] ({level} CI)"
-    n = e.get("n_points")
-    s += f", {n} point{'s' if n != 1 else ''}, {e.get('n_blocks')} blocks"
-    if F.is_num(e.get("noise_pct")):
-        s += f"; baseline noise (median CV) ±{e['noise_pct']:.1f}%"
-    return s
-
-
 def answer(analysis):
     """The top-line answer of analysis['answers'] (analysis/answers.py) for every format, or
-    None when the analysis has none: {"sentences": [(text, tone)], "note": str, "cols":
-    [variant words], "rows": [{"label", "cells": [{"text", "verdict", "title"} or None]}]}.
+    None when the analysis has none: {"sentences": [(text, tone)], "note": str} (the verdict
+    matrix is matrix.py's).
     tone: 'slower' when any of the variant's benchmarks is slower, else 'faster' when any
     is faster, 'equivalent' when all are, else 'inconclusive'."""
     a = analysis.get("answers")
@@ -173,27 +134,8 @@ def answer(analysis):
             f"geometric mean over a benchmark's points; {level} CI from a paired bootstrap over the randomized "
             "blocks; equivalent (≈): the CI lies within "
             + (f"±{margin * 100:g}%" if F.is_num(margin) else "the margin")
-            + "; ?: neither equivalent nor a difference, ± is the resolution reached.")
-    cols = [v.get("variant") for v in by_v]
-    labels = []
-    for c in cells:
-        if c.get("label") not in labels:
-            labels.append(c.get("label"))
-    index = {(c.get("label"), c.get("variant")): c for c in cells}
-    rows = []
-    for label in labels:
-        row = []
-        for vid in cols:
-            c = index.get((label, vid))
-            row.append({"text": _answer_cell(c), "verdict": c.get("verdict"), "title": _answer_title(c, level)}
-                       if c else None)
-        rows.append({"label": label, "cells": row})
-    if by_v and len(labels) > 1:  # one benchmark: its row is the overall answer
-        rows.insert(0, {"label": "all points", "overall": True,
-                     "cells": [{"text": _answer_cell(v), "verdict": v.get("verdict"),
-                                "title": _answer_title(v, level)} for v in by_v]})
-    return {"sentences": sentences, "note": note, "cols": [v.get("name") or v.get("variant") for v in by_v],
-            "rows": rows}
+            + "; undecided (?): neither within the margin nor beyond 1.")
+    return {"sentences": sentences, "note": note}
 
 
 FINDING_TONE = {"reproduced": "equivalent", "not reproduced": "slower", "undecided": "inconclusive",

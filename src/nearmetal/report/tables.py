@@ -7,6 +7,7 @@ import json
 import math
 
 from . import formatting as F
+from . import matrix as M
 from . import points as PT
 from . import summaries as S
 
@@ -89,19 +90,29 @@ def render_markdown(analysis):
 
 
 def _markdown_answer(analysis):
-    """## Answer: one sentence per variant, then the variant x benchmark table."""
+    """## Answer: the summary and the verdict matrix (matrix.py), then one sentence per variant."""
     a = S.answer(analysis)
     if a is None:
         return []
-    out = ["## Answer", ""] + [f"- {_md(text)}" for text, _ in a["sentences"]] + [""]
-    if a["rows"] and a["cols"]:
-        out.append("| benchmark | " + " | ".join(_md(c) for c in a["cols"]) + " |")
-        out.append("|---|" + "--:|" * len(a["cols"]))
-        for r in a["rows"]:
-            label = f"**{_md(r['label'])}**" if r.get("overall") else _md(r["label"])
-            out.append(f"| {label} | " + " | ".join(_md(c["text"]) if c else "—" for c in r["cells"]) + " |")
-        out.append("")
+    out = ["## Answer", ""]
+    m = M.build(analysis)
+    if m is not None:
+        out += [_md(" ".join(m["summary"])), ""]
+        out.append("| variant | " + " | ".join(_md(c) for c in m["cols"]) + " |")
+        out.append("|---|" + "--:|" * len(m["cols"]))
+        for r in m["rows"]:
+            out.append(f"| {_md(r['name'])} | " + " | ".join(_md_cell(c) for c in r["cells"]) + " |")
+        out += ["", _md(m["legend"]), "", "### Per variant", ""]
+    out += [f"- {_md(text)}" for text, _ in a["sentences"]] + [""]
     return out + [_md(a["note"]), ""]
+
+
+def _md_cell(c):
+    """A matrix cell: mark, ratio and interval, the verdict in words (a table has no colour)."""
+    if c is None:
+        return "—"
+    dist = f" {M.DISTURBED}" if c["disturbed"] else ""
+    return _md(f"{c['mark']} {c['ratio_txt']} {c['interval_txt']} {c['word']}{dist}".replace("  ", " "))
 
 
 # ---------------------------------------------------------------------- CSV

@@ -9,11 +9,14 @@ table instead: configuration x variant with the slowest rank's write and total t
 write bandwidth, fastest first; per-rank values are in the HTML report.
 """
 
+import textwrap
+
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
 from . import formatting as F
+from . import matrix as M
 from . import points as PT
 from . import row_selection as RS
 from . import summaries as S
@@ -149,12 +152,26 @@ def _render_findings(analysis, console):
 
 
 def _render_answer(analysis, console):
-    """The top-line answer, one sentence per variant (analysis['answers'], analysis/answers.py)."""
+    """The first screen: the summary and the verdict matrix (matrix.py) within 100 columns,
+    then one sentence per variant (analysis['answers'], analysis/answers.py)."""
     a = S.answer(analysis)
     if a is None:
         return
     name = (analysis.get("study") or {}).get("name")
     console.print(Text("Answer" + (f" (study {name})" if name else ""), style="bold"))
+    m = M.build(analysis)
+    if m is not None:
+        width = min(M.TERMINAL_WIDTH, console.width)
+        for text in m["summary"]:
+            console.print(Text("\n".join(textwrap.wrap(text, width, break_on_hyphens=False))), overflow="fold")
+        console.print()
+        for line in M.terminal_lines(m, width):
+            t = Text(no_wrap=True, overflow="ignore")
+            for seg, verdict in line:
+                t.append(seg, style=VERDICT_STYLE.get(verdict, "") if verdict else "")
+            console.print(t)
+        console.print(Text("\n".join(textwrap.wrap(m["legend"], width)), style="dim"))
+        console.print()
     for text, tone in a["sentences"]:
         console.print(Text(text, style=VERDICT_STYLE.get(tone, "")))
     console.print(Text(a["note"], style="dim"))
