@@ -308,21 +308,28 @@ def test_every_format_states_the_answer_first(tmp_path, monkeypatch):
                                                     "Hybrid mode on Charliecloud (Open MPI)"]
     console = Console(file=StringIO(), width=100, color_system=None)
     render_terminal(data, console)
-    lines = " ".join(console.file.getvalue().split("\n\n")[0].split("\n")).replace("  ", " ")
-    assert console.file.getvalue().startswith("Answer (study t)\n")
+    text = console.file.getvalue()
+    assert text.startswith("Answer (study t)\n2 variants × 2 benchmarks compared with their baseline")
+    first = text[:text.index("Study t")]  # the summary, the matrix, the sentences: before any table
+    summary, matrix, rest = first.split("\n\n", 2)
+    assert "Hybrid mode on Charliecloud (Open MPI) is slower on bandwidth, cost ratio" in " ".join(summary.split())
+    assert re.search(r"▲ 1\.(19|20)\d \[1\.\d{3}–1\.\d{3}\]", matrix) and "≈ 1.0" in matrix
     for s in sentences:
-        assert " ".join(s.split()) in " ".join(lines.split())
+        assert " ".join(s.split()) in " ".join(rest.split())
     md = render_markdown(data)
     assert md.split("\n\n")[1] == "## Answer" and md.index("## Answer") < md.index("## Summary")
-    assert f"- {sentences[1]}" in md and "| **all points** |" in md
+    assert f"- {sentences[1]}" in md and "| variant | bandwidth | latency |" in md
+    assert re.search(r"\| Hybrid mode on Charliecloud \(Open MPI\) \| ▲ 1\.(19|20)\d \[1\.\d{3}–1\.\d{3}\] slower \| "
+                     r"≈ [01]\.\d{3} \[0\.\d{3}–1\.\d{3}\] equivalent \|", md)
     render_html(data, tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text()
     first = html.split("</header>", 1)[1].split("</section>", 1)[0]
     assert first.lstrip().startswith('<section id="answer"') and html.index('id="answer"') < html.index("<nav>")
     for s in sentences:
         assert s.replace("—", "—") in first.replace("&gt;", ">").replace("&lt;", "<")
-    assert re.search(r">\+(19|20)\.\d% \[\+\d\d\.\d to \+\d\d\.\d%\]</td>", first) and ">≈ ±" in first
-
+    assert first.index('id="first-summary"') < first.index('id="verdict-matrix"') < first.index(html_escape(sentences[0]))
+    assert re.search(r'<td class="m g-slower"[^>]*><span class="mk">▲</span> <b>1\.(19|20)\d</b><br>'
+                     r'<span class="ci">\[1\.\d{3}–1\.\d{3}\]</span></td>', first) and 'class="m g-equivalent"' in first
 
 AA = """
 [study]

@@ -143,16 +143,22 @@ def cell_text(c):
                     if x)
 
 
+BREAK_AFTER = "-_./:,"
+
+
 def wrap_label(text, width):
-    """Break a label at spaces (or inside a word longer than width) into lines of at most width."""
+    """Break a label at spaces into lines of at most width; a word longer than width breaks
+    after its last '-', '_', '.', '/', ':' or ',' that fits (benchmark names are often
+    hyphenated), else at width. Nothing is added: the pieces joined give the word again."""
     lines, cur = [], ""
     for word in str(text).split():
         while len(word) > width:
             if cur:
                 lines.append(cur)
                 cur = ""
-            lines.append(word[:width - 1] + "-")
-            word = word[width - 1:]
+            cut = max((i + 1 for i, ch in enumerate(word[:width]) if ch in BREAK_AFTER), default=width)
+            lines.append(word[:cut])
+            word = word[cut:]
         if not cur:
             cur = word
         elif len(cur) + 1 + len(word) <= width:
