@@ -59,7 +59,7 @@ def test_an_undecided_cell_reads_undecided_and_is_counted():
     assert data["answers"]["by_benchmark"][0]["verdict"] == "inconclusive"
     assert (cell["word"], cell["mark"]) == ("undecided", "?")
     assert m["summary"][0].endswith(": 1 not decided on every benchmark.")
-    assert m["summary"][-1] == "1 of 1 cells are undecided (?): the detail below says why for each."
+    assert m["summary"][1:] == ["1 of 1 cells are undecided (?): the detail below says why for each."]
 
 
 def test_a_disturbed_cell_is_marked_and_the_busy_machine_is_said_first():
@@ -78,6 +78,15 @@ def test_a_disturbed_cell_is_marked_and_the_busy_machine_is_said_first():
     data["points"] = [dict(p, disturbed=0) for p in data["points"]]
     data["answers"] = answers(data, n_boot=300)
     assert not any("busy" in s for s in M.build(data)["summary"])  # said only where a cell is marked
+
+
+def test_all_equivalent_still_says_two_sentences_the_second_the_ratio_farthest_from_1():
+    data = analysed([latency(n=3), bandwidth(n=3)], [(BIND, {"bw": 1.012})], noise=0.002)
+    m = M.build(data)
+    assert [c["verdict"] for c in m["rows"][0]["cells"]] == ["equivalent", "equivalent"]
+    assert len(m["summary"]) == 2 and m["summary"][0].endswith(": 1 equivalent on every benchmark.")
+    assert re.fullmatch(r"No cell differs beyond the margin; the ratio farthest from 1: Bind mode on Charliecloud "
+                        r"\(Open MPI\) on bandwidth, 1\.01\d \[1\.0\d\d–1\.0\d\d\]\.", m["summary"][1])
 
 
 def test_no_answers_no_matrix():

@@ -98,8 +98,9 @@ def _row_verdict(cells):
 
 
 def _summary(rows, cols, margin_txt, analysis):
-    """Two to four sentences: the variants' verdicts counted, the largest difference, the
-    undecided cells, the busy machine."""
+    """Two to four sentences: the variants' verdicts counted; the largest difference (or,
+    where none is beyond the margin, the ratio farthest from 1); the undecided cells; the busy
+    machine. The second or the third is always there: a cell is decided or undecided."""
     per_variant = [_row_verdict(r["cells"]) for r in rows]
     n = len(rows)
     parts = []
@@ -114,10 +115,15 @@ def _summary(rows, cols, margin_txt, analysis):
            + ", ".join(parts) + "."]
     cells = [(r, c, label) for r in rows for c, label in zip(r["cells"], cols) if c]
     decided = [t for t in cells if t[1]["verdict"] in ("slower", "faster") and F.is_num(t[1]["ratio"])]
+    same = [t for t in cells if t[1]["verdict"] == "equivalent" and F.is_num(t[1]["ratio"])]
     if decided:
         r, c, label = max(decided, key=lambda t: abs(_log(t[1]["ratio"])))
         out.append(f"The largest difference: {r['name']} is {c['word']} on {label}, "
                    f"cost ratio {c['ratio_txt']} {c['interval_txt']}.".replace(" .", "."))
+    elif same:  # nothing beyond the margin: the largest cost it still allows
+        r, c, label = max(same, key=lambda t: abs(_log(t[1]["ratio"])))
+        out.append(f"No cell differs beyond the margin; the ratio farthest from 1: {r['name']} on {label}, "
+                   f"{c['ratio_txt']} {c['interval_txt']}.".replace(" .", "."))
     undecided = sum(1 for _, c, _ in cells if c["verdict"] == "inconclusive")
     if undecided:
         out.append(f"{undecided} of {len(cells)} cells are undecided (?): the detail below says why for each.")
