@@ -376,7 +376,7 @@ def test_a_real_aa_study_answers_first_per_variant(tmp_path, default_image):
         assert name in answer, answer
     assert re.search(r"second vs first: (no measurable cost|latency|could not be resolved)",
                      answer), answer
-    assert answer.index("second vs first") < answer.index("tcp vs first")
+    assert answer.index("second vs first: ") < answer.index("tcp vs first: ")  # the sentences, in variant order
     report = nearmetal("report", "--db", db, "--format", "json", "--out", tmp_path, timeout=120)
     assert report.returncode == 0, report.stderr
     data = json.loads((tmp_path / "analysis.json").read_text())
