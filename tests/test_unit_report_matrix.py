@@ -58,7 +58,7 @@ def test_an_undecided_cell_reads_undecided_and_is_counted():
     (cell,) = m["rows"][0]["cells"]
     assert data["answers"]["by_benchmark"][0]["verdict"] == "inconclusive"
     assert (cell["word"], cell["mark"]) == ("undecided", "?")
-    assert m["summary"][0].endswith(": 1 not decided on every benchmark.")
+    assert m["summary"][0].endswith(": 1 undecided on at least one (none slower or faster).")
     assert m["summary"][1:] == ["1 of 1 cells are undecided (?): the detail below says why for each."]
 
 
@@ -85,7 +85,8 @@ def test_all_equivalent_still_says_two_sentences_the_second_the_ratio_farthest_f
     m = M.build(data)
     assert [c["verdict"] for c in m["rows"][0]["cells"]] == ["equivalent", "equivalent"]
     assert len(m["summary"]) == 2 and m["summary"][0].endswith(": 1 equivalent on every benchmark.")
-    assert re.fullmatch(r"No cell differs beyond the margin; the ratio farthest from 1: Bind mode on Charliecloud "
+    assert re.fullmatch(r"No cell is decided slower or faster; the equivalent ratio farthest from 1: Bind mode on "
+                        r"Charliecloud "
                         r"\(Open MPI\) on bandwidth, 1\.01\d \[1\.0\d\d–1\.0\d\d\]\.", m["summary"][1])
 
 

@@ -99,14 +99,14 @@ def _row_verdict(cells):
 
 def _summary(rows, cols, margin_txt, analysis):
     """Two to four sentences: the variants' verdicts counted; the largest difference (or,
-    where none is beyond the margin, the ratio farthest from 1); the undecided cells; the busy
+    where none is decided, the equivalent ratio farthest from 1); the undecided cells; the busy
     machine. The second or the third is always there: a cell is decided or undecided."""
     per_variant = [_row_verdict(r["cells"]) for r in rows]
     n = len(rows)
     parts = []
     for verdict, words in (("equivalent", "equivalent on every benchmark"), ("slower", "slower on at least one"),
                            ("faster", "faster on at least one (none slower)"),
-                           ("inconclusive", "not decided on every benchmark")):
+                           ("inconclusive", "undecided on at least one (none slower or faster)")):
         k = per_variant.count(verdict)
         if k:
             parts.append(f"{k} {words}")
@@ -120,9 +120,9 @@ def _summary(rows, cols, margin_txt, analysis):
         r, c, label = max(decided, key=lambda t: abs(_log(t[1]["ratio"])))
         out.append(f"The largest difference: {r['name']} is {c['word']} on {label}, "
                    f"cost ratio {c['ratio_txt']} {c['interval_txt']}.".replace(" .", "."))
-    elif same:  # nothing beyond the margin: the largest cost it still allows
+    elif same:  # nothing decided beyond the margin: the largest cost an equivalent cell shows
         r, c, label = max(same, key=lambda t: abs(_log(t[1]["ratio"])))
-        out.append(f"No cell differs beyond the margin; the ratio farthest from 1: {r['name']} on {label}, "
+        out.append(f"No cell is decided slower or faster; the equivalent ratio farthest from 1: {r['name']} on {label}, "
                    f"{c['ratio_txt']} {c['interval_txt']}.".replace(" .", "."))
     undecided = sum(1 for _, c, _ in cells if c["verdict"] == "inconclusive")
     if undecided:
