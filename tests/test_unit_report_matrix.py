@@ -75,6 +75,11 @@ def test_a_disturbed_cell_is_marked_and_the_busy_machine_is_said_first():
     assert M.cell_text(bw).endswith(" ⚠") and "⚠" not in M.cell_text(lat)
     assert "6 of its values from runs on a busy machine" in bw["title"]
     assert m["summary"][-1] == "⚠ 6 of 60 runs were taken on a busy machine (...): their points are marked ⚠."
+    from nearmetal.report.tables import render_markdown
+
+    row = next(line for line in render_markdown(data).splitlines() if line.startswith("| Bind mode"))
+    assert re.fullmatch(r"\| Bind mode on Charliecloud \(Open MPI\) \| ≈ \S+ \[\S+\] equivalent ⚠ \| "
+                        r"≈ \S+ \[\S+\] equivalent \|", row), row
     data["points"] = [dict(p, disturbed=0) for p in data["points"]]
     data["answers"] = answers(data, n_boot=300)
     assert not any("busy" in s for s in M.build(data)["summary"])  # said only where a cell is marked
