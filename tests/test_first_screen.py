@@ -2,7 +2,8 @@
 opened in Debian's headless chromium (through chromium-driver and selenium, both installed by
 scripts/setup.sh --test) at a 1280x1000 viewport shows the summary and the verdict matrix
 within its first 1000 px, each cell coloured by its verdict, the same cells the terminal
-printed; a screenshot (first-screen.png) is written beside the report."""
+printed; a screenshot (first-screen.png) is written beside the report. A rendered analysis
+of 30 variants still fits."""
 
 import json
 import os
@@ -145,3 +146,24 @@ def test_the_first_screen_shows_the_summary_and_the_matrix(tmp_path, default_ima
     head = png.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == VIEWPORT
+
+
+def test_thirty_variants_still_fit_the_first_screen(tmp_path, browser, monkeypatch):
+    """Many variants: each cell on one line, and the matrix still ends within 1000 px."""
+    from nearmetal.analysis.answers import answers
+    from nearmetal.report.html import render_html
+    from test_answers import build, latency
+
+    monkeypatch.setenv("NEARMETAL_REPORT_JOBS", "1")  # figures drawn in this process
+    variants = [({"name": f"variant number {i:02d}", "mode": "hybrid", "runtime": "charliecloud", "mpi": "openmpi",
+                  "image": "default"}, 1.0 + 0.01 * i) for i in range(30)]
+    data = build([latency(n=2, name=f"benchmark-{k}") for k in range(6)], variants, reps=6)
+    data["answers"] = answers(data, n_boot=200)
+    render_html(data, tmp_path / "report.html")
+    browser.get((tmp_path / "report.html").as_uri())
+    rows = browser.execute_script("return document.querySelectorAll('#verdict-matrix tr').length")
+    assert rows == 31 and "compact" in browser.execute_script(
+        "return document.querySelector('#verdict-matrix').className")
+    bottom = browser.execute_script("return document.querySelector('#verdict-matrix').getBoundingClientRect().bottom")
+    assert bottom <= VIEWPORT[1]
+    assert browser.save_screenshot(str(tmp_path / "first-screen.png"))
