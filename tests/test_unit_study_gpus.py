@@ -126,7 +126,7 @@ gpus = [""]
 
     _say_left_out(cfg, said.append)
     assert said == ["this machine has no NVIDIA GPU (no driver in /proc/driver/nvidia, no NVML, no nvidia-smi): the "
-                    "4 cells of study 'g''s GPU benchmarks are left out"]
+                    "4 cells of GPU benchmarks are left out of study 'g'"]
 
 
 def test_with_gpus_every_cell_is_planned(two_gpus):
@@ -146,7 +146,7 @@ inputs = ["/nonexistent/gpu-kernels/nm-gpu-stream"]
         config_mod.load(path)
     text = str(e.value)
     assert "\n" not in text and text.startswith(str(path))
-    assert "no NVIDIA GPU" in text and "the 4 cells of study 'g''s GPU benchmarks" in text
+    assert "no NVIDIA GPU" in text and "the 4 cells of GPU benchmarks are left out of study 'g'" in text
     assert text.endswith("nothing to plan")
 
 
@@ -180,3 +180,29 @@ def test_a_cells_run_request_carries_its_gpus(two_gpus, monkeypatch):
     for cell in cells(cfg):
         assert str(compose(cfg, cell, Placer(dry=True), None).error) == "planned"
     assert sorted(seen, key=str) == ["0,", "0,", None, None]
+
+
+def test_seed_001s_gpu_study_plans_every_cell_on_a_gpu_machine(two_gpus, monkeypatch):
+    """examples/seeds/001-gpus.toml on the fake two-GPU machine: every runtime's cells planned
+    (those not installed are left out as for any study), GPU STREAM with the GPUs everywhere,
+    start-up with and without them; its FOM reads nm-gpu-stream's triad row."""
+    from pathlib import Path
+
+    from nearmetal.study.gpu_cells import left_out
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    cfg = config_mod.parse((root / "examples/seeds/001-gpus.toml").read_text(), source="001-gpus.toml")
+    every = cells(cfg, here=False)
+    assert left_out(cfg, every) == [] and len(cells(cfg)) == len(every)
+    ids = {c.benchmark.label: sorted(variant_id(c.variant) for c in every if c.benchmark.label == label)
+           for label in ("gpu-stream", "startup") for c in every if c.benchmark.label == label}
+    assert all(i.endswith("+gpus-all") for i in ids["gpu-stream"])
+    assert {i.endswith("+gpus-all") for i in ids["startup"]} == {True, False}
+    assert {f.variant for f in cfg.finding} <= set(ids["gpu-stream"]) | set(ids["startup"])
+    (fom,) = next(b for b in cfg.benchmark if b.label == "gpu-stream").fom
+    import re
+
+    out = "# gpu=0000:18:00.0 name=NVIDIA_H100 cuda=12.4 visible=0\nCopy:   0  2901.3  0.1  0.1  0.1\n" \
+          "Triad:  0  3012.5  0.000540  0.000535  0.000551\n"
+    assert re.search(fom.regex.removeprefix("(?m)"), out, re.M).group(1) == "3012.5"

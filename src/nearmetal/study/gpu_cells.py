@@ -51,4 +51,4 @@ def _runs_here(config):
 def note(config, n):
     """The one line that says why n cells are left out."""
     return (f"this machine has no NVIDIA GPU (no driver in /proc/driver/nvidia, no NVML, no nvidia-smi): the "
-            f"{n} cells of study '{config.study.name}''s GPU benchmarks are left out")
+            f"{n} cells of GPU benchmarks are left out of study '{config.study.name}'")
