@@ -86,6 +86,7 @@ def prepare(c, found, spec):
                                  f"{', '.join(found['library_dirs']) or '/usr/local/nvidia/lib64'}): the driver's "
                                  "libraries are needed in the container")
         notes += stage.check_image(c.image, found["driver"])
+        stage.check_glibc(c.image, libraries, found.get("root", "/"))
         request = GpuRequest(selected, found["gpus"], devices_for(selected, found["devices"]),
                              staged=None, libraries=stage.binds(libraries),
                              cdi=found["mechanisms"].get("podman cdi"),
