@@ -6,10 +6,9 @@ unit tests ask it of a fake tree.
   directory (`ucx/` beside libucs, where libucs looks for them): libuct_cuda (cuda_copy,
   cuda_ipc), libuct_cuda_gdrcopy (gdr_copy), libucm_cuda (the memory hooks). `ucx_info -d`
   lists the same transports once the modules load, which needs a driver; the files do not.
-- Open MPI built --with-cuda: the smcuda BTL (mca_btl_smcuda.so) and libmca_common_cuda,
-  which only such a build installs (`ompi_info --parsable --all` then says
-  mpi_built_with_cuda_support:value:true).
-- MPICH built --with-cuda: its library links the CUDA runtime (libcudart) or driver.
+- the family's own marks (families/, MpiFamily.cuda_components): Open MPI built --with-cuda
+  installs the smcuda BTL and libmca_common_cuda (`ompi_info --parsable --all` then says
+  mpi_built_with_cuda_support:value:true); a library that links the CUDA runtime (libcudart).
 
 Bind mode (models/bind.py) stages the UCX CUDA modules with the MPI when they are there.
 """
@@ -17,10 +16,10 @@ Bind mode (models/bind.py) stages the UCX CUDA modules with the MPI when they ar
 import os
 import re
 
+from ..errors import NearmetalError
+
 UCX_CUDA_MODULE = re.compile(r"^lib(?:uct|ucm)_cuda[\w-]*\.so(?:\.\d+)*$")
 UCX_TRANSPORTS = {"libuct_cuda": ("cuda_copy", "cuda_ipc"), "libuct_cuda_gdrcopy": ("gdr_copy",)}
-OMPI_CUDA_COMPONENTS = ("mca_btl_smcuda.so",)
-OMPI_CUDA_LIBRARY = re.compile(r"^libmca_common_cuda\.so")
 CUDA_RUNTIME = re.compile(r"^lib(?:cudart|cuda)\.so")
 NO_CUDA = ("host MPI has no CUDA support (no UCX cuda_copy/cuda_ipc modules, not built --with-cuda): "
            "device buffers go through host memory (nm-gpu-osu stages them)")
@@ -61,30 +60,27 @@ def detect(mpi, libucs=None):
         found = [t for n in names for t in UCX_TRANSPORTS.get(n, ())]
         transports += found
         via.append(f"UCX {', '.join(found) or 'CUDA memory hooks'} ({', '.join(n + '.so' for n in names)} in {ucx_dir})")
-    library = mpi.get("library") or ""
-    if mpi.get("family") == "openmpi":
-        pkglib = (mpi.get("plugin_dirs") or {}).get("openmpi")
-        components = [c for c in OMPI_CUDA_COMPONENTS if pkglib and os.path.isfile(os.path.join(pkglib, c))]
-        common = [n for n in _listdir(os.path.dirname(library)) if OMPI_CUDA_LIBRARY.match(n)] if library else []
-        if components or common:
-            transports.append("smcuda")
-            via.append(f"Open MPI built with CUDA ({', '.join(components + common[:1])})")
-    elif library:
-        needed = _needed(library)
-        cuda = [n for n in needed if CUDA_RUNTIME.match(n)]
-        if cuda:
-            via.append(f"{mpi.get('family', 'MPI')} links {', '.join(cuda)}")
+    from ..families import get as family
+
+    try:
+        words, more = family(mpi["family"]).cuda_components(mpi)  # the family's own build marks
+    except (KeyError, ValueError, NearmetalError):
+        words, more = [], []
+    via += words
+    transports += more
     return {"cuda": bool(via), "via": via, "transports": transports, "ucx_dir": ucx_dir, "ucx_modules": modules}
 
 
-def _needed(path):
+def links_cuda(library):
+    """The CUDA runtime/driver sonames a library file links (DT_NEEDED), [] when none or unreadable."""
     from ..elf import read_elf
-    from ..errors import NearmetalError
 
+    if not library:
+        return []
     try:
-        return read_elf(path).needed
+        return [n for n in read_elf(library).needed if CUDA_RUNTIME.match(n)]
     except (NearmetalError, OSError):
-        return ()
+        return []
 
 
 def _host_libucs(mpi):
