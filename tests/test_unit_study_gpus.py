@@ -89,7 +89,7 @@ mode = ["hybrid"]
 runtime = ["bwrap"]
 mpi = ["mpich"]
 gpus = ["", "1", "all"]
-exclude = [{gpus = "1"}]
+exclude = [{gpus = 1}]
 [baseline]
 mode = "hybrid"
 runtime = "bwrap"

@@ -180,6 +180,10 @@ class Matrix(_Strict):
                     raise ValueError(f"exclude[{ei}]: unknown dimension {dim!r:.60} (dimensions: {', '.join(DIMENSIONS)})")
             if isinstance(ex.get("image_place"), str) and ex["image_place"]:  # as the matrix's values are
                 ex["image_place"] = expand_dir(ex["image_place"])
+            if "gpus" in ex:  # in the matrix's one spelling (2 and "2" are one value)
+                from .fields import _gpus
+
+                ex["gpus"] = _gpus(ex["gpus"])
         return self
 
 
