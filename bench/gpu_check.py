@@ -176,8 +176,10 @@ def checks(work, env, bundle, rehearse):
     if not found["gpus"]:
         log("no GPU on this machine: nothing more to check")
         return
-    image = types.SimpleNamespace(name="gpu-check", rootfs=work / "image" / "rootfs", sqfs=None, sif=None,
-                                  podman_ref=None, meta={})
+    rootfs = work / "image" / "rootfs"
+    # the image as runtimes read it since image formats became an axis: a directory image only
+    image = types.SimpleNamespace(name="gpu-check", rootfs=rootfs, sqfs=None, sif=None, podman_ref=None, meta={},
+                                  location=lambda fmt: rootfs if fmt == "dir" else None)
     witness = witness_lib()
     host_libcuda = next(v["file"] for k, v in found["libraries"].items() if k.startswith("libcuda.so"))
     host_inodes = {os.stat(host_libcuda).st_ino}
@@ -196,7 +198,8 @@ def checks(work, env, bundle, rehearse):
     native_path = ":".join(filter(None, [env.get("LD_LIBRARY_PATH"), os.path.dirname(host_libcuda)]))
 
     def component(rt):
-        return types.SimpleNamespace(runtime=rt, image=image, env={}, runtime_args=(), mode="hybrid")
+        return types.SimpleNamespace(runtime=rt, image=image, env={}, runtime_args=(), mode="hybrid",
+                                     image_format=None)
 
     def argv_for(name, program, with_gpu=True, preload=True):
         """(argv, env): `program` (argv in the image / natively) under the runtime `name` (None: natively)."""

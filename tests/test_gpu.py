@@ -160,6 +160,18 @@ def test_doctor_json_has_the_gpu_section():
     assert Path("/proc/driver/nvidia").exists() == ("/proc/driver/nvidia" in gpu["sources"])
 
 
+def test_doctor_says_whether_each_host_mpi_is_cuda_aware():
+    """Debian's Open MPI and MPICH are built without CUDA: doctor says so for each, in words
+    and in --json (mpi[].cuda)."""
+    import json
+
+    report = json.loads(nearmetal("doctor", "--json").stdout)
+    assert report["mpi"] and all(m["cuda"] == {"aware": False, "via": [], "transports": []} for m in report["mpi"])
+    out = nearmetal("doctor", env={"COLUMNS": "400"})
+    lines = [line.strip() for line in out.stdout.splitlines() if "CUDA support" in line]
+    assert len(lines) == len(report["mpi"]) and all(": host MPI has no CUDA support (" in line for line in lines)
+
+
 # -- the binds for real, on a fake driver tree (no GPU needed) ----------------------------------
 
 def _stat_rootfs(tmp):

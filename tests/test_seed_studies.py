@@ -19,7 +19,17 @@ WATER = ROOT / "examples" / "seeds" / "inputs" / "gromacs-water"
 
 
 def test_there_is_one_study_per_seed_that_can_run_here():
-    assert [p.name[:3] for p in SEEDS] == ["000", "001", "002", "003", "004"]
+    """And seed 001's GPU experiments beside its CPU ones (planned only where a GPU is)."""
+    assert [p.name for p in SEEDS if p.name != "001-gpus.toml"] == ["000-mpi-models.toml", "001-runtimes.toml",
+                                                                   "002-image-audit.toml", "003-container-os.toml",
+                                                                   "004-parallel-io.toml"]
+    assert (ROOT / "examples" / "seeds" / "001-gpus.toml") in SEEDS
+
+
+def _has_gpu():
+    from nearmetal.discovery.gpu import discover
+
+    return bool(discover()["gpus"])
 
 
 @pytest.mark.unit
@@ -40,8 +50,26 @@ def test_a_seed_study_states_its_findings(path):
 def test_a_seed_study_dry_runs(path, tmp_path):
     """From the repository root, as the seeds' headers say (seed 001's input path is relative to it)."""
     out = nearmetal("study", path, "--dry-run", "--db", tmp_path / "r" / "study.db", cwd=ROOT)
+    if path.name == "001-gpus.toml" and not _has_gpu():  # says so in one line, plans nothing
+        assert out.returncode == 2 and out.stdout == "", out.stdout[:2000]
+        assert out.stderr.count("\n") == 1 and "this machine has no NVIDIA GPU" in out.stderr, out.stderr
+        assert out.stderr.rstrip().endswith("left out of study 'seed001-gpus': nothing to plan"), out.stderr
+        assert not (tmp_path / "r").exists()
+        return
     assert out.returncode == 0, out.stderr
     assert re.search(r"^\s+1 (warmup|block 0) ", out.stdout, re.M), out.stdout[:2000]
+    assert not (tmp_path / "r").exists()
+
+
+def test_seed_001_gpus_plans_nothing_on_a_machine_without_a_gpu(tmp_path):
+    """Not a dry run: `nearmetal study` itself refuses in one line, before a database exists."""
+    if _has_gpu():
+        pytest.skip("this machine has a GPU: the study runs here (bench/gpu_check.sh checks GPU machines)")
+    db = tmp_path / "r" / "study.db"
+    out = nearmetal("study", ROOT / "examples" / "seeds" / "001-gpus.toml", "--db", db, cwd=ROOT)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert "this machine has no NVIDIA GPU" in out.stderr and re.search(r"the \d+ cells of GPU benchmarks", out.stderr)
     assert not (tmp_path / "r").exists()
 
 
@@ -69,7 +97,7 @@ def test_seed_001_runs_gromacs_natively_in_containers_and_over_tcp(monkeypatch):
     findings compare ns/day (higher is better: "slower" means fewer ns/day)."""
     from nearmetal.study.config import parse
 
-    path = next(p for p in SEEDS if p.name.startswith("001"))
+    path = next(p for p in SEEDS if p.name == "001-runtimes.toml")
     monkeypatch.chdir(ROOT)  # inputs are relative to the current directory: the seeds run from the root
     text = path.read_text()
     cfg = parse(text, source=path.name)

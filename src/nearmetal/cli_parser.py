@@ -109,12 +109,11 @@ def _mpi_spec(text):
 
 
 def _gpus(text):
-    from .gpu.select import parse
+    from .gpu.select import problem
 
-    try:
-        parse(text)
-    except NearmetalError as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--gpus {text}: ").removeprefix(f"--gpus {text!r}: "))
+    why = problem(text)
+    if why:
+        raise argparse.ArgumentTypeError(why)
     return text
 
 

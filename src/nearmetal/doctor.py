@@ -89,11 +89,19 @@ def mpi_report():
     keys = ("family", "version", "library", "soname", "abi", "compiler", "launcher", "pmi")
     # PATH's installation of each family is what the family's name means; others are named
     # FAMILY@PREFIX (--mpi, study files)
-    out = [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": fam}
+    out = [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": fam, "cuda": _cuda(m)}
            for fam, m in discover().items()]
-    out += [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": m["spec"]}
+    out += [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": m["spec"], "cuda": _cuda(m)}
             for m in other_installations()]
     return out
+
+
+def _cuda(mpi):
+    """Whether the MPI moves CUDA device buffers itself (discovery/mpi_cuda.py), from its files."""
+    from .discovery.mpi_cuda import detect
+
+    found = detect(mpi)
+    return {"aware": found["cuda"], "via": found["via"], "transports": found["transports"]}
 
 
 def image_report(spec, programs=()):
@@ -238,6 +246,12 @@ def render(report, console):
         from .gpu import report as gpu_report
 
         gpu_report.render(report["gpu"], console)
+        from .discovery.mpi_cuda import NO_CUDA
+
+        for m in report["mpi"]:  # CUDA-aware or not: what bind mode stages, what nm-gpu-osu does
+            cuda = m.get("cuda") or {}
+            line = f"CUDA-aware: {'; '.join(cuda['via'])}" if cuda.get("aware") else NO_CUDA
+            console.print(f"  {m['spec']}: {line}", highlight=False)
     img = report.get("image")
     if img:
         console.print(f"\n[bold]Image {img['name']}[/] ({img['distro']}, glibc {img['glibc']})", highlight=False)

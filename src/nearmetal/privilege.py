@@ -232,6 +232,25 @@ def check(components, acct, facts, cwd):
                                  f"give --workdir DIR (a directory {acct.name} can write)")
 
 
+def check_devices(acct, devices, facts):
+    """`--gpus` with `--user`: every device node the ranks open must be readable and writable
+    by the account (the driver's default is 0666; a site may limit them to a group, e.g.
+    video): a one-line refusal naming the node, its mode and the fix otherwise."""
+    for node in devices:
+        st = facts.stat(node)
+        if st is not None and not permits(st, acct, "rw"):
+            import grp
+
+            try:
+                group = grp.getgrgid(st.st_gid).gr_name
+            except KeyError:
+                group = str(st.st_gid)
+            fix = (f"add {acct.name} to group {group}" if st.st_gid != 0 else
+                   "give the nodes the driver's default mode 0666 (nvidia module option NVreg_DeviceFileMode)")
+            raise NearmetalError(f"--gpus with --user {acct.name}: {node} is {_mode(st)} (group {group}), so "
+                                 f"{acct.name} cannot open it: {fix}, or run as root (no --user)")
+
+
 def _blocked(path, acct, facts, start="/"):
     """The first directory from `start` down to path's parent that acct cannot search, or None."""
     dirs, cur = [start], start

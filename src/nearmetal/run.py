@@ -237,6 +237,10 @@ def plan(req, more=(), check_paths=True, host=None):
     networks.get(req.network).check(components)  # the host's: nothing to check
     models = [prepare(c.mode, c) for c in components]
     gpus = _gpu_plans(components, host)
+    if account is not None and gpus:  # the account must be able to open the GPUs' device nodes
+        from .privilege import check_devices
+
+        check_devices(account, [d for g in gpus if g for d in g.devices], host.facts())
     tag = f"nm{os.getpid()}x{os.urandom(3).hex()}"  # a reused PID never meets an earlier job's join state
     argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ, tag=tag,
                                      gpus=gpus)

@@ -218,6 +218,8 @@ def _optional_words(d):
         out.append(f"{d['network']} network")
     if d.get("user"):
         out.append(f"as {d['user']}")
+    if d.get("gpus"):
+        out.append(f"with GPUs {d['gpus'].rstrip(',')}")
     from ..study.placement import words
 
     return out + words(d)

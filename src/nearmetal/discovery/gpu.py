@@ -222,7 +222,7 @@ def _load(name):
 
 def discover(root="/", which=shutil.which, run=_run, load=_load):
     """What this machine has: {gpus, driver, cuda, devices, libraries, library_dirs, mechanisms,
-    sources}; `gpus` empty when there is none. load=None: NVML is not asked (tests)."""
+    sources, root (where the files were read: paths in the record are under it)}; `gpus` empty when there is none. load=None: NVML is not asked (tests)."""
     from .gpu_libs import driver_libraries, mechanisms
 
     version, gpus = from_proc(root)
@@ -242,7 +242,7 @@ def discover(root="/", which=shutil.which, run=_run, load=_load):
     libraries, dirs = driver_libraries(root)
     return {"gpus": gpus, "driver": version, "cuda": cuda, "devices": device_nodes(root),
             "libraries": libraries, "library_dirs": dirs, "mechanisms": mechanisms(root, which),
-            "sources": sources}
+            "sources": sources, "root": root}
 
 
 def summary_line(found):

@@ -109,6 +109,14 @@ class MpiFamily:
         """Directories of run-time loaded modules the bind model must carry along."""
         return {}
 
+    def cuda_components(self, mpi):
+        """([words], [transports]): what in the installation's own files says it was built with
+        CUDA, beyond UCX's modules (discovery/mpi_cuda.py): its library linking the CUDA runtime."""
+        from ..discovery.mpi_cuda import links_cuda
+
+        cuda = links_cuda(mpi.get("library"))
+        return ([f"{self.name} links {', '.join(cuda)}"] if cuda else []), []
+
     # -- running
     def cross_namespace_env(self, containers, separate_namespaces):
         """Environment for ranks that run in containers (containers=True) and, with

@@ -16,8 +16,10 @@ behind seed 001's 4x GROMACS slowdown in containers without the host's fabric su
 
 import re
 
-SHARED_MEMORY = ("vader", "sm", "smcuda", "sysv", "posix", "cma", "xpmem", "knem")
+SHARED_MEMORY = ("vader", "sm", "smcuda", "sysv", "posix", "cma", "xpmem", "knem", "cuda_ipc")
 TCP = ("tcp",)
+# a CUDA-aware MPI's device-buffer transports (discovery/mpi_cuda.py): the context says which were used
+CUDA = ("cuda_copy", "cuda_ipc", "gdr_copy", "smcuda")
 
 _BML = re.compile(r"^\[([^:\]]+):\d+\] mca: bml: Using (\S+) btl for send to \S+ on node (\S+)", re.M)
 _UCX = re.compile(r"(?:\[[\d.]+\]\s*)?\[([^:\]]+):\s*\d+\s*:\w+\]\s+ucp_worker\.c:\d+\s+UCX\s+INFO\s+"
@@ -49,8 +51,12 @@ def summary(entries, one_machine):
         return None
     used = sorted({t for _, _, t in entries})
     tcp_in_node = any(t in TCP and (one_machine or peer == host) for host, peer, t in entries)
-    return {"between_ranks": used, "shared_memory": any(t in SHARED_MEMORY for t in used),
-            "tcp_within_node": tcp_in_node}
+    out = {"between_ranks": used, "shared_memory": any(t in SHARED_MEMORY for t in used),
+           "tcp_within_node": tcp_in_node}
+    cuda = [t for t in used if t in CUDA]
+    if cuda:  # only then: a CPU run's record is as it was
+        out["cuda"] = cuda
+    return out
 
 
 def warning(transport):

@@ -72,6 +72,20 @@ class OpenMpi(MpiFamily):
             dirs["pmix"] = pmix[0]
         return dirs
 
+    def cuda_components(self, mpi):
+        """Built --with-cuda: the smcuda BTL and libmca_common_cuda, which only such a build
+        installs (ompi_info then says mpi_built_with_cuda_support:value:true)."""
+        pkglib = (mpi.get("plugin_dirs") or {}).get("openmpi")
+        found = [c for c in ("mca_btl_smcuda.so",) if pkglib and os.path.isfile(os.path.join(pkglib, c))]
+        libdir = os.path.dirname(mpi.get("library") or "")
+        try:
+            found += sorted(n for n in os.listdir(libdir) if n.startswith("libmca_common_cuda.so"))[:1] if libdir else []
+        except OSError:
+            pass
+        if not found:
+            return [], []
+        return [f"Open MPI built with CUDA ({', '.join(found)})"], ["smcuda"]
+
     def cross_namespace_env(self, containers, separate_namespaces):
         if containers and separate_namespaces:
             # Ranks in different namespaces cannot use CMA single-copy; without this the

@@ -44,11 +44,12 @@ class GpuPlan:
     """The whole of a component's GPU launch: runtime args, container env, the per-rank
     wrapper's device list (None: no wrapper), notes."""
 
-    __slots__ = ("args", "env", "visible", "notes", "env_prefix")
+    __slots__ = ("args", "env", "visible", "notes", "env_prefix", "devices")
 
-    def __init__(self, args=(), env=None, visible=None, notes=(), env_prefix=None):
+    def __init__(self, args=(), env=None, visible=None, notes=(), env_prefix=None, devices=()):
         self.args, self.env, self.visible, self.notes = list(args), dict(env or {}), visible, list(notes)
         self.env_prefix = env_prefix  # the wrapper also sets PREFIX + CUDA_VISIBLE_DEVICES (Apptainer)
+        self.devices = list(devices)  # the device nodes the ranks open (run --user checks the account may)
 
 
 def devices_for(selected, present):
@@ -77,6 +78,7 @@ def prepare(c, found, spec):
     notes = [f"gpu: --gpus {spec}: GPU {', '.join(str(g['index']) for g in selected)} "
              f"({', '.join(sorted({g.get('model') or '?' for g in selected}))}), driver {found['driver'] or '?'}"]
     args = GpuArgs()
+    devices = _present_nodes(selected, found["devices"])
     if c.runtime is not None:
         from . import stage
 
@@ -86,6 +88,7 @@ def prepare(c, found, spec):
                                  f"{', '.join(found['library_dirs']) or '/usr/local/nvidia/lib64'}): the driver's "
                                  "libraries are needed in the container")
         notes += stage.check_image(c.image, found["driver"])
+        stage.check_glibc(c.image, libraries, found.get("root", "/"))
         request = GpuRequest(selected, found["gpus"], devices_for(selected, found["devices"]),
                              staged=None, libraries=stage.binds(libraries),
                              cdi=found["mechanisms"].get("podman cdi"),
@@ -104,7 +107,14 @@ def prepare(c, found, spec):
         notes.append(f"gpu: each local rank sees one GPU: CUDA_VISIBLE_DEVICES = [{','.join(visible)}][local rank mod "
                      f"{len(visible)}] (nm-gpuvis; override with --env CUDA_VISIBLE_DEVICES=...)")
     return GpuPlan(args.args, env, visible, notes,
-                   env_prefix=c.runtime.env_prefix if c.runtime is not None else None)
+                   env_prefix=c.runtime.env_prefix if c.runtime is not None else None, devices=devices)
+
+
+def _present_nodes(selected, present):
+    """The device nodes of the selected GPUs and the control/UVM nodes, those present (what a
+    rank opens; devices_for refuses the missing ones for containers)."""
+    nodes = [f"/dev/nvidia{g['minor'] if g.get('minor') is not None else g['index']}" for g in selected]
+    return [n for n in nodes + list(CONTROL_NODES) if n in present]
 
 
 class _staged_lazily:

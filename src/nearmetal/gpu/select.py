@@ -53,6 +53,25 @@ def parse(text):
     return GpuSpec(value, "list", items=items)
 
 
+def canonical(text):
+    """A --gpus value in one spelling (all, N, or the list without spaces, one item with its
+    trailing comma): what a study stores and shows in variant ids. Refused as parse() does."""
+    spec = parse(text)
+    if spec.kind != "list":
+        return spec.text
+    return ",".join(str(i) for i in spec.items) + ("," if len(spec.items) == 1 else "")
+
+
+def problem(text):
+    """None when `text` is a valid --gpus value, else why not (without the "--gpus X: " that
+    parse's errors start with): the one check the command line and study files share."""
+    try:
+        parse(text)
+    except NearmetalError as e:
+        return re.sub(r"^--gpus .*?: (?=[a-z'])", "", str(e), count=1)
+    return None
+
+
 def choose(spec, gpus):
     """The GPU records (discovery.gpu) that spec names, in the order given; one-line refusals:
     no GPU on this machine, a count above what it has, an index or UUID it does not have."""

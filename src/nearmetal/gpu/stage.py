@@ -112,6 +112,32 @@ def check_image(image, driver):
     return notes
 
 
+def check_glibc(image, libraries, root="/"):
+    """A one-line refusal when a driver library needs a GLIBC_x.y newer than the image's glibc
+    (its .gnu.version_r): bound into that image it would not load, and CUDA would say only
+    "no CUDA-capable device". bind mode checks the MPI's libraries the same way (elf.glibc).
+    A file that is not an ELF object here is not judged (the fake driver trees of tests)."""
+    from ..elf import glibc_release, read_elf
+    from ..elf.glibc import glibc_requirement
+
+    release = None
+    for soname in sorted(libraries):
+        file = libraries[soname]["file"]
+        try:
+            info = read_elf(os.path.join(root, file.lstrip("/")))
+        except (NearmetalError, OSError):
+            continue
+        need = glibc_requirement([info])
+        if need is None:
+            continue
+        release = release or glibc_release(image.rootfs) or (0, 0)
+        if need[0] > release:
+            have = f"glibc {release[0]}.{release[1]}" if release != (0, 0) else "no glibc"
+            raise NearmetalError(f"--gpus refused: host driver library {soname} ({file}) needs GLIBC_{need[0][0]}."
+                                 f"{need[0][1]} but image '{image.name}' has {have}: use an image whose glibc is at "
+                                 f"least {need[0][0]}.{need[0][1]} (the host's driver libraries are bound in)")
+
+
 def has_mount_point(image):
     """Whether the image has /nm/host-gpu (images built before GPU support lack it; runtimes
     that cannot create a mount point in a read-only image need it)."""

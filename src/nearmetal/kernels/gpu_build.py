@@ -95,3 +95,24 @@ def check_ptx(ptxas, arch="sm_90"):
     out = subprocess.run([ptxas, f"-arch={arch}", "-o", os.devnull, PTX], capture_output=True, text=True,
                          stdin=subprocess.DEVNULL, timeout=120)
     return None if out.returncode == 0 else (out.stderr.strip().splitlines() or ["failed"])[-1]
+
+
+def main(argv=None):
+    """`python -m nearmetal.kernels.gpu_build [DEST]`: build the GPU kernels into DEST
+    (default $NEARMETAL_HOME/gpu-kernels), one line per program built or skipped."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) > 1 or (args and args[0].startswith("-")):
+        print("usage: python -m nearmetal.kernels.gpu_build [DEST]", file=sys.stderr)
+        return 2
+    built, skipped = build(dest=args[0] if args else None)
+    for name, path in sorted(built.items()):
+        print(f"{name}: {path}")
+    for line in skipped:
+        print(line)
+    return 0 if built else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

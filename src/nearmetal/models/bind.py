@@ -59,7 +59,8 @@ def host_closure(mpi, program_sonames):
 
     def add_closure(path):
         for lib in host.closure(path):
-            ordered.setdefault(lib.soname, lib)
+            if not _driver_library(lib.soname):  # the GPU driver's: bound by --gpus (gpu/stage.py), never staged
+                ordered.setdefault(lib.soname, lib)
 
     roots = []
     for soname in program_sonames:
@@ -91,7 +92,49 @@ def host_closure(mpi, program_sonames):
                 # there either; the MPI skips it at run time, so do we.
                 continue
         plugins[kind] = (directory, files)
+    _add_cuda_transports(mpi, ordered, plugins, add_closure)
     return ordered, aliases, plugins
+
+
+def _driver_library(soname):
+    from ..discovery.gpu_libs import NVLIBLIST, split_name
+
+    return split_name(soname)[0] in NVLIBLIST
+
+
+def _add_cuda_transports(mpi, ordered, plugins, add_closure):
+    """A CUDA-aware host MPI's UCX CUDA modules (discovery/mpi_cuda.py) as the plugin kind
+    "ucx": staged at lib/ucx, beside the staged libucs, where UCX looks for its modules
+    (and UCX_MODULE_DIR names it), with their closure less the driver's libraries. Without
+    them nothing changes (UCX's other modules stay out, as before)."""
+    from ..discovery.mpi_cuda import detect
+
+    libucs = ordered.get("libucs.so.0")
+    if libucs is None:
+        return
+    found = detect(mpi, str(libucs.host_path))
+    if not found["ucx_modules"] or "ucx" in plugins:
+        return
+    for f in found["ucx_modules"]:
+        try:
+            add_closure(f)
+        except NearmetalError:
+            continue  # cannot load on the host either (its CUDA runtime missing): UCX skips it
+    plugins["ucx"] = (found["ucx_dir"], found["ucx_modules"])
+
+
+def cuda_notes(mpi, plugins):
+    """bind's notes on the host MPI's CUDA transports: what was staged, or nothing."""
+    if "ucx" not in plugins:
+        return []
+    directory, files = plugins["ucx"]
+    from ..discovery.mpi_cuda import UCX_TRANSPORTS, _module_name
+
+    names = sorted({_module_name(f) for f in files})
+    transports = [t for n in names for t in UCX_TRANSPORTS.get(n, ())]
+    return [f"bind: host {mpi['family']} is CUDA-aware: UCX's CUDA transports ({', '.join(transports) or 'memory hooks'}: "
+            f"{', '.join(n + '.so' for n in names)} from {directory}) staged at {LIBDIR}/ucx; they need the driver "
+            "--gpus binds"]
 
 
 def _stage_key(mpi, libs, aliases, plugins):
@@ -236,6 +279,7 @@ def _prepare(req):
              f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT} (read-only)"]
     for alias, target in aliases.items():
         notes.append(f"bind: {alias} provided as an alias of the host's {target} (same MPICH ABI)")
+    notes += cuda_notes(mpi, plugins)
 
     # Would the program's DT_RPATH pin the image's own MPI ahead of LD_LIBRARY_PATH?
     pinned = None

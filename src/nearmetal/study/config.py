@@ -24,7 +24,7 @@ from ..choices import runtimes as _runtimes
 from ..errors import NearmetalError
 from ..networks import DEFAULT as DEFAULT_NETWORK
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
-                     Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
+                     Account, Gpus, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
 from .placement import Nodes, SlurmSection
 from .mpmd import MpmdFields
@@ -33,8 +33,8 @@ from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
                      validation_error)
 
-DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "user", "ranks",
-              "threads", "nodes", "ranks_per_node")
+DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network", "user", "gpus",
+              "ranks", "threads", "nodes", "ranks_per_node")
 
 
 def _image_format(v):
@@ -142,6 +142,7 @@ class Matrix(_Strict):
     audit: list[StrictBool] = [False]   # ranks under the rtld-audit library (audit/), as seed 002's LD_AUDIT
     network: list[Network] = [DEFAULT_NETWORK]   # isolated: a rank per emulated node (networks/), as seed 001's overlay
     user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py)
+    gpus: list[Gpus] = [""]             # --gpus for the ranks ("": none; gpu/select.py, docs/gpu.md)
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
     nodes: list[Nodes] = [1]            # each run's job on this many nodes (study/placement.py)
@@ -157,7 +158,7 @@ class Matrix(_Strict):
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
-                     "user")
+                     "user", "gpus")
     @classmethod
     def _nonempty(cls, v):
         if not v:
@@ -179,6 +180,10 @@ class Matrix(_Strict):
                     raise ValueError(f"exclude[{ei}]: unknown dimension {dim!r:.60} (dimensions: {', '.join(DIMENSIONS)})")
             if isinstance(ex.get("image_place"), str) and ex["image_place"]:  # as the matrix's values are
                 ex["image_place"] = expand_dir(ex["image_place"])
+            if "gpus" in ex:  # in the matrix's one spelling (2 and "2" are one value)
+                from .fields import _gpus
+
+                ex["gpus"] = _gpus(ex["gpus"])
         return self
 
 
@@ -201,6 +206,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
     audit: list[StrictBool] | None = None
     network: list[Network] | None = None
     user: list[Account] | None = None
+    gpus: list[Gpus] | None = None
     ranks: list[Ranks] | None = None
     threads: list[Threads] | None = None
     nodes: list[Nodes] | None = None
@@ -224,7 +230,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
-                     "user", "ranks", "threads", "nodes", "ranks_per_node")
+                     "user", "gpus", "ranks", "threads", "nodes", "ranks_per_node")
     @classmethod
     def _override_nonempty(cls, v):
         if v is not None and not v:
@@ -263,6 +269,7 @@ class Variant(_Strict):
     audit: StrictBool = False             # the ranks under the rtld-audit library (audit/)
     network: Network = DEFAULT_NETWORK    # isolated: a rank per emulated node (networks/)
     user: Account = ""                    # the account the ranks run as ("": the caller; privilege.py)
+    gpus: Gpus = ""                       # --gpus for the ranks ("": none; docs/gpu.md)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
 
@@ -372,19 +379,24 @@ def load(path):
 def check_runnable(cfg, source="<study>"):
     """Before any run starts: rank counts the kernels can use, images that can be looked up,
     usable working directories."""
-    from .plan import check_kernel_ranks
+    from .plan import cells, check_kernel_ranks
 
     try:
         check_kernel_ranks(cfg)
     except NearmetalError as e:
         raise NearmetalError(one_line(f"{source}: {e}")) from None
+    here = cells(cfg)
+    if not here:  # GPU benchmarks only, and no GPU on this machine (study/gpu_cells.py)
+        from .gpu_cells import note
+
+        raise NearmetalError(one_line(f"{source}: {note(cfg, len(cells(cfg, here=False)))}: nothing to plan"))
     places = [("matrix.image", cfg.matrix.image)]
     places += [(f"benchmark[{i}].image", b.image) for i, b in enumerate(cfg.benchmark) if b.image]
     places += [(f"variant[{i}].image", [v.image]) for i, v in enumerate(cfg.variant) if v.image]
     check_images(places, source)
     check_paths(cfg, source)
     try:
-        check_inputs(cfg)
+        check_inputs(cfg, {id(c.benchmark) for c in here})  # a left-out benchmark's inputs are not needed
     except NearmetalError as e:
         raise NearmetalError(one_line(f"{source}: {e}")) from None
 

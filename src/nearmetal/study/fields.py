@@ -85,6 +85,23 @@ def _account_name(v):
 
 Account = Annotated[StrictStr, AfterValidator(_account_name)]
 
+def _gpus(v):
+    """A --gpus value (all, a count, a comma list of GPU indices/UUIDs; an integer is a count)
+    in its one spelling, or "" for no GPU; checked by the code the command line uses."""
+    from ..gpu.select import canonical, problem
+
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        raise ValueError("expected all, a count, or a comma list of GPU indices/UUIDs (\"\": no GPU)")
+    if v == "":
+        return v
+    why = problem(str(v))
+    if why:
+        raise ValueError(why)
+    return canonical(str(v))
+
+
+Gpus = Annotated[StrictStr | StrictInt, AfterValidator(_gpus)]
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 

@@ -13,7 +13,7 @@ from . import placement
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")
 # Variant dimensions that are off unless asked for: in a variant's dict (and id) only when on,
 # so the ids and stored variants of studies that do not use them stay as they were.
-OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network", "user")
+OPTIONAL_DIMS = ("image_format", "image_place", "cold", "audit", "network", "user", "gpus")
 CONTAINER_ONLY = ("runtime", "image", "image_format", "image_place")  # nothing to say for native runs
 
 
@@ -29,6 +29,8 @@ def _id_part(dim, value):
         return f"+in-{image_label(value.rstrip('/') or '/')}"
     if dim == "user":  # account names have no '/' or '+' (privilege.name_problem)
         return f"+as-{value}"
+    if dim == "gpus":  # all, N or indices/UUIDs with commas: no '/' or '+' (gpu/select.py)
+        return f"+gpus-{value}"
     return f"+{dim}"
 
 
@@ -36,7 +38,8 @@ def variant_id(v):
     """A named variant's name (names have no '/'); else mode/runtime/MPI/image, unambiguous
     for any image name: mode, runtime and MPI are validated words without '/', so
     everything after the third '/' is the image, then the optional dimensions that are set
-    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`, `+as-NAME`; image labels have no '+') and
+    (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`, `+as-NAME`, `+gpus-all`; image labels
+    have no '+') and
     the placement where it is not the default (`+2-nodes`, `+4-per-node`: study/placement.py)."""
     if v.get("name"):
         return v["name"] + placement.id_part(v)

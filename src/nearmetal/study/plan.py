@@ -60,15 +60,22 @@ def _matrix_variants(config, bench):
     return bool(config.matrix.model_fields_set & dims) or any(getattr(bench, d) for d in dims)
 
 
-def cells(config):
+def cells(config, here=True):
     """The study's cells: the whole matrix, less the cells of runtimes not installed here
-    when [study] missing_runtimes = "skip"."""
+    when [study] missing_runtimes = "skip", and (here=True) less the cells of GPU benchmarks
+    on a machine without a GPU (study/gpu_cells.py; [] when that is all of them).
+    here=False: every cell this machine could be asked to run (validation: no discovery)."""
     out = matrix_cells(config)
     if config.study.missing_runtimes == "skip":
         missing = set(missing_runtimes(config, out))
         out = [c for c in out if c.variant.get("runtime") not in missing]
     if not out:
         raise NearmetalError("the study's matrix is empty after exclusions")
+    if here:
+        from .gpu_cells import left_out
+
+        gone = {c.key for c in left_out(config, out)}
+        out = [c for c in out if c.key not in gone]
     return out
 
 
@@ -137,6 +144,8 @@ def baseline_of(config, variant):
     for dim in ("runtime", "image") if base["mode"] != "native" else ():
         values = list(getattr(config.matrix, dim))  # a native variant lends none: the matrix's one
         base[dim] = base[dim] or (values[0] if len(values) == 1 else None)
+    if is_set(variant.get("gpus")) and "gpus" not in base:  # the same GPUs, natively too
+        base["gpus"] = variant["gpus"]
     if missing := [d for d in ("runtime", "image") if base["mode"] != "native" and base[d] is None]:
         raise NearmetalError(f"baseline: mode '{base['mode']}' needs its {' and '.join(missing)}, and variant "
                              f"'{variant_id(variant)}' has none to lend: give [baseline] {' and '.join(missing)}")
@@ -205,7 +214,7 @@ def check(config):
         raise NearmetalError(f"study.repetitions: {total} cells x ({config.study.most_blocks} repetitions + "
                              f"{config.study.warmup} warm-up) = {runs} runs; at most {MAX_RUNS}")
     try:
-        all_cells = cells(config)
+        all_cells = cells(config, here=False)
     except NearmetalError as e:
         raise NearmetalError(f"matrix.exclude: {e}") from None
     check_baselines(config, all_cells)
@@ -251,7 +260,7 @@ def check_kernel_ranks(config):
     stored studies may hold cells that would only fail when run."""
     from ..kernels import REGISTRY
 
-    all_cells = cells(config)
+    all_cells = cells(config, here=False)
     for i, bench in enumerate(config.benchmark):
         if bench.kernel is None:  # a program: its ranks are its own business
             continue

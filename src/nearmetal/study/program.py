@@ -105,9 +105,12 @@ def files_read(bench):
     return tuple(dict.fromkeys(names + [f.file for f in own if f.file]))
 
 
-def check_inputs(cfg):
-    """Every staged input exists (checked before anything runs): a one-line error otherwise."""
+def check_inputs(cfg, planned=None):
+    """Every staged input exists (checked before anything runs): a one-line error otherwise.
+    planned: the ids of the benchmarks that have cells here (None: all)."""
     for i, bench in enumerate(cfg.benchmark):
+        if planned is not None and id(bench) not in planned:
+            continue
         for path in getattr(bench, "inputs", []):
             if not os.path.exists(path):
                 raise NearmetalError(f"benchmark[{i}] ({bench.label}): input {path} does not exist")

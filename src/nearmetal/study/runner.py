@@ -109,16 +109,21 @@ def add_variants(cfg, store, study_id, variants, say=print):
 
 
 def _say_left_out(cfg, say):
-    """[study] missing_runtimes = "skip": which runtimes' cells the plan leaves out, and why."""
-    if cfg.study.missing_runtimes != "skip":
-        return
-    from .. import runtimes
-    from .plan import matrix_cells, missing_runtimes
+    """Which cells the plan leaves out, and why: those of runtimes not installed here
+    ([study] missing_runtimes = "skip"), those of GPU benchmarks on a machine without a GPU."""
+    from .gpu_cells import left_out, note
+    from .plan import cells, matrix_cells, missing_runtimes
 
-    for name, n in missing_runtimes(cfg, matrix_cells(cfg)).items():
-        hint = runtimes.get(name).install_hint
-        say(f"{name} is not installed here: its {n} cells are left out of study '{cfg.study.name}'"
-            + (f" ({hint})" if hint else ""))
+    if cfg.study.missing_runtimes == "skip":
+        from .. import runtimes
+
+        for name, n in missing_runtimes(cfg, matrix_cells(cfg)).items():
+            hint = runtimes.get(name).install_hint
+            say(f"{name} is not installed here: its {n} cells are left out of study '{cfg.study.name}'"
+                + (f" ({hint})" if hint else ""))
+    gone = left_out(cfg, cells(cfg, here=False))
+    if gone:
+        say(note(cfg, len(gone)))
 
 
 def run(cfg, store, study_id, executor, say=print):
