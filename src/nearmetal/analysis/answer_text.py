@@ -251,7 +251,14 @@ def _optional_words(d):
     return out + words(d)
 
 
-def variant_words(analysis, vmeta):
+def variant_names(analysis, with_baseline=False):
+    """Variant id -> its name in words, the one scheme every answer, finding and summary uses
+    (variant_words); `with_baseline`: with ' vs BASELINE' where that is not native."""
+    vmeta = {v.get("id"): v for v in analysis.get("variants") or [] if isinstance(v, dict)}
+    return variant_words(analysis, vmeta, with_baseline)
+
+
+def variant_words(analysis, vmeta, with_baseline=True):
     """Variant id -> words: a named variant's name as is; a matrix variant as mode, runtime
     and MPI in words ('Bind mode on Charliecloud (Open MPI)'), with its image where the
     study has several, and its baseline where that is not native with the same MPI."""
@@ -276,7 +283,7 @@ def variant_words(analysis, vmeta):
             bits.append(f"image {d['image']}")
         bits += _optional_words(d)
         out[vid] = s + (f" ({', '.join(bits)})" if bits else "")
-    for vid in ids:
+    for vid in ids if with_baseline else ():
         base = (vmeta.get(vid) or {}).get("baseline")
         bd = dims.get(base) or {}
         if base and base != vid and (bd.get("name") or bd.get("mode") != "native"
