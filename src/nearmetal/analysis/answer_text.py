@@ -13,7 +13,21 @@ MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
 RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
 
 
+def level_words(analysis):
+    """The level of every interval shown, labelled with what set it: '98.9% interval
+    (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks."""
+    seq = analysis.get("sequential") or {}
+    level, looks = seq.get("ci_level"), seq.get("looks")
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        return "95% interval"
+    s = f"{level * 100:.3g}% interval"
+    if isinstance(looks, list) and len(looks) > 1:
+        return s + f" (sequential, {len(looks)} looks)"
+    return s + (" (one look)" if looks else "")
+
+
 def _pct(x):
+    x = round(x, 1)  # 9.9999999 is 10%, not 10.0%
     return f"{x:.0f}%" if x >= 10 else f"{x:.1f}%"
 
 

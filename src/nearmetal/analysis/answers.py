@@ -24,7 +24,8 @@ import numpy as np
 from . import stats
 from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
-from .answer_text import ESTIMATOR_ONE, bench_words, cell_phrase, left_out_words, sentence, variant_words
+from .answer_text import (ESTIMATOR_ONE, bench_words, cell_phrase, left_out_words, level_words, sentence,
+                          variant_words)
 from .quantities import choose
 
 N_BOOT = 2000
@@ -108,7 +109,8 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                "overhead_pct": (gm - 1) * 100,
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
                "noise_pct": float(np.median(noises)) * 100 if noises else None,
-               "estimator": estimator, "ci_level": 1 - ci_alpha, "level_words": lwords}
+               "estimator": estimator, "ci_level": 1 - ci_alpha, "level_words": lwords,
+               "disturbed": sum(terms[i]["disturbed"] for i in members)}
         out["verdict"] = _verdict(lo, hi, margin, len(blocks))
         one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one
         if one_bench and out["verdict"] == "equivalent" and any(
@@ -177,19 +179,6 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             "not_answered": [{"benchmark": b, "metric": m, "why": w} for b, m, w in not_answered]}
 
 
-def level_words(analysis):
-    """The level of every interval shown, labelled with what set it: '98.9% interval
-    (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks."""
-    seq = analysis.get("sequential") or {}
-    level, looks = seq.get("ci_level"), seq.get("looks")
-    if not (_num(level) and 0 < level < 1):
-        return "95% interval"
-    s = f"{level * 100:.3g}% interval"
-    if isinstance(looks, list) and len(looks) > 1:
-        return s + f" (sequential, {len(looks)} looks)"
-    return s + (" (one look)" if looks else "")
-
-
 def _baseline_words(meta):
     return "natively" if (meta or {}).get("mode") == "native" else "in the baseline"
 
@@ -251,7 +240,8 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
                       "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
-                      "modes": modes, "primary": bool(pick["primary"])})
+                      "modes": modes, "primary": bool(pick["primary"]),
+                      "disturbed": int(p.get("disturbed") or 0) + int(base.get("disturbed") or 0)})
     return terms, left_out
 
 

@@ -102,7 +102,8 @@ def choose(points, plan=None):
             if m in folded:
                 entry["why"] = f"the reciprocal of {q}, answered as {q}"
             elif m not in answered:
-                entry["why"] = "wall time (start-up included): answered when metrics = [...] names it"
+                entry["why"] = ("launch to exit, start-up included: answered when the benchmark's "
+                                "metrics = [...] names it")
             out[(bench, m)] = entry
     return out
 

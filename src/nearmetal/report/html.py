@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 from ..safe_write import write_text
 from . import figure_plan
-from ..analysis.answers import level_words
+from ..analysis.answer_text import level_words
 from . import formatting as F
 from . import method_words as MW
 from . import io_section as IO

@@ -2,7 +2,7 @@
 ratio, the level of its interval (the one the points were decided at, analysis/answers.py
 level_words) and the one noise figure (the baseline's coefficient of variation)."""
 
-from ..analysis.answers import level_words
+from ..analysis.answer_text import level_words
 from ..analysis.trimmed import TRIM
 
 NOISE = "noise = the baseline's run-to-run coefficient of variation (std / mean)"

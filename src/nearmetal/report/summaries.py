@@ -175,10 +175,20 @@ def answer(analysis):
         verdicts = {c.get("verdict") for c in cells if c.get("variant") == v.get("variant")} | {v.get("verdict")}
         tones[v.get("sentence")] = ("slower" if "slower" in verdicts else "faster" if "faster" in verdicts else
                                     "equivalent" if verdicts == {"equivalent"} else "inconclusive")
-    sentences = [(s, tones.get(s, "inconclusive")) for s in a.get("headline") or []]
+    sentences = []
+    for s in a.get("headline") or []:
+        sentences.append((s, tones.get(s, "inconclusive")))
+        v = next((v for v in by_v if v.get("sentence") == s), None)
+        for c in cells if v and v.get("more") else ():  # the other quantities follow the primary ones
+            if c.get("variant") == v.get("variant") and c.get("text") in v["more"]:
+                sentences.append((f"{v.get('name') or v.get('variant')}: {c['text']}.", c.get("verdict") or "inconclusive"))
     margin = a.get("margin")
     level = a.get("level_words") or "95% interval"
     note = MW.answer_note(analysis, f"±{margin * 100:g}%" if F.is_num(margin) else "the margin")
+    skipped = [n for n in a.get("not_answered") or [] if isinstance(n, dict)]
+    if skipped:  # what has no answer of its own, and how to ask for it
+        note += " Not answered on their own: " + "; ".join(f"{n.get('benchmark')} {n.get('metric')} ({n.get('why')})"
+                                                          for n in skipped) + "."
     cols = [v.get("variant") for v in by_v]
     labels = []
     for c in cells:
