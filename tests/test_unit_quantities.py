@@ -174,3 +174,11 @@ def test_a_primary_outside_the_metrics_asked_and_a_fom_its_own_inverse_are_refus
         config_mod.parse(HEAD + 'primary = "loop"\nmetrics = ["rate"]\n' + FOMS.format(of="loop"))
     with pytest.raises(ValidationError, match="inverse_of names the figure of merit itself"):
         Fom(name="rate", regex="r ([0-9.]+)", unit="steps/s", inverse_of="rate")
+
+
+@pytest.mark.parametrize("hi_pct, said", [(12.53, "+13%: could be 13% slower"), (9.99999, "+10%: could be 10% slower"),
+                                          (0.3, "+0.3%: could be 0.3% slower")])
+def test_an_intervals_end_and_its_could_be_agree(hi_pct, said):
+    e = {"cost_ratio": 1.0, "ci_low": 0.73, "ci_high": 1 + hi_pct / 100, "overhead_pct": 0.0,
+         "overhead_ci": [-27.0, hi_pct]}
+    assert could_be_words(e, 0.1).startswith(f"−27% to {said} or 27% faster"), could_be_words(e, 0.1)

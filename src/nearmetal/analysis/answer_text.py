@@ -27,8 +27,8 @@ def level_words(analysis):
 
 
 def _pct(x):
-    x = round(x, 1)  # 9.9999999 is 10%, not 10.0%
-    return f"{x:.0f}%" if x >= 10 else f"{x:.1f}%"
+    # 9.9999999 is 10%, not 10.0%; rounded as _signed rounds (an interval's end and its 'could be' agree)
+    return f"{x:.0f}%" if round(x, 1) >= 10 else f"{x:.1f}%"
 
 
 def _signed(x, digits):
@@ -50,7 +50,7 @@ def _overhead_words(e):
 def digits(pct, ci=None):
     """Decimals of a percentage: one below 10% or where its CI is narrower than 4 points
     (+10.1% [+9.8 to +10.4%], not +10% [+10 to +10%]), else none (+38% [+30 to +46%])."""
-    if abs(pct) < 10 or (ci and ci[1] - ci[0] < 4):
+    if round(abs(pct), 1) < 10 or (ci and ci[1] - ci[0] < 4):
         return 1
     return 0
 
@@ -84,9 +84,8 @@ def interval_words(e):
         return None
     if r >= 2 or r <= 0.5 or hi >= 2 or lo <= 0.5:
         return f"×{lo:.3g} to ×{hi:.3g}"
-    ci = e["overhead_ci"]
-    d = digits(e["overhead_pct"], ci)
-    return f"{_signed(ci[0], d)}% to {_signed(ci[1], d)}%"
+    lo_pct, hi_pct = e["overhead_ci"]  # each end at its own precision: '−27% to +0.3%', not '+0%'
+    return f"{_signed(lo_pct, digits(lo_pct))}% to {_signed(hi_pct, digits(hi_pct))}%"
 
 
 def could_be_words(e, margin):
@@ -126,8 +125,10 @@ def bench_words(bench, kernel, pl, metric=None):
     return f"{word} ({pl[0]}×{pl[1]})" if pl else word
 
 
-def cell_phrase(e, margin):
-    """One benchmark's answer in a few words, as the headline and the tables use it."""
+def cell_phrase(e, margin, with_margin=True):
+    """One benchmark's answer in a few words, as the headline and the tables use it
+    (`with_margin=False`: an undecided one without '; the margin is ...', said once after
+    several)."""
     v, label = e["verdict"], e["label"]
     if v == "equivalent" and measurable(e):
         return f"{label} {_overhead_words(e)}, within the ±{_pct(margin * 100)} margin"
@@ -142,6 +143,8 @@ def cell_phrase(e, margin):
     if e["resolution_pct"] is None:
         return f"{label}: too few repetitions to tell ({e['n_blocks']} block{'s' * (e['n_blocks'] != 1)})"
     s = f"{label} undecided, {could_be_words(e, margin)}"
+    if not with_margin:
+        s = s[:s.rindex("; the margin is")]
     if e["n_blocks"] < 10:  # few repetitions: say so, more of them narrow the interval
         s += f" ({e['n_blocks']} repetitions)"
     if e["noise_pct"] is not None:
@@ -191,7 +194,12 @@ def sentence(v, cells, margin):
     eq = [c for c in cells if c["verdict"] == "equivalent" and not measurable(c)]
     if eq:
         parts.append(f"no measurable cost on {_and(_grouped(eq, cells))}")
-    parts += [c["text"] for c in cells if c["verdict"] == "inconclusive"]
+    und = [c for c in cells if c["verdict"] == "inconclusive"]
+    if len(und) > 1 and all(c["text"] == cell_phrase(c, margin) for c in und):  # the margin said once, after them
+        parts += [cell_phrase(c, margin, with_margin=False) for c in und]
+        parts[-1] += f"; the margin is ±{margin * 100:g}%"
+    else:
+        parts += [c["text"] for c in und]
     if v["verdict"] == "equivalent" and measurable(v):
         overall = f"overall {_overhead_words(v)}, within the ±{_pct(margin * 100)} margin"
     elif v["verdict"] == "equivalent":
