@@ -26,6 +26,7 @@ from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
 from .answer_text import (ESTIMATOR_ONE, bench_words, cell_phrase, left_out_words, level_words, sentence,
                           variant_words)
+from .per_launch import STARTUP_METRICS, per_launch
 from .quantities import choose
 
 N_BOOT = 2000
@@ -35,10 +36,7 @@ ALPHA = 0.05
 NON_COST_UNITS = frozenset({"count", "bytes", "byte", "b", "bool", "files", "ranks"})
 # a rank-resolved metric counts once, by its aggregate: the first of these it has
 AGGREGATE_RANKS = ("total", "max", "mean")
-# the start-up point whose difference of medians is stated per launch, in this order
-STARTUP_METRICS = ("to_after_init", "wall_to_main")
-TIME_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
-              "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0}
+VERDICTS = ("equivalent", "slower", "faster", "inconclusive")
 _SLAB = 1 << 21  # elements of one replicates x points x blocks slab of the bootstrap
 
 
@@ -92,18 +90,15 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             lo, hi = (float(math.exp(x)) for x in np.quantile(reps, (ci_alpha / 2, 1 - ci_alpha / 2)))
         gm = float(math.exp(est[g]))
         estimator = f"geometric mean of {len(members)} points' paired ratios, block bootstrap"
-        if len(members) == 1 and len(blocks) >= 2:  # one point: its own interval, as compare() gives it
+        verdict = None
+        own = _own(terms[members[0]]) if len(members) == 1 and len(blocks) >= 2 else None
+        if own:  # one point: its own comparison, the numbers and verdict of its table row
+            gm, lo, hi, verdict, estimator = own
+        elif len(members) == 1 and len(blocks) >= 2:  # a point without an interval of its own: compare()'s
             t = terms[members[0]]
-            sign = -1.0 if t["hib"] else 1.0
-            own = (t["modes"] or {}).get("interval")
-            if own:  # compared by mode: within the modes (mode_compare.stratified)
-                lo, hi = sorted(float(math.exp(sign * x)) for x in own[1:3])
-                gm = float(math.exp(sign * own[0]))
-                estimator = "paired ratio within the launches' modes"
-            else:
-                cost = (np.log(t["var"]) - np.log(t["base"])) * sign
-                gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
-                estimator = ESTIMATOR_ONE
+            cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
+            gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
+            estimator = ESTIMATOR_ONE
         noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
                "overhead_pct": (gm - 1) * 100,
@@ -111,7 +106,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                "noise_pct": float(np.median(noises)) * 100 if noises else None,
                "estimator": estimator, "ci_level": 1 - ci_alpha, "level_words": lwords,
                "disturbed": sum(terms[i]["disturbed"] for i in members)}
-        out["verdict"] = _verdict(lo, hi, margin, len(blocks))
+        out["verdict"] = verdict or _verdict(lo, hi, margin, len(blocks))
         one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one
         if one_bench and out["verdict"] == "equivalent" and any(
                 (terms[i]["modes"] or {}).get("share_differs") for i in members):
@@ -135,7 +130,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "label": bench_words(bench, first["kernel"], pl,
                                       metric if len(answered[bench]) > 1 or first["kernel"] == "command" else None),
                  **summary(g, members),
-                 "per_launch": _per_launch([terms[i] for i in launches[(vid, bench, pl)]])
+                 "per_launch": per_launch([terms[i] for i in launches[(vid, bench, pl)]])
                  if first["metric"] in STARTUP_METRICS else None}
         entry["text"] = cell_phrase(entry, margin)
         modal = sorted((terms[i] for i in members if terms[i]["modes"]), key=lambda t: not t["modes"]["share_differs"])
@@ -177,6 +172,21 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             "n_boot": int(n_boot), "seed": seed, "by_benchmark": by_benchmark, "by_variant": by_variant,
             "headline": headline,
             "not_answered": [{"benchmark": b, "metric": m, "why": w} for b, m, w in not_answered]}
+
+
+def _own(t):
+    """(cost ratio, lo, hi, verdict, estimator) of one point from its own comparison (the
+    table's row: the look that decided it, at the level of the points), turned into a cost
+    (> 1: the variant is worse); None where it has no interval."""
+    c = t["comparison"]
+    r, lo, hi = c.get("ratio"), c.get("ci_low"), c.get("ci_high")
+    if not all(_num(x) and x > 0 for x in (r, lo, hi)) or c.get("verdict") not in VERDICTS:
+        return None
+    if t["hib"]:
+        r, lo, hi = 1 / r, 1 / hi, 1 / lo
+    estimator = ("paired ratio within the launches' modes" if c.get("modes") else
+                 ESTIMATOR_ONE if c.get("paired") else "ratio of medians (unpaired)")
+    return float(r), float(lo), float(hi), c["verdict"], estimator
 
 
 def _baseline_words(meta):
@@ -240,7 +250,7 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
                       "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
-                      "modes": modes, "primary": bool(pick["primary"]),
+                      "modes": modes, "primary": bool(pick["primary"]), "comparison": c,
                       "disturbed": int(p.get("disturbed") or 0) + int(base.get("disturbed") or 0)})
     return terms, left_out
 
@@ -360,29 +370,3 @@ def _round_up(pct):
     if pct >= 10:
         return float(math.ceil(pct - 1e-9))
     return math.ceil(pct * 10 - 1e-9) / 10
-
-
-def _per_launch(members):
-    """The start-up cost per launch: the difference of medians at the start-up point
-    (launch to after MPI_Init, else to main; the slowest rank where ranks are resolved), and
-    to main as well where both were measured (`to_main_s`): they can differ in sign (MPICH's
-    MPI_Init was faster in a container here while reaching main was slower)."""
-    pts = [t for t in members if t["kernel"] == "startup"
-           and str(t["unit"] or "").strip().casefold() in TIME_SCALE]
-    if not pts:
-        return None
-
-    def rank(t):
-        metric = STARTUP_METRICS.index(t["metric"]) if t["metric"] in STARTUP_METRICS else len(STARTUP_METRICS)
-        return (metric, 0 if t["point"].get("rank") in ("max", None) else 1)
-
-    def delta(t):
-        scale = TIME_SCALE[str(t["unit"]).strip().casefold()]
-        return (float(np.median(t["var"])) - float(np.median(t["base"]))) * scale
-
-    t = min(pts, key=rank)
-    out = {"metric": t["metric"], "point": t["point"], "delta_s": delta(t), "to_main_s": None}
-    main = [m for m in pts if m["metric"] == "wall_to_main" and m["point"] == t["point"]]
-    if t["metric"] == "to_after_init" and main:
-        out["to_main_s"] = delta(main[0])
-    return out

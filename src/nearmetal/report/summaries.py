@@ -181,7 +181,8 @@ def answer(analysis):
         v = next((v for v in by_v if v.get("sentence") == s), None)
         for c in cells if v and v.get("more") else ():  # the other quantities follow the primary ones
             if c.get("variant") == v.get("variant") and c.get("text") in v["more"]:
-                sentences.append((f"{v.get('name') or v.get('variant')}: {c['text']}.", c.get("verdict") or "inconclusive"))
+                sentences.append((f"{v.get('name') or v.get('variant')}: {c['text']}.",
+                                  c.get("verdict") or "inconclusive"))
     margin = a.get("margin")
     level = a.get("level_words") or "95% interval"
     note = MW.answer_note(analysis, f"±{margin * 100:g}%" if F.is_num(margin) else "the margin")

@@ -66,7 +66,8 @@ def render_markdown(analysis):
         unit = first_e.get("unit") or ""
         better = "higher is better" if first_e.get("higher_is_better") else "lower is better"
         out += [f"### {_md(bench)} · {_md(metric)}" + (f" ({_md(unit)})" if unit else "") + f", {better}", ""]
-        out.append(f"| point | ranks×threads | variant | n | median | p5–p95 | {MW.ratio_column(analysis)} | overhead | verdict "
+        out.append(f"| point | ranks×threads | variant | n | median | p5–p95 | {MW.ratio_column(analysis)} "
+                   "| overhead | verdict "
                    "| p | noise |")
         out.append("|---|---|---|--:|--:|--:|--:|--:|---|--:|--:|")
         order = {k: i for i, k in enumerate(PT.ordered_row_keys(entries))}
