@@ -182,3 +182,20 @@ def test_an_intervals_end_and_its_could_be_agree(hi_pct, said):
     e = {"cost_ratio": 1.0, "ci_low": 0.73, "ci_high": 1 + hi_pct / 100, "overhead_pct": 0.0,
          "overhead_ci": [-27.0, hi_pct]}
     assert could_be_words(e, 0.1).startswith(f"−27% to {said} or 27% faster"), could_be_words(e, 0.1)
+
+
+def test_a_preset_file_and_a_built_in_preset_declare_their_reciprocals(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lmp.toml").write_text('title = "LAMMPS"\n[[fom]]\nname = "steps_per_s"\n'
+                                       "regex = '([0-9.]+) timesteps/s'\nunit = \"steps/s\"\ninverse_of = \"loop\"\n"
+                                       "[[fom]]\nname = \"loop\"\nregex = 'Loop time of ([0-9.]+)'\nunit = \"s\"\n")
+    head = ('[study]\nname = "app"\n[baseline]\nmode = "native"\n[matrix]\nmode = ["native"]\nmpi = ["openmpi"]\n'
+            '[[benchmark]]\ncommand = ["app"]\npreset = "{}"\n')
+    plan = plan_of(config_mod.parse(head.format("lmp")))
+    assert plan["app"]["inverse"] == {"steps_per_s": "loop"} and plan["app"]["order"] == ["steps_per_s", "loop",
+                                                                                            "wall_time"]
+    assert plan_of(config_mod.parse(head.format("gromacs")))["app"]["inverse"] == {"mdrun_wall": "ns_per_day"}
+    (tmp_path / "bad.toml").write_text('[[fom]]\nname = "x"\nregex = "x ([0-9]+)"\ninverse_of = "x"\n')
+    with pytest.raises(NearmetalError, match=r"preset file .*bad\.toml: .*inverse_of names the figure of merit "
+                                             r"itself"):
+        config_mod.parse(head.format("bad"))
