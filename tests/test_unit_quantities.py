@@ -199,3 +199,15 @@ def test_a_preset_file_and_a_built_in_preset_declare_their_reciprocals(tmp_path,
     with pytest.raises(NearmetalError, match=r"preset file .*bad\.toml: .*inverse_of names the figure of merit "
                                              r"itself"):
         config_mod.parse(head.format("bad"))
+
+
+def test_a_variant_whose_primary_metric_was_not_compared_answers_its_next_one():
+    """The primary metric's runs failed for the variant: its overall answer is the next
+    answered metric's (one quantity per benchmark still), never a mean over the others."""
+    pts = [p for p in program_points(loop_factor=1.10, io_factor=1.30)
+           if not (p["metric"] in ("loop_time", "steps_per_s") and p["variant"] != "native/openmpi")]
+    a = answers(analysis_of(pts, {"md": {"order": ORDER}}))
+    (cell,) = a["by_benchmark"]
+    assert cell["metric"] == "io_time" and cell["primary"]
+    (v,) = a["by_variant"]
+    assert v["cost_ratio"] == pytest.approx(cell["cost_ratio"]) and v["more"] == []

@@ -74,11 +74,16 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         pl = (t["ranks"], t["threads"]) if len(split[t["benchmark"]]) > 1 else None
         cells.setdefault((t["variant"], t["benchmark"], pl, t["metric"]), []).append(i)
         launches[(t["variant"], t["benchmark"], pl)].append(i)
-        if t["primary"]:
+    # a variant's overall answer: one quantity per benchmark, its primary one (the first
+    # answered one where the primary metric has no compared point, e.g. its runs failed)
+    lead = {}
+    for t in terms:
+        key = (t["variant"], t["benchmark"])
+        if t["primary"] or key not in lead:
+            lead[key] = t["metric"]
+    for i, t in enumerate(terms):
+        if lead[(t["variant"], t["benchmark"])] == t["metric"]:
             variants.setdefault(t["variant"], []).append(i)
-    for i, t in enumerate(terms):  # a variant without a primary point (e.g. its primary failed): all
-        if t["variant"] not in variants:
-            variants[t["variant"]] = [j for j, u in enumerate(terms) if u["variant"] == t["variant"]]
     groups = list(cells.values()) + list(variants.values())
     est, boot = _bootstrap(terms, col, groups, n_boot, seed)
 
@@ -125,7 +130,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         pick = choice.get((bench, metric)) or {}
         entry = {"variant": vid, "name": words.get(vid, vid), "baseline": first["baseline"], "benchmark": bench,
                  "kernel": first["kernel"], "metric": metric, "unit": first["unit"],
-                 "primary": bool(first["primary"]), "also": list(pick.get("also") or []),
+                 "primary": lead[(vid, bench)] == metric, "also": list(pick.get("also") or []),
                  "ranks": pl[0] if pl else None, "threads": pl[1] if pl else None,
                  "label": bench_words(bench, first["kernel"], pl,
                                       metric if len(answered[bench]) > 1 or first["kernel"] == "command" else None),
@@ -148,13 +153,13 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     for vid in order:
         g = len(cells) + list(variants).index(vid)
         mine = [e for e in by_benchmark if e["variant"] == vid]
-        lead = [e for e in mine if e["primary"]] or mine
+        first_screen = [e for e in mine if e["primary"]]
         entry = {"variant": vid, "baseline": terms[variants[vid][0]]["baseline"], "name": words.get(vid, vid),
                  "benchmarks": len({e["benchmark"] for e in mine}), **summary(g, variants[vid]),
                  "left_out": dict(left_out.get(vid, {})),
-                 "more": [e["text"] for e in mine if e not in lead]}  # the other quantities, after the first screen
-        entry["sentence"] = sentence(entry, lead, margin)
-        modal = [e for e in lead if e["modes"]]
+                 "more": [e["text"] for e in mine if not e["primary"]]}  # the other quantities, after the first screen
+        entry["sentence"] = sentence(entry, first_screen, margin)
+        modal = [e for e in first_screen if e["modes"]]
         if modal and not modal[0]["modes"]["share_differs"]:  # one line on the launches' modes
             entry["sentence"] += f" On {modal[0]['label']}, {modal[0]['modes']['text']}."
         by_variant.append(entry)
