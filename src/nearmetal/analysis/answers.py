@@ -222,8 +222,11 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
     terms, left_out = [], defaultdict(lambda: defaultdict(int))
     for p in points:
         c, bid = p.get("comparison"), p.get("baseline")
-        if not isinstance(c, dict) or not bid or str(p.get("unit") or "").strip().casefold() in NON_COST_UNITS:
+        unit = str(p.get("unit") or "").strip().casefold()
+        if not isinstance(c, dict) or not bid or unit in NON_COST_UNITS:
             continue
+        if not unit and p.get("kernel") != "command":
+            continue  # a kernel's unitless check values (CG's residual, a checksum): no cost to answer
         pick = (choice or {}).get((p.get("benchmark"), p.get("metric")), {"answered": True, "primary": True})
         if not pick["answered"]:
             continue  # a reciprocal answered as its pair, or wall time not asked for

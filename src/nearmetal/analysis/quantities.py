@@ -29,7 +29,9 @@ MIN_SPREAD = 1e-3    # each metric must vary 10x more than that, or any product 
 MIN_RUNS = 3
 # the metric a kernel's answer leads with, where it measures several
 KERNEL_PRIMARY = {"stream": "triad", "stream-portable": "triad", "startup": "to_after_init",
-                  "pairs": "latency", "gpu-stream": "triad", "iobench": "total_s", "metadata": "total_s"}
+                  "pairs": "latency", "gpu-stream": "triad", "iobench": "total_s", "metadata": "total_s",
+                  "cg": "gflops", "cg-portable": "gflops", "phases": "main_loop_s", "phases-portable": "main_loop_s",
+                  "coupled": "main_loop_s"}
 
 
 def plan_of(config):
