@@ -195,7 +195,7 @@ def test_report_of_a_real_analysis(tmp_path):
     assert '<section id="scaling">' in html  # drawn over the 'cores' parameter
     assert '<section id="dispersion">' not in html  # single runs: nothing to box
     out = " ".join(terminal_text(a).split())
-    assert re.search(r"hybrid: equivalent to bare-metal within ±3% at 0 of 7 points; inconclusive at 7; overhead "
+    assert re.search(r"hybrid: equivalent to bare-metal within ±3% at 0 of 7 compared points; inconclusive at 7; overhead "
                      r"\+\d+\.\d% to \+\d+\.\d% \(median", out)
     assert out.index("cores 216") < out.index("cores 1152")  # natural order of the parameter
 
@@ -274,8 +274,9 @@ def test_terminal_shows_verdicts_and_ratios(analysis):
         assert re.search(rf"^\s*{size}\s", latency, re.M), size
     # the summary in words, per variant (wrapped at the console's width)
     flat = " ".join(out.split())
-    assert re.search(r"bind/charliecloud/mpich/default: equivalent to native/mpich within ±3% at \d+ of \d+ points",
-                     flat)
+    # variants named as the answers name them (answer_text.variant_names)
+    assert re.search(r"Bind mode on Charliecloud \(MPICH\): equivalent to Native \(MPICH\) within ±3% at \d+ of \d+ "
+                     r"compared points", flat), flat
     assert re.search(r"slower at \d+ \(worst: \+\d+% at [^)]*KiB", flat)
     assert "failed or timed out" in out and "BAD TERMINATION" in out
     assert max(len(line) for line in out.splitlines()) <= 120

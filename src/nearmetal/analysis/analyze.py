@@ -137,6 +137,8 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                        "ci_level": 1 - min(0.5, 2 * alpha) if looks else 1 - sequential.ALPHA,
                        "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
+        # which metrics are answered, decided at plan time (analysis/quantities.py)
+        "metric_plan": decided.metrics if decided is not None else {},
     }
     from ..study.contention import summary as contention_summary
 

@@ -1,16 +1,34 @@
 """The answers in words (analysis/answers.py computes them): variants as a reader names them
 ('Bind mode on Charliecloud (Open MPI)'), benchmarks ('bandwidth', 'STREAM'), one phrase
-per benchmark and one top-line sentence per variant, as docs/reports.md shows them."""
+per answer and one top-line sentence per variant, as docs/reports.md shows them. Every
+number is said one way: the estimator (ESTIMATOR_ONE, or the geometric mean over points),
+the interval at the level the points were decided at, named ('98.9% interval (sequential,
+9 looks)'), and one noise figure (the baseline's coefficient of variation)."""
 
-ALPHA = 0.05  # the CI level a sentence takes for granted (95%); another one is named
+ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
 KERNEL_WORDS = {"bw": "bandwidth", "bibw": "bidirectional bandwidth", "stream": "STREAM",
                 "stream-portable": "STREAM", "cg": "CG", "startup": "start-up", "pairs": "all-pairs"}
+METRIC_WORDS = {"to_after_init": "to after MPI_Init", "wall_to_main": "to main"}
 MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
 RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
 
 
+def level_words(analysis):
+    """The level of every interval shown, labelled with what set it: '98.9% interval
+    (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks."""
+    seq = analysis.get("sequential") or {}
+    level, looks = seq.get("ci_level"), seq.get("looks")
+    if not (isinstance(level, (int, float)) and 0 < level < 1):
+        return "95% interval"
+    s = f"{level * 100:.3g}% interval"
+    if isinstance(looks, list) and len(looks) > 1:
+        return s + f" (sequential, {len(looks)} looks)"
+    return s + (" (one look)" if looks else "")
+
+
 def _pct(x):
-    return f"{x:.0f}%" if x >= 10 else f"{x:.1f}%"
+    # 9.9999999 is 10%, not 10.0%; rounded as _signed rounds (an interval's end and its 'could be' agree)
+    return f"{x:.0f}%" if round(x, 1) >= 10 else f"{x:.1f}%"
 
 
 def _signed(x, digits):
@@ -32,7 +50,7 @@ def _overhead_words(e):
 def digits(pct, ci=None):
     """Decimals of a percentage: one below 10% or where its CI is narrower than 4 points
     (+10.1% [+9.8 to +10.4%], not +10% [+10 to +10%]), else none (+38% [+30 to +46%])."""
-    if abs(pct) < 10 or (ci and ci[1] - ci[0] < 4):
+    if round(abs(pct), 1) < 10 or (ci and ci[1] - ci[0] < 4):
         return 1
     return 0
 
@@ -41,14 +59,45 @@ def _noise_words(pct):
     return f"±{pct:.0f}%" if pct >= 10 else f"±{pct:.1f}%"
 
 
-def _ratio_words(e, alpha):
+def noise_words(e):
+    """The one noise figure of an answer: the baseline's coefficient of variation (its
+    median over the answer's points where there are several)."""
+    s = _noise_words(e["noise_pct"])
+    return s if e["n_points"] == 1 else s + f" (median over {e['n_points']} points)"
+
+
+def _ratio_words(e):
+    """'cost ratio 1.003 [0.995–1.012], 98.9% interval (sequential, 9 looks), 1 point'."""
     d = _ratio_decimals(max(e["cost_ratio"], e["ci_high"] or 0))
-    s = f"geometric-mean cost ratio {e['cost_ratio']:.{d}f}"
-    if e["ci_low"] is not None:
-        s += f" [{e['ci_low']:.{d}f}–{e['ci_high']:.{d}f}"
-        s += "]" if abs(alpha - ALPHA) < 1e-12 else f", {(1 - alpha) * 100:.4g}% CI]"
     n = e["n_points"]
-    return s + (" at its only point" if n == 1 else f" over all {n} points")
+    s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {e['cost_ratio']:.{d}f}"
+    if e["ci_low"] is not None:
+        s += f" [{e['ci_low']:.{d}f}–{e['ci_high']:.{d}f}], {e.get('level_words') or '95% interval'}"
+    return s + (", 1 point" if n == 1 else f", over {n} points")
+
+
+def interval_words(e):
+    """An answer's interval on the overhead scale: '−1.5% to +3.9%', or as factors where the
+    cost is 2x or more (or half or less): '×0.8 to ×2.5'."""
+    r, lo, hi = e["cost_ratio"], e["ci_low"], e["ci_high"]
+    if lo is None:
+        return None
+    if r >= 2 or r <= 0.5 or hi >= 2 or lo <= 0.5:
+        return f"×{lo:.3g} to ×{hi:.3g}"
+    lo_pct, hi_pct = e["overhead_ci"]  # each end at its own precision: '−27% to +0.3%', not '+0%'
+    return f"{_signed(lo_pct, digits(lo_pct))}% to {_signed(hi_pct, digits(hi_pct))}%"
+
+
+def could_be_words(e, margin):
+    """An undecided answer against the margin: '−1.5% to +3.9%: could be 3.9% slower or
+    1.5% faster; the margin is ±3%'."""
+    lo, hi = e["ci_low"], e["ci_high"]
+    sides = []
+    if hi > 1:
+        sides.append(f"{_pct((hi - 1) * 100)} slower" if hi < 2 else f"{hi:.3g} times as slow")
+    if lo < 1:
+        sides.append(f"{_pct((1 - lo) * 100)} faster" if lo > 0.5 else f"{1 / lo:.3g} times as fast")
+    return f"{interval_words(e)}: could be {' or '.join(sides)}; the margin is ±{margin * 100:g}%"
 
 
 def _ratio_decimals(largest):
@@ -67,13 +116,19 @@ def _duration(seconds):
     return f"{_signed(v, 0 if abs(v) >= 100 else 1 if abs(v) >= 10 else 2)} {u}"
 
 
-def bench_words(bench, kernel, pl):
+def bench_words(bench, kernel, pl, metric=None):
+    """'bandwidth', 'STREAM triad', 'md loop_time (2×1)': a benchmark in words, with the
+    metric answered where it has several (or is a program's figure of merit)."""
     word = KERNEL_WORDS.get(kernel, kernel) if bench == kernel else str(bench)
+    if metric is not None and metric not in (bench, kernel):
+        word += f" {METRIC_WORDS.get(metric, metric)}"
     return f"{word} ({pl[0]}×{pl[1]})" if pl else word
 
 
-def cell_phrase(e, margin):
-    """One benchmark's answer in a few words, as the headline and the tables use it."""
+def cell_phrase(e, margin, with_margin=True):
+    """One benchmark's answer in a few words, as the headline and the tables use it
+    (`with_margin=False`: an undecided one without '; the margin is ...', said once after
+    several)."""
     v, label = e["verdict"], e["label"]
     if v == "equivalent" and measurable(e):
         return f"{label} {_overhead_words(e)}, within the ±{_pct(margin * 100)} margin"
@@ -83,15 +138,17 @@ def cell_phrase(e, margin):
         s = f"{label} {_overhead_words(e)}"
         if e.get("per_launch"):
             s = f"{label} {_launch_words(e['per_launch'])} per launch ({_overhead_words(e)}"
-            s += f" over its {e['n_points']} metrics)" if e["n_points"] > 1 else ")"
+            s += f" over its {e['n_points']} points)" if e["n_points"] > 1 else ")"
         return s + (" (faster)" if v == "faster" else "")
     if e["resolution_pct"] is None:
         return f"{label}: too few repetitions to tell ({e['n_blocks']} block{'s' * (e['n_blocks'] != 1)})"
-    s = f"could not be resolved better than ±{_pct(e['resolution_pct'])} on {label}"
+    s = f"{label} undecided, {could_be_words(e, margin)}"
+    if not with_margin:
+        s = s[:s.rindex("; the margin is")]
     if e["n_blocks"] < 10:  # few repetitions: say so, more of them narrow the interval
-        s += f" with {e['n_blocks']} repetitions"
+        s += f" ({e['n_blocks']} repetitions)"
     if e["noise_pct"] is not None:
-        s += f": the baseline's own run-to-run noise there is {_noise_words(e['noise_pct'])}"
+        s += f"; the baseline's run-to-run noise there is {noise_words(e)}"
     return s
 
 
@@ -119,10 +176,10 @@ def left_out_words(why):
     return ", ".join(f"{n} with {words.get(k, k)}" for k, n in why.items())
 
 
-def sentence(v, cells, margin, alpha):
-    """The top-line answer for one variant."""
+def sentence(v, cells, margin):
+    """The top-line answer for one variant: its benchmarks' primary quantities (`cells`)."""
     name = v["name"]
-    tail = f" ({_ratio_words(v, alpha)})"
+    tail = f" ({_ratio_words(v)})"
     if v["left_out"]:
         n = sum(v["left_out"].values())
         tail += f"; {n} compared point{'s' * (n != 1)} not aggregated ({left_out_words(v['left_out'])})"
@@ -138,18 +195,11 @@ def sentence(v, cells, margin, alpha):
     if eq:
         parts.append(f"no measurable cost on {_and(_grouped(eq, cells))}")
     und = [c for c in cells if c["verdict"] == "inconclusive"]
-    if len(und) == 1:
-        parts.append(und[0]["text"])
-    elif und:
-        res = [c for c in und if c["resolution_pct"] is not None]
-        if res:
-            s = "could not be resolved better than " + _and(f"±{_pct(c['resolution_pct'])} on {c['label']}"
-                                                             for c in res)
-            if all(c["noise_pct"] is not None for c in res):
-                s += (": the baseline's own run-to-run noise there is "
-                      + _and(_noise_words(c["noise_pct"]) for c in res))
-            parts.append(s)
-        parts += [c["text"] for c in und if c["resolution_pct"] is None]
+    if len(und) > 1 and all(c["text"] == cell_phrase(c, margin) for c in und):  # the margin said once, after them
+        parts += [cell_phrase(c, margin, with_margin=False) for c in und]
+        parts[-1] += f"; the margin is ±{margin * 100:g}%"
+    else:
+        parts += [c["text"] for c in und]
     if v["verdict"] == "equivalent" and measurable(v):
         overall = f"overall {_overhead_words(v)}, within the ±{_pct(margin * 100)} margin"
     elif v["verdict"] == "equivalent":
@@ -157,7 +207,7 @@ def sentence(v, cells, margin, alpha):
     elif v["verdict"] in ("slower", "faster"):
         overall = f"overall {_overhead_words(v)}"
     elif v["resolution_pct"] is not None:
-        overall = f"overall not resolved better than ±{_pct(v['resolution_pct'])}"
+        overall = f"overall undecided, {could_be_words(v, margin)}"
     else:
         overall = "overall too few repetitions to tell"
     return f"{name}: " + "; ".join(parts) + f"; {overall}{tail}."
@@ -225,7 +275,14 @@ def _optional_words(d):
     return out + words(d)
 
 
-def variant_words(analysis, vmeta):
+def variant_names(analysis, with_baseline=False):
+    """Variant id -> its name in words, the one scheme every answer, finding and summary uses
+    (variant_words); `with_baseline`: with ' vs BASELINE' where that is not native."""
+    vmeta = {v.get("id"): v for v in analysis.get("variants") or [] if isinstance(v, dict)}
+    return variant_words(analysis, vmeta, with_baseline)
+
+
+def variant_words(analysis, vmeta, with_baseline=True):
     """Variant id -> words: a named variant's name as is; a matrix variant as mode, runtime
     and MPI in words ('Bind mode on Charliecloud (Open MPI)'), with its image where the
     study has several, and its baseline where that is not native with the same MPI."""
@@ -250,7 +307,7 @@ def variant_words(analysis, vmeta):
             bits.append(f"image {d['image']}")
         bits += _optional_words(d)
         out[vid] = s + (f" ({', '.join(bits)})" if bits else "")
-    for vid in ids:
+    for vid in ids if with_baseline else ():
         base = (vmeta.get(vid) or {}).get("baseline")
         bd = dims.get(base) or {}
         if base and base != vid and (bd.get("name") or bd.get("mode") != "native"

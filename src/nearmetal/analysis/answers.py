@@ -1,8 +1,11 @@
-"""Answers at the level a user asks: per variant x benchmark (x placement where a benchmark
-was measured at several) and per variant overall, one verdict with a confidence interval
-over all its points, and the top-line sentences every report prints first.
+"""Answers at the level a user asks: per variant x benchmark x quantity (x placement where a
+benchmark was measured at several; quantities.py says which metrics are answered, never
+averaged together) and per variant overall (over its benchmarks' primary quantities), one
+verdict with an interval at the level the points were decided at, and the top-line
+sentences every report prints first.
 
-The statistic is the geometric mean, over the points, of the per-point *cost ratio*
+An answer of one point is that point's own paired ratio and interval (stats.compare's, the
+table's). Over several points the statistic is the geometric mean, over the points, of the per-point *cost ratio*
 (stats.compare's paired ratio, exp of the trimmed mean of the per-block log ratios, for
 times; its inverse for higher-is-better metrics: > 1 always means the variant is worse). Its
 CI is a paired bootstrap over randomized blocks: one draw of block indices per replicate,
@@ -21,7 +24,10 @@ import numpy as np
 from . import stats
 from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
-from .answer_text import bench_words, cell_phrase, left_out_words, sentence, variant_words
+from .answer_text import (ESTIMATOR_ONE, bench_words, cell_phrase, left_out_words, level_words, sentence,
+                          variant_words)
+from .per_launch import STARTUP_METRICS, per_launch
+from .quantities import choose
 
 N_BOOT = 2000
 SEED = 0
@@ -30,16 +36,15 @@ ALPHA = 0.05
 NON_COST_UNITS = frozenset({"count", "bytes", "byte", "b", "bool", "files", "ranks"})
 # a rank-resolved metric counts once, by its aggregate: the first of these it has
 AGGREGATE_RANKS = ("total", "max", "mean")
-# the start-up point whose difference of medians is stated per launch, in this order
-STARTUP_METRICS = ("to_after_init", "wall_to_main")
-TIME_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
-              "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0}
+VERDICTS = ("equivalent", "slower", "faster", "inconclusive")
 _SLAB = 1 << 21  # elements of one replicates x points x blocks slab of the bootstrap
 
 
 def answers(analysis, n_boot=N_BOOT, seed=SEED):
     """{"by_benchmark": [...], "by_variant": [...], "headline": [sentence, ...]} and the
-    method's parameters, from an analysis dict (docs/analysis.md, "answers")."""
+    method's parameters, from an analysis dict (docs/analysis.md, "answers"). One answer
+    per variant x benchmark x quantity (analysis/quantities.py: different metrics are never
+    averaged); a variant's overall answer spans its benchmarks' primary quantities."""
     study = analysis.get("study") or {}
     seq = analysis.get("sequential") or {}
     alpha = seq.get("alpha_per_look")
@@ -49,20 +54,36 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     # one point is that point's verdict. 95% where the analysis does not say.
     level = seq.get("ci_level")
     ci_alpha = 1 - float(level) if _num(level) and 0 < level < 1 else ALPHA
+    lwords = level_words(analysis)
     margin = float(study["margin"]) if _num(study.get("margin")) else 0.03
-    terms, left_out = _terms(analysis.get("points") or [], ci_alpha)
+    points = analysis.get("points") or []
+    choice = choose(points, analysis.get("metric_plan"))
+    terms, left_out = _terms(points, ci_alpha, choice)
     universe = sorted({b for t in terms for b in t["blocks"]}, key=repr)
     col = {b: i for i, b in enumerate(universe)}
 
-    # groups: cells (variant, benchmark, placement or None) and variants
+    # groups: cells (variant, benchmark, placement or None, metric) and variants (primary metrics)
     split = defaultdict(set)
-    for p in analysis.get("points") or []:
+    answered = defaultdict(set)
+    for p in points:
         split[p.get("benchmark")].add((p.get("ranks"), p.get("threads")))
-    cells, variants = {}, {}
+    for t in terms:
+        answered[t["benchmark"]].add(t["metric"])
+    cells, variants, launches = {}, {}, defaultdict(list)
     for i, t in enumerate(terms):
         pl = (t["ranks"], t["threads"]) if len(split[t["benchmark"]]) > 1 else None
-        cells.setdefault((t["variant"], t["benchmark"], pl), []).append(i)
-        variants.setdefault(t["variant"], []).append(i)
+        cells.setdefault((t["variant"], t["benchmark"], pl, t["metric"]), []).append(i)
+        launches[(t["variant"], t["benchmark"], pl)].append(i)
+    # a variant's overall answer: one quantity per benchmark, its primary one (the first
+    # answered one where the primary metric has no compared point, e.g. its runs failed)
+    lead = {}
+    for t in terms:
+        key = (t["variant"], t["benchmark"])
+        if t["primary"] or key not in lead:
+            lead[key] = t["metric"]
+    for i, t in enumerate(terms):
+        if lead[(t["variant"], t["benchmark"])] == t["metric"]:
+            variants.setdefault(t["variant"], []).append(i)
     groups = list(cells.values()) + list(variants.values())
     est, boot = _bootstrap(terms, col, groups, n_boot, seed)
 
@@ -73,24 +94,24 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         if reps.size and len(blocks) >= 2:
             lo, hi = (float(math.exp(x)) for x in np.quantile(reps, (ci_alpha / 2, 1 - ci_alpha / 2)))
         gm = float(math.exp(est[g]))
-        if len(members) == 1 and len(blocks) >= 2:  # one point: its own interval, as compare() gives it
+        estimator = f"geometric mean of {len(members)} points' paired ratios, block bootstrap"
+        verdict = None
+        own = _own(terms[members[0]]) if len(members) == 1 and len(blocks) >= 2 else None
+        if own:  # one point: its own comparison, the numbers and verdict of its table row
+            gm, lo, hi, verdict, estimator = own
+        elif len(members) == 1 and len(blocks) >= 2:  # a point without an interval of its own: compare()'s
             t = terms[members[0]]
-            sign = -1.0 if t["hib"] else 1.0
-            own = (t["modes"] or {}).get("interval")
-            if own:  # compared by mode: within the modes (mode_compare.stratified)
-                lo, hi = sorted(float(math.exp(sign * x)) for x in own[1:3])
-                gm = float(math.exp(sign * own[0]))
-            else:
-                cost = (np.log(t["var"]) - np.log(t["base"])) * sign
-                gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
+            cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
+            gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
+            estimator = ESTIMATOR_ONE
         noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
                "overhead_pct": (gm - 1) * 100,
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
                "noise_pct": float(np.median(noises)) * 100 if noises else None,
-               # values (variant's and baseline's) from runs on a busy machine: the report marks the cell
+               "estimator": estimator, "ci_level": 1 - ci_alpha, "level_words": lwords,
                "disturbed": sum(terms[i]["disturbed"] for i in members)}
-        out["verdict"] = _verdict(lo, hi, margin, len(blocks))
+        out["verdict"] = verdict or _verdict(lo, hi, margin, len(blocks))
         one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one
         if one_bench and out["verdict"] == "equivalent" and any(
                 (terms[i]["modes"] or {}).get("share_differs") for i in members):
@@ -104,12 +125,18 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
              if v in variants]
     order = list(dict.fromkeys(order))
     by_benchmark = []
-    for g, ((vid, bench, pl), members) in enumerate(cells.items()):
+    for g, ((vid, bench, pl, metric), members) in enumerate(cells.items()):
         first = terms[members[0]]
-        entry = {"variant": vid, "baseline": first["baseline"], "benchmark": bench, "kernel": first["kernel"],
+        pick = choice.get((bench, metric)) or {}
+        entry = {"variant": vid, "name": words.get(vid, vid), "baseline": first["baseline"], "benchmark": bench,
+                 "kernel": first["kernel"], "metric": metric, "unit": first["unit"],
+                 "primary": lead[(vid, bench)] == metric, "also": list(pick.get("also") or []),
                  "ranks": pl[0] if pl else None, "threads": pl[1] if pl else None,
-                 "label": bench_words(bench, first["kernel"], pl), **summary(g, members),
-                 "per_launch": _per_launch([terms[i] for i in members])}
+                 "label": bench_words(bench, first["kernel"], pl,
+                                      metric if len(answered[bench]) > 1 or first["kernel"] == "command" else None),
+                 **summary(g, members),
+                 "per_launch": per_launch([terms[i] for i in launches[(vid, bench, pl)]])
+                 if first["metric"] in STARTUP_METRICS else None}
         entry["text"] = cell_phrase(entry, margin)
         modal = sorted((terms[i] for i in members if terms[i]["modes"]), key=lambda t: not t["modes"]["share_differs"])
         entry["modes"] = None if not modal else {  # mode_compare.py: one point's modes in words
@@ -120,15 +147,19 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             entry["text"] = (f"{entry['label']}: as fast in each group of launches, but the share of slow launches "
                              f"differs ({entry['modes']['text']})")
         by_benchmark.append(entry)
-    by_benchmark.sort(key=lambda e: (order.index(e["variant"]), e["benchmark"], e["ranks"] or 0, e["threads"] or 0))
+    by_benchmark.sort(key=lambda e: (order.index(e["variant"]), not e["primary"], e["benchmark"], e["ranks"] or 0,
+                                     e["threads"] or 0, str(e["metric"])))
     by_variant, headline = [], []
     for vid in order:
         g = len(cells) + list(variants).index(vid)
+        mine = [e for e in by_benchmark if e["variant"] == vid]
+        first_screen = [e for e in mine if e["primary"]]
         entry = {"variant": vid, "baseline": terms[variants[vid][0]]["baseline"], "name": words.get(vid, vid),
-                 "benchmarks": sum(1 for e in by_benchmark if e["variant"] == vid), **summary(g, variants[vid]),
-                 "left_out": dict(left_out.get(vid, {}))}
-        entry["sentence"] = sentence(entry, [e for e in by_benchmark if e["variant"] == vid], margin, ci_alpha)
-        modal = [e for e in by_benchmark if e["variant"] == vid and e["modes"]]
+                 "benchmarks": len({e["benchmark"] for e in mine}), **summary(g, variants[vid]),
+                 "left_out": dict(left_out.get(vid, {})),
+                 "more": [e["text"] for e in mine if not e["primary"]]}  # the other quantities, after the first screen
+        entry["sentence"] = sentence(entry, first_screen, margin)
+        modal = [e for e in first_screen if e["modes"]]
         if modal and not modal[0]["modes"]["share_differs"]:  # one line on the launches' modes
             entry["sentence"] += f" On {modal[0]['label']}, {modal[0]['modes']['text']}."
         by_variant.append(entry)
@@ -139,9 +170,28 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             name = words.get(vid, vid)
             headline.append(f"{name}: none of its {n} compared point{'s' * (n != 1)} could be aggregated "
                             f"({left_out_words(why)}); see the per-point verdicts.")
-    return {"method": "geometric mean of per-point cost ratios, paired block bootstrap", "alpha": alpha,
-            "ci_level": 1 - ci_alpha, "margin": margin, "n_boot": int(n_boot), "seed": seed,
-            "by_benchmark": by_benchmark, "by_variant": by_variant, "headline": headline}
+    not_answered = sorted({(b, m, c["why"]) for (b, m), c in choice.items() if not c["answered"]}, key=str)
+    return {"method": "one answer per quantity: a point's paired ratio (exp of the 20% trimmed mean of the per-block "
+                      "log ratios); over several points their geometric mean, paired block bootstrap",
+            "alpha": alpha, "ci_level": 1 - ci_alpha, "level_words": lwords, "margin": margin,
+            "n_boot": int(n_boot), "seed": seed, "by_benchmark": by_benchmark, "by_variant": by_variant,
+            "headline": headline,
+            "not_answered": [{"benchmark": b, "metric": m, "why": w} for b, m, w in not_answered]}
+
+
+def _own(t):
+    """(cost ratio, lo, hi, verdict, estimator) of one point from its own comparison (the
+    table's row: the look that decided it, at the level of the points), turned into a cost
+    (> 1: the variant is worse); None where it has no interval."""
+    c = t["comparison"]
+    r, lo, hi = c.get("ratio"), c.get("ci_low"), c.get("ci_high")
+    if not all(_num(x) and x > 0 for x in (r, lo, hi)) or c.get("verdict") not in VERDICTS:
+        return None
+    if t["hib"]:
+        r, lo, hi = 1 / r, 1 / hi, 1 / lo
+    estimator = ("paired ratio within the launches' modes" if c.get("modes") else
+                 ESTIMATOR_ONE if c.get("paired") else "ratio of medians (unpaired)")
+    return float(r), float(lo), float(hi), c["verdict"], estimator
 
 
 def _baseline_words(meta):
@@ -158,9 +208,10 @@ def _bkey(b):
 
 # ------------------------------------------------------------------ the points aggregated
 
-def _terms(points, ci_alpha=ALPHA):
-    """One term per compared point that enters the geometric mean: its pairs (baseline and
-    variant value of each block that measured both), direction and baseline noise. Returns
+def _terms(points, ci_alpha=ALPHA, choice=None):
+    """One term per compared point of an answered metric (choice: quantities.choose; every
+    metric without it): its pairs (baseline and variant value of each block that measured
+    both), direction and baseline noise. Returns
     (terms, {variant: {reason: n}}) for the compared points left out."""
     index = {_pkey(p, p.get("variant")): p for p in points}
     aggs = defaultdict(set)  # a rank-resolved metric's aggregate ranks
@@ -171,8 +222,14 @@ def _terms(points, ci_alpha=ALPHA):
     terms, left_out = [], defaultdict(lambda: defaultdict(int))
     for p in points:
         c, bid = p.get("comparison"), p.get("baseline")
-        if not isinstance(c, dict) or not bid or str(p.get("unit") or "").strip().casefold() in NON_COST_UNITS:
+        unit = str(p.get("unit") or "").strip().casefold()
+        if not isinstance(c, dict) or not bid or unit in NON_COST_UNITS:
             continue
+        if not unit and p.get("kernel") != "command":
+            continue  # a kernel's unitless check values (CG's residual, a checksum): no cost to answer
+        pick = (choice or {}).get((p.get("benchmark"), p.get("metric")), {"answered": True, "primary": True})
+        if not pick["answered"]:
+            continue  # a reciprocal answered as its pair, or wall time not asked for
         r = (p.get("point") or {}).get("rank")
         have = aggs.get(_sibling(p))
         if have and r != next(a for a in AGGREGATE_RANKS if a in have):
@@ -201,7 +258,8 @@ def _terms(points, ci_alpha=ALPHA):
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
                       "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
-                      "modes": modes, "disturbed": int(p.get("disturbed") or 0) + int(base.get("disturbed") or 0)})
+                      "modes": modes, "primary": bool(pick["primary"]), "comparison": c,
+                      "disturbed": int(p.get("disturbed") or 0) + int(base.get("disturbed") or 0)})
     return terms, left_out
 
 
@@ -320,29 +378,3 @@ def _round_up(pct):
     if pct >= 10:
         return float(math.ceil(pct - 1e-9))
     return math.ceil(pct * 10 - 1e-9) / 10
-
-
-def _per_launch(members):
-    """The start-up cost per launch: the difference of medians at the start-up point
-    (launch to after MPI_Init, else to main; the slowest rank where ranks are resolved), and
-    to main as well where both were measured (`to_main_s`): they can differ in sign (MPICH's
-    MPI_Init was faster in a container here while reaching main was slower)."""
-    pts = [t for t in members if t["kernel"] == "startup"
-           and str(t["unit"] or "").strip().casefold() in TIME_SCALE]
-    if not pts:
-        return None
-
-    def rank(t):
-        metric = STARTUP_METRICS.index(t["metric"]) if t["metric"] in STARTUP_METRICS else len(STARTUP_METRICS)
-        return (metric, 0 if t["point"].get("rank") in ("max", None) else 1)
-
-    def delta(t):
-        scale = TIME_SCALE[str(t["unit"]).strip().casefold()]
-        return (float(np.median(t["var"])) - float(np.median(t["base"]))) * scale
-
-    t = min(pts, key=rank)
-    out = {"metric": t["metric"], "point": t["point"], "delta_s": delta(t), "to_main_s": None}
-    main = [m for m in pts if m["metric"] == "wall_to_main" and m["point"] == t["point"]]
-    if t["metric"] == "to_after_init" and main:
-        out["to_main_s"] = delta(main[0])
-    return out

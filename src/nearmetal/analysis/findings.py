@@ -99,13 +99,14 @@ def _one(analysis, f, why_absent):
     if missing:
         return {**out, "verdict": "not measurable here", "why": "; ".join(missing)}
     sub = {"study": analysis.get("study"), "sequential": analysis.get("sequential"),
+           "metric_plan": analysis.get("metric_plan") or {},  # one quantity, as the study's answers
            "variants": [{"id": "subject"}, {"id": "reference"}], "points": subject + reference}
     summary = next(iter(answers(sub)["by_variant"]), None)
     if summary is None or summary.get("ci_low") is None:
         return {**out, "verdict": "undecided", "why": "no pair of runs measured both sides in one block"}
     margin = float((analysis.get("study") or {}).get("margin") or 0.03)
     out["measured"] = {k: summary.get(k) for k in ("cost_ratio", "ci_low", "ci_high", "verdict", "n_points",
-                                                   "n_blocks")}
+                                                   "n_blocks", "level_words")}
     verdict, why = _decide(f, summary, margin)
     return {**out, "verdict": verdict, "why": why}
 
@@ -129,6 +130,8 @@ def _decide(f, s, margin):
         pct = f"×{r:.3g} [×{lo:.3g} to ×{hi:.3g}]"
     else:
         pct = f"{(r - 1) * 100:+.1f}% [{(lo - 1) * 100:+.1f} to {(hi - 1) * 100:+.1f}%]"
+    if s.get("level_words"):  # the interval's level, named as every answer names it
+        pct = pct[:-1] + f", {s['level_words']}]"
     within = f"±{margin * 100:.0f}%"
     if f.expect == "same":
         if 1 - margin <= lo and hi <= 1 + margin and s.get("verdict") == "equivalent":

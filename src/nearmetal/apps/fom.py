@@ -11,7 +11,7 @@ Patterns run on RE2 (apps/linear.py): decided in time linear in the output, neve
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator, model_validator
 
 from ..errors import NearmetalError
 from . import linear
@@ -34,6 +34,9 @@ class Fom(BaseModel):
     unit: StrictStr = Field(default="", max_length=32, pattern=r"^[^\x00-\x1f\x7f]*$")
     lower_is_better: StrictBool | None = None   # default: from the unit (rates: higher is better)
     file: StrictStr | None = None               # searched instead of stdout+stderr
+    # Another FOM of the same program this one is the reciprocal of (a rate and its time, e.g.
+    # timesteps_per_s of loop_time): one quantity, answered once (analysis/quantities.py).
+    inverse_of: StrictStr | None = Field(default=None, pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
     # A pattern the run's output must hold. Accepted here too, as TOML puts a `success` key
     # written after a [[benchmark.fom]] header into that table.
     success: StrictStr | None = Field(default=None, min_length=1, max_length=2000)
@@ -49,6 +52,12 @@ class Fom(BaseModel):
         if linear.groups(v) < 1:
             raise ValueError("needs a group around the number, e.g. 'Time: ([0-9.eE+-]+) s'")
         return v
+
+    @model_validator(mode="after")
+    def _not_its_own_inverse(self):
+        if self.inverse_of == self.name:
+            raise ValueError(f"inverse_of names the figure of merit itself ({self.name!r})")
+        return self
 
     @field_validator("file")
     @classmethod

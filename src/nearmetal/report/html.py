@@ -16,7 +16,9 @@ from collections import OrderedDict
 
 from ..safe_write import write_text
 from . import figure_plan
+from ..analysis.answer_text import level_words
 from . import formatting as F
+from . import method_words as MW
 from . import io_section as IO
 from . import matrix as M
 from . import plot_base as B
@@ -357,6 +359,8 @@ def build_context(analysis):
         "io_html": IO.render(io, figs["io"]),
         "tables": tables,
         "npoints": len(points),
+        "ratio_note": MW.ratio_note(analysis), "ratio_column": MW.ratio_column(analysis), "noise_note": MW.NOISE,
+        "level_words": level_words(analysis),
         "runs": analysis.get("runs") or {},
         "contention_text": (analysis.get("contention") or {}).get("text") or "",
         "fail_head": fail_head,

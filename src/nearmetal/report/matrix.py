@@ -64,10 +64,13 @@ def build(analysis):
     if not isinstance(a, dict):
         return None
     entries = [e for e in a.get("by_benchmark") or [] if isinstance(e, dict)]
+    # one cell per variant x benchmark: its primary quantity (the others follow in the detail)
+    entries = [e for e in entries if e.get("primary", True)]
     if not entries:
         return None
     level, margin = a.get("ci_level"), a.get("margin")
     level_txt = f"{level * 100:.4g}%" if F.is_num(level) else "95%"
+    level_words = a.get("level_words") or f"{level_txt} interval"
     margin_txt = f"±{margin * 100:g}%" if F.is_num(margin) else "the margin"
     names = {v.get("variant"): v.get("name") or v.get("variant") for v in a.get("by_variant") or []
              if isinstance(v, dict)}
@@ -83,7 +86,7 @@ def build(analysis):
     return {"cols": [str(c) for c in cols], "rows": rows, "level": level_txt, "margin": margin_txt,
             "summary": _summary(rows, cols, margin_txt, analysis),
             "legend": (f"Each cell: the cost ratio (variant / baseline for times, baseline / variant for rates: "
-                       f"> 1 = the variant is slower) and its {level_txt} interval. ≈ equivalent: the interval "
+                       f"> 1 = the variant is slower) of its primary quantity and its {level_words}. ≈ equivalent: the interval "
                        f"lies within {margin_txt}; ▲ slower, ▼ faster: it lies beyond 1 on that side; ? undecided: "
                        f"not decided either way; {DISTURBED}: some of the cell's runs were taken on a busy machine.")}
 

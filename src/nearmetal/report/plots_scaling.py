@@ -99,7 +99,7 @@ def scaling(fid, bench, metric, entries, style):
             ax2.set_title("parallel efficiency vs baseline at smallest placement", loc="left")
         else:
             ax2.set_ylabel("ratio to baseline")
-            ax2.set_title("variant / baseline (95% CI)", loc="left")
+            ax2.set_title("variant / baseline (paired ratio)", loc="left")
         handles = [m["Line2D"]([], [], color=style.color[v], marker=style.marker[v]) for v in style.sort(byv)]
         labels = [style.label(v) for v in style.sort(byv)]
         if len(threads) > 1:
@@ -116,8 +116,8 @@ def scaling(fid, bench, metric, entries, style):
         cap = (f"Left: median vs {cdef}. Right: efficiency = {how}; reference: {ref.get('variant')} at {where}. "
                "1 = perfect scaling with no container cost.")
     else:
-        cap = (f"Left: median vs {cdef}. Right: variant median / baseline median at each placement with its 95% "
-               "CI; green band: the equivalence margin.")
+        cap = (f"Left: median vs {cdef}. Right: variant / baseline at each placement (the table's paired "
+               "ratio) with its interval; green band: the equivalence margin.")
     return B.Fig(fid, f"{F.what(bench, metric)}: scaling", svg, cap)
 
 

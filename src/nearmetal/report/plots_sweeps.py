@@ -24,7 +24,7 @@ def _pick_placements(pls, n=MAX_PANELS):
 
 def size_sweep(fid, bench, metric, entries, style):
     """Median vs message size (log-log), one line per variant with its p5–p95 band; below,
-    the ratio to the baseline with its 95% CI band and the equivalence margin. One panel per
+    the ratio to the baseline with its interval band and the equivalence margin. One panel per
     placement (at most 4: smallest, largest and evenly between)."""
     sized = [p for p in entries if F.is_num((p.get("point") or {}).get("size"))]
     if not PT.is_size_swept(sized):
@@ -106,7 +106,8 @@ def size_sweep(fid, bench, metric, entries, style):
                 wspace=0.3, hspace=0.35, bottom=0.5)
         svg = B.svg(fig, fid)
     cap = ("Median per message size, log–log; shaded: p5–p95 of the repetitions."
-           + (" Below: overhead % of each variant against its baseline at every size (+ = slower), whiskers: 95% CI;"
+           + (" Below: overhead % of each variant against its baseline at every size (+ = slower), whiskers: "
+              "the interval of the table's ratio column;"
               " solid bars: verdict slower/faster, pale: equivalent or inconclusive; green band: the equivalence "
               "margin." if has_cmp else ""))
     if len(shown) < len(pls):
@@ -119,7 +120,8 @@ def size_sweep(fid, bench, metric, entries, style):
 def overhead_bars(fid, bench, groups, style):
     """Overhead % per point of one benchmark: x = metric × point × placement (headline metric
     first, at most 24 positions in all, aggregate ranks preferred), grouped bars per variant
-    with 95% CI whiskers. Bars are solid where the verdict is slower or faster, pale where
+    with interval whiskers (the level of the table's ratio column). Bars are solid where the
+    verdict is slower or faster, pale where
     equivalent or inconclusive."""
     metrics = [m for m, entries in groups.items() if any(PT.comparison(p) for p in entries)]
     if not metrics:
@@ -189,7 +191,8 @@ def overhead_bars(fid, bench, groups, style):
         B.layout(fig, legend=(handles, [style.label(v) for v in vids]),
                 bottom=(0.25 + 0.065 * longest if rot else 0.2 + 0.14 * lines), top=0.2)
         svg = B.svg(fig, fid)
-    cap = ("Overhead of each variant against its baseline (positive = slower), whiskers: 95% CI; solid bars: "
+    cap = ("Overhead of each variant against its baseline (positive = slower), whiskers: the interval of the "
+           "table's ratio column; solid bars: "
            "verdict slower/faster, pale: equivalent or inconclusive; green band: the equivalence margin.")
     if notes:
         cap += " " + "; ".join(notes) + "."

@@ -205,12 +205,12 @@ def overhead_ci(c):
 
 
 def noise_rel(c):
-    """The baseline's noise of a comparison as a fraction: the relative half-width of its
-    median's CI where stats.compare gives it, else its coefficient of variation."""
+    """The baseline's noise of a comparison as a fraction: its coefficient of variation, the
+    one noise figure every report and answer gives (report/method_words.NOISE)."""
     if not c:
         return None, None
     n = c.get("baseline_noise") or {}
-    for key in ("median_ci_halfwidth_rel", "cv", "rel_spread"):
+    for key in ("cv",):
         if F.is_num(n.get(key)):
             return n[key], key
     return None, None

@@ -3,7 +3,9 @@ prints them."""
 
 from collections import defaultdict
 
+from ..analysis.answer_text import interval_words, noise_words, variant_names
 from . import formatting as F
+from . import method_words as MW
 from . import points as PT
 
 
@@ -31,6 +33,7 @@ def variant_summaries(analysis):
         by_variant[p.get("variant")].append(p)
     base_of = PT.baseline_of_variant(analysis)
     bases = PT.baseline_ids(analysis)
+    names = variant_names(analysis)  # one naming scheme for every variant in words
     out = []
     order = PT.variant_order(analysis)
     for vid in sorted(PT.variants_of(analysis), key=order.get):
@@ -54,17 +57,19 @@ def variant_summaries(analysis):
         baseline = base_of.get(vid)
         if not compared:
             if vid in bases:
-                users = sorted(k for k, b in base_of.items() if b == vid)
-                text = f"{vid}: baseline for {', '.join(users)}" if users else \
-                    f"{vid}: baseline, no variant compared with it"
-                text += f" ({len(entries)} points measured)."
+                users = sorted(names.get(k, k) for k, b in base_of.items() if b == vid)
+                text = f"{names.get(vid, vid)}: baseline for {', '.join(users)}" if users else \
+                    f"{names.get(vid, vid)}: baseline, no variant compared with it"
+                text += f" ({len(entries)} points measured, every metric and parameter)."
             else:
-                text = f"{vid}: no point compared with a baseline ({len(entries)} points measured)."
+                text = f"{names.get(vid, vid)}: no point compared with a baseline ({len(entries)} points measured)."
         else:
             m = margin if F.is_num(margin) else (PT.comparison(compared[0]) or {}).get("margin")
             mtxt = f" within ±{m * 100:g}%" if F.is_num(m) else ""
             bname = baseline or (compared[0].get("baseline") or "the baseline")
-            parts = [f"equivalent to {bname}{mtxt} at {counts['equivalent']} of {len(compared)} points"]
+            bname = names.get(bname, bname)
+            # every compared point (each metric and parameter), not the answers' quantities
+            parts = [f"equivalent to {bname}{mtxt} at {counts['equivalent']} of {len(compared)} compared points"]
             if counts["slower"]:
                 s = f"slower at {counts['slower']}"
                 if worst:
@@ -89,7 +94,7 @@ def variant_summaries(analysis):
                 lo, hi = F.fmt_pct(ohs[0]), F.fmt_pct(ohs[-1])
                 # One value (or all that print alike) is said once: "overhead +18.7%".
                 parts.append(f"overhead {lo}" if lo == hi else f"overhead {lo} to {hi} (median {F.fmt_pct(mid)})")
-            text = f"{vid}: " + "; ".join(parts) + "."
+            text = f"{names.get(vid, vid)}: " + "; ".join(parts) + "."
         out.append({"variant": vid, "baseline": baseline, "compared": len(compared), "measured": len(entries),
                     "counts": counts, "worst": worst[0] if worst else None, "best": best[0] if best else None,
                     "text": text})
@@ -127,14 +132,21 @@ def answer(analysis):
         verdicts = {c.get("verdict") for c in cells if c.get("variant") == v.get("variant")} | {v.get("verdict")}
         tones[v.get("sentence")] = ("slower" if "slower" in verdicts else "faster" if "faster" in verdicts else
                                     "equivalent" if verdicts == {"equivalent"} else "inconclusive")
-    sentences = [(s, tones.get(s, "inconclusive")) for s in a.get("headline") or []]
-    level, margin = a.get("ci_level"), a.get("margin")
-    level = f"{level * 100:.4g}%" if F.is_num(level) else "95%"
-    note = ("Cost ratio = variant / baseline for times, baseline / variant for rates (> 1: the variant is slower), "
-            f"geometric mean over a benchmark's points; {level} CI from a paired bootstrap over the randomized "
-            "blocks; equivalent (≈): the CI lies within "
-            + (f"±{margin * 100:g}%" if F.is_num(margin) else "the margin")
-            + "; undecided (?): neither within the margin nor beyond 1.")
+    sentences = []
+    for s in a.get("headline") or []:
+        sentences.append((s, tones.get(s, "inconclusive")))
+        v = next((v for v in by_v if v.get("sentence") == s), None)
+        for c in cells if v and v.get("more") else ():  # the other quantities follow the primary ones
+            if c.get("variant") == v.get("variant") and c.get("text") in v["more"]:
+                sentences.append((f"{v.get('name') or v.get('variant')}: {c['text']}.",
+                                  c.get("verdict") or "inconclusive"))
+    margin = a.get("margin")
+    level = a.get("level_words") or "95% interval"
+    note = MW.answer_note(analysis, f"±{margin * 100:g}%" if F.is_num(margin) else "the margin")
+    skipped = [n for n in a.get("not_answered") or [] if isinstance(n, dict)]
+    if skipped:  # what has no answer of its own, and how to ask for it
+        note += " Not answered on their own: " + "; ".join(f"{n.get('benchmark')} {n.get('metric')} ({n.get('why')})"
+                                                          for n in skipped) + "."
     return {"sentences": sentences, "note": note}
 
 
@@ -147,14 +159,16 @@ def findings(analysis):
     analysis/findings.py), for every format: [{"verdict", "tone", "statement", "source",
     "compared", "result", "paper"}], or [] when the study states none."""
     out = []
+    names = variant_names(analysis)
     for f in analysis.get("findings") or []:
         if not isinstance(f, dict):
             continue
         verdict = str(f.get("verdict") or "?")
-        compared = f"{f.get('variant')} {f.get('benchmark')} vs {f.get('reference')}"
+        name = names.get(f.get("variant"), f.get("variant"))
+        compared = f"{name} {f.get('benchmark')} vs {names.get(f.get('reference'), f.get('reference'))}"
         if f.get("reference") and str(f.get("reference")).startswith(f"{f.get('variant')} "):
             compared = f"{f.get('benchmark')} vs {str(f.get('reference'))[len(str(f.get('variant'))) + 1:]} " \
-                       f"({f.get('variant')})"
+                       f"({name})"
         out.append({"verdict": verdict, "tone": FINDING_TONE.get(verdict, "inconclusive"), "id": f.get("id"),
                     "statement": str(f.get("statement") or ""), "source": str(f.get("source") or ""),
                     "compared": compared, "expect": f.get("expect"), "result": str(f.get("why") or ""),

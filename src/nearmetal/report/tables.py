@@ -8,6 +8,7 @@ import math
 
 from . import formatting as F
 from . import matrix as M
+from . import method_words as MW
 from . import points as PT
 from . import summaries as S
 
@@ -44,9 +45,7 @@ def render_markdown(analysis):
         facts.append(f"equivalence margin ±{study['margin'] * 100:g}%")
     if facts:
         out += ["; ".join(facts) + ".", ""]
-    out += ["Ratio = variant median / baseline median, with its 95% confidence interval; overhead > 0 means "
-            "the variant is slower than its baseline; noise = the baseline's relative CI half-width of the "
-            "median (or its coefficient of variation).", ""]
+    out += [_md(f"{MW.ratio_note(analysis)[0].upper()}{MW.ratio_note(analysis)[1:]}; {MW.NOISE}."), ""]
     out += ["## Summary", ""]
     for s in S.variant_summaries(analysis):
         out.append(f"- {_md(s['text'])}")
@@ -68,7 +67,8 @@ def render_markdown(analysis):
         unit = first_e.get("unit") or ""
         better = "higher is better" if first_e.get("higher_is_better") else "lower is better"
         out += [f"### {_md(bench)} · {_md(metric)}" + (f" ({_md(unit)})" if unit else "") + f", {better}", ""]
-        out.append("| point | ranks×threads | variant | n | median | p5–p95 | ratio [95% CI] | overhead | verdict "
+        out.append(f"| point | ranks×threads | variant | n | median | p5–p95 | {MW.ratio_column(analysis)} "
+                   "| overhead | verdict "
                    "| p | noise |")
         out.append("|---|---|---|--:|--:|--:|--:|--:|---|--:|--:|")
         order = {k: i for i, k in enumerate(PT.ordered_row_keys(entries))}

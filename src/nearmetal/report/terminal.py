@@ -17,6 +17,7 @@ from rich.text import Text
 
 from . import formatting as F
 from . import matrix as M
+from . import method_words as MW
 from . import points as PT
 from . import row_selection as RS
 from . import summaries as S
@@ -25,7 +26,7 @@ VERDICT_STYLE = {"equivalent": "green", "slower": "bold red", "faster": "cyan", 
                  "baseline": "dim"}
 
 
-RIGHT = ("n", "median", "ratio [95% CI]", "overhead", "noise")
+RIGHT = ("n", "median", "ratio", "overhead", "noise")
 
 
 def _width(cols, body):
@@ -57,8 +58,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     bits = []
     if F.is_num(margin):
         bits.append(f"equivalence margin ±{margin * 100:g}%")
-    bits.append("ratio = variant median / baseline median with its 95% CI; overhead > 0 means the variant is slower")
-    bits.append("noise = baseline's relative CI half-width of the median (or its CV)")
+    bits.append(MW.ratio_note(analysis))
+    bits.append(MW.NOISE)
     if dropped:
         bits.append(f"variants shown without {dropped}")
     console.print(Text("; ".join(bits) + ".", style="dim"))
@@ -88,7 +89,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
         rows = [p for p in entries if PT.row_key(p) in keyset]
         order = {k: i for i, k in enumerate(keys)}
         rows.sort(key=lambda p: (order[PT.row_key(p)], vorder.get(p.get("variant"), 1e9)))
-        cols = ["point"] + (["r×t"] if multi_pl else []) + ["variant", "n", "median", "ratio [95% CI]", "overhead",
+        cols = ["point"] + (["r×t"] if multi_pl else []) + ["variant", "n", "median", "ratio", "overhead",
                                                             "verdict", "noise"]
         body, sections, prev = [], [], None
         for p in rows:
@@ -105,7 +106,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
                      "variant": labels.get(vid, vid) + (" ⚠" if p.get("disturbed") else ""),
                      "n": str(s.get("n", len(p.get("values") or []))),
                      "median": f"{F.fmt_num(med)} {unit}".strip() if med is not None else "—",
-                     "ratio [95% CI]": F.fmt_ratio(c), "overhead": F.fmt_pct(c.get("overhead_pct")) if c else "—",
+                     "ratio": F.fmt_ratio(c), "overhead": F.fmt_pct(c.get("overhead_pct")) if c else "—",
                      "verdict": _verdict_text(p, vid in bases), "noise": PT.row_noise(p, noise_index)}
             body.append(cells)
         # narrow consoles: leave out n, then noise, then overhead, rather than cutting cells short
@@ -117,7 +118,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
         table = Table(title=f"{head} — {sub}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                       caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
         for col in cols:
-            table.add_column(col, justify="right" if col in RIGHT else "left", no_wrap=fits, overflow="fold")
+            table.add_column(MW.ratio_column(analysis) if col == "ratio" else col,
+                             justify="right" if col in RIGHT else "left", no_wrap=fits, overflow="fold")
         for cells, new_section in zip(body, sections):
             if new_section:
                 table.add_section()

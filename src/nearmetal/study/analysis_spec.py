@@ -8,8 +8,9 @@ from .records import AnalysisSpec
 
 def decide(config, variants=(), planned=True):
     """The AnalysisSpec of a study: the baseline of each of its cells' variants (planned) and
-    of the further `variants` (dicts, as stored: a later stage's), its looks, its findings."""
+    of the further `variants` (dicts, as stored: a later stage's), its looks, its findings, which metrics are answered (analysis/quantities.py)."""
     from ..analysis.findings import runtimes_of
+    from ..analysis.quantities import plan_of
     from .ids import variant_id
     from .plan import baseline_of, cells
     from .sequential import looks_of
@@ -20,7 +21,8 @@ def decide(config, variants=(), planned=True):
     looks, alpha = looks_of(config.study)
     return AnalysisSpec(baselines=baselines, looks=looks, alpha_per_look=alpha, adaptive=bool(config.study.adaptive),
                         exclude_disturbed=bool(config.study.exclude_disturbed), description=config.study.description,
-                        findings=[f.model_dump() for f in config.finding], runtimes=runtimes_of(config))
+                        findings=[f.model_dump() for f in config.finding], runtimes=runtimes_of(config),
+                        metrics=plan_of(config))
 
 
 def of_stored_file(study_row, variants):

@@ -58,4 +58,4 @@ def stored_analysis_spec(store, study_id):
 def _spec_dict(spec):
     return {"baselines": spec.baselines, "looks": spec.looks, "alpha_per_look": spec.alpha_per_look,
             "adaptive": spec.adaptive, "exclude_disturbed": spec.exclude_disturbed, "description": spec.description,
-            "findings": spec.findings, "runtimes": spec.runtimes}
+            "findings": spec.findings, "runtimes": spec.runtimes, "metrics": spec.metrics}

@@ -195,6 +195,8 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
     name: Annotated[StrictStr, Field(max_length=256), AfterValidator(_nonblank)] | None = None
     args: list[ExecString] = []
     metrics: list[StrictStr] = []
+    # the metric the first screen answers for this benchmark (analysis/quantities.py)
+    primary: StrictStr | None = Field(default=None, min_length=1, max_length=64)
     where: dict[str, StrictStr | StrictInt | StrictFloat] = {}
     mode: list[Mode] | None = None
     runtime: list[Runtime] | None = None
@@ -242,6 +244,8 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
         if self.ranks is not None and self.ranks_per_node is not None:
             raise ValueError(_BOTH_RANKS)
         _check_zip_names(self.zips or [])
+        if self.primary is not None and self.metrics and self.primary not in self.metrics:
+            raise ValueError(f"primary = {self.primary!r:.60} is not one of metrics = {self.metrics!r:.200}")
         total = sum(len(a.encode()) + 1 for a in self.args + (self.command or []))
         total += sum(len(k.encode()) + len(v.encode()) + 2 for k, v in self.env.items())
         if total > MAX_EXEC_TOTAL:

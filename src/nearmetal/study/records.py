@@ -108,8 +108,8 @@ class AnalysisSpec:
     stored with it (codec.analysis_spec_json), so the analysis never parses the file again:
     each variant's baseline (variant id -> baseline id), the sequential looks and their
     level, whether disturbed runs are left out, the description, the [[finding]] entries
-    (as dicts) and the container runtime of each matrix variant (a finding's side whose
-    runtime is missing here says so)."""
+    (as dicts), the container runtime of each matrix variant (a finding's side whose
+    runtime is missing here says so) and which metrics are answered (`metrics`)."""
 
     baselines: dict
     looks: list | None
@@ -119,3 +119,6 @@ class AnalysisSpec:
     description: str = ""
     findings: list = field(default_factory=list)
     runtimes: dict = field(default_factory=dict)
+    # per benchmark label: its primary metric, the metrics asked for, the declared reciprocals
+    # (inverse_of) and the figures of merit in order (analysis/quantities.plan_of)
+    metrics: dict = field(default_factory=dict)
