@@ -105,6 +105,10 @@ def _env_row(e):
         out["image"] = " · ".join(b for b in bits if b)
     else:
         out["image"] = "" if img is None else str(img)
+    if "binding" in e:  # one cell: what the ranks got, and why it is not what was asked
+        from ..launchers._binding import describe
+
+        out["binding"] = describe(e.pop("binding"))
     out.update(_flatten(e))
     return out
 
