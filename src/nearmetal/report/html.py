@@ -360,6 +360,7 @@ def build_context(analysis):
         "npoints": len(points),
         "runs": analysis.get("runs") or {},
         "contention_text": (analysis.get("contention") or {}).get("text") or "",
+        "machine_check_text": (analysis.get("machine_check") or {}).get("text") or "",
         "fail_head": fail_head,
         "failures": failures[:MAX_FAILURE_ROWS],
         "failures_more": max(0, len(failures) - MAX_FAILURE_ROWS),
