@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-READ_AFFINITY = ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; sleep 1"]  # sleep: ch-run's join needs both ranks alive
+# sleep: ch-run's join needs both ranks alive while the second joins the first's namespaces
+READ_AFFINITY = ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; sleep 1"]
 
 PROGRAM_STUDY = """\
 [study]

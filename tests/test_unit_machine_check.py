@@ -81,7 +81,8 @@ def test_quiet_true_waits_bounded_then_starts_or_stops_with_the_reason():
     said = []
     rec = M.precheck(_cfg("quiet = true\nquiet_wait = 30"), said.append, take=lambda: BUSY,
                      wait=lambda limit: (True, 7.0), clock=lambda: next(clock))
-    assert rec["action"] == "waited" and rec["waited_s"] == 7.0 and "quiet after 7 s" in said[-1]
+    assert rec["action"] == "waited" and rec["waited_s"] == 7.0
+    assert said[-1] == "⚠ study s: quiet after 7 s; starting"
     asked = []
     rec = M.precheck(_cfg("quiet = true\nquiet_wait = 30"), said.append, take=lambda: BUSY,
                      wait=lambda limit: (asked.append(limit), (False, 30.0))[1], clock=lambda: next(clock))

@@ -105,12 +105,14 @@ def precheck(cfg, say, take=sample, wait=contention.wait_quiet, clock=time.monot
     study = cfg.study
     busy = busy_sentence(m)
     if study.quiet:
-        say(f"{study.name}: {busy}; waiting at most {study.quiet_wait:g} s for a quiet machine (quiet = true)")
+        say(f"⚠ study {study.name}: {busy}; waiting at most {study.quiet_wait:g} s for a quiet machine "
+            f"(quiet = true)")
         quiet, waited = wait(study.quiet_wait)
         rec["waited_s"] = round(clock() - start, 1)
         if quiet:
-            rec.update(action="waited", text=f"{busy}; it was quiet after {rec['waited_s']:.0f} s, the runs started then")
-            say(f"{study.name}: quiet after {rec['waited_s']:.0f} s; starting")
+            rec.update(action="waited",
+                       text=f"{busy}; it was quiet after {rec['waited_s']:.0f} s, the runs started then")
+            say(f"⚠ study {study.name}: quiet after {rec['waited_s']:.0f} s; starting")
             return rec
         rec.update(action="stop", text=(
             f"Stopped before the first run: {busy}, still after waiting {study.quiet_wait:g} s (quiet_wait). "
@@ -126,7 +128,7 @@ def precheck(cfg, say, take=sample, wait=contention.wait_quiet, clock=time.monot
         rec["text"] = (f"At the start {busy}: its runs may be disturbed and noisier. What would help: quiet = true "
                        f"(waits at most quiet_wait = {study.quiet_wait:g} s for a quiet machine before each run); "
                        f"the first look says whether the margin is still reachable.")
-    say(f"{study.name}: {rec['text']}")
+    say(f"⚠ study {study.name}: {rec['text']}")
     return rec
 
 

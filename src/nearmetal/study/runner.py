@@ -226,7 +226,7 @@ def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
     machine_check.record(store, study_id, stop={"text": text, "elapsed_s": elapsed, "blocks": blocks,
                                                 "projection": {k: (v if v is None or math.isfinite(v) else None)
                                                                for k, v in p.items() if not isinstance(v, bool)}})
-    say(f"{cfg.study.name}: {text}")
+    say(f"⚠ study {cfg.study.name}: {text}")
     return True
 
 
