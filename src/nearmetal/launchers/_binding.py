@@ -26,7 +26,9 @@ def decide(asked, launcher, total_ranks, threads, cores, hosts=False):
     cores, whether ranks run on named (emulated) hosts. None when nothing was asked."""
     if asked is None:
         return None
-    if launcher not in ("mpirun", "hydra"):
+    from . import LAUNCHERS
+
+    if not LAUNCHERS.get(launcher).binds_ranks:
         return {"asked": asked, "used": "scheduler",
                 "reason": f"the {launcher} launcher places and binds ranks as the site configured it"}
     if asked == "none":

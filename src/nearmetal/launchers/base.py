@@ -30,6 +30,7 @@ class LaunchRequest:
 
 class Launcher(ABC):
     name = ""  # the registry sets it: the module's name
+    binds_ranks = True  # it binds ranks to cores when asked (LaunchRequest.binding); False: the site's
 
     def __init__(self, mpi, req=None):
         self.mpi = mpi  # the host MPI installation (discovery.mpi record)
