@@ -123,7 +123,7 @@ def _say_left_out(cfg, say):
             + (f" ({hint})" if hint else ""))
 
 
-def run(cfg, store, study_id, executor, say=print, precheck=None):
+def run(cfg, store, study_id, executor, say=print):
     """Run every planned run; for an adaptive study, then the next look's blocks, until
     extend() says the study is complete. First the machine is checked (machine_check.py): a
     busy one is said at once, and may stop the study before its first run. The number of
@@ -131,7 +131,7 @@ def run(cfg, store, study_id, executor, say=print, precheck=None):
     executor.cancel_leftover_jobs(say=say)
     failed, started = 0, time.monotonic()
     try:
-        if not _machine_allows(cfg, store, study_id, say, started, precheck):
+        if not _machine_allows(cfg, store, study_id, say, started):
             return 0
         while True:
             failed += executor.run_all()[1]
@@ -141,18 +141,19 @@ def run(cfg, store, study_id, executor, say=print, precheck=None):
         executor.close()
 
 
-def _machine_allows(cfg, store, study_id, say, started, precheck=None):
-    """The check before the runs (machine_check.precheck, or `precheck` given), kept with the
-    study; False when it stops the study. Only where the runs start on this machine."""
+def _machine_allows(cfg, store, study_id, say, started):
+    """The check before the runs (machine_check.precheck), kept with the study (a resumed
+    study's earlier stop is replaced); False when it stops the study. Only where the runs
+    start on this machine."""
     from .. import schedulers
     from . import machine_check
 
     if not schedulers.get(cfg.study.scheduler).job_is_child or not store.counts(study_id).get("planned"):
         return True
-    rec = (precheck or machine_check.precheck)(cfg, say)
+    rec = machine_check.precheck(cfg, say)
     if rec is None:
         return True
-    machine_check.record(store, study_id, precheck=rec)
+    machine_check.record(store, study_id, precheck=rec, stop=None)
     if rec["action"] != "stop":
         return True
     machine_check.record(store, study_id, stop={"text": rec["text"], "elapsed_s": round(time.monotonic() - started, 1),
