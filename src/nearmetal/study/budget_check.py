@@ -103,7 +103,8 @@ def stop_text(p, cfg, spent, blocks, machine=None):
                       + (f" and max_repetitions to {need_n}" if need_n > study.max_repetitions else ""))
     else:
         advice.append("more time would not do it at this noise")
+    comparisons = f"{p['open']} comparison{'s' if p['open'] != 1 else ''}"
     return (f"Stopped after {blocks} blocks ({spent:.0f} s of runs): {busy}with this noise (intervals ±"
             f"{p['half_pct']:.0f}% wide after {blocks} blocks) the ±{study.margin * 100:g}% margin needs {need} "
-            f"for the {p['open']} comparison{'s' if p['open'] != 1 else ''} still open, {_fmt_s(p['need_s'])} of runs; the budget allows "
+            f"for the {comparisons} still open, {_fmt_s(p['need_s'])} of runs; the budget allows "
             f"{p['max_blocks']} blocks and {p['seconds_left']:.0f} s more. What would help: " + "; ".join(advice) + ".")
