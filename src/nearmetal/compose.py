@@ -15,9 +15,10 @@ def component_tag(tag, i):
     return tag if i == 0 else f"{tag}c{i}"
 
 
-def compose(components, models, cores, environ, tag, gpus=None):
+def compose(components, models, cores, environ, tag, gpus=None, binding=None):
     """(argv, launcher environment delta, notes) for resolved components and their models;
-    gpus: a gpu.plan.GpuPlan (or None) per component, for --gpus."""
+    gpus: a gpu.plan.GpuPlan (or None) per component, for --gpus; binding: the job's binding
+    as launchers/_binding.decide made it (None: the launcher's default)."""
     from . import launchers
 
     first = components[0]
@@ -41,8 +42,12 @@ def compose(components, models, cores, environ, tag, gpus=None):
 
     network = networks.get(first.network)
     hosts, agent = network.hosts(total), network.agent()  # the host's: the launcher's own placement
+    used = (binding or {}).get("used")
     for p in parts:
         p[0].hosts, p[0].agent = hosts, agent
+        p[0].binding = used if used in ("core", "none") else None
+    if binding and binding.get("reason"):
+        notes.append(f"binding: {binding['reason']}")
     notes += network.notes(total)
     if network.emulated and profile.tcp_between_nodes_hazard:
         notes.append(profile.tcp_between_nodes_hazard)

@@ -21,11 +21,13 @@ class RunRequest:
     not a dataclass: `nearmetal run` would import dataclasses and inspect for it (~15 ms)."""
 
     __slots__ = ("program", "args", "mode", "runtime", "image", "mpi", "ranks", "ranks_per_node", "threads", "env",
-                 "scheduler", "options", "workdir", "runtime_args", "network", "user", "workdir_binds", "gpus")
+                 "scheduler", "options", "workdir", "runtime_args", "network", "user", "workdir_binds", "gpus",
+                 "binding")
 
     def __init__(self, program, args=(), mode="native", runtime=None, image=None, mpi=None,
                  ranks=2, ranks_per_node=None, threads=1, env=None, scheduler=None, options=None, workdir=None,
-                 runtime_args=(), network=None, user=None, workdir_binds=(), gpus=None):
+                 runtime_args=(), network=None, user=None, workdir_binds=(), gpus=None,
+                 binding=None):
         from . import schedulers
 
         self.program, self.args, self.mode = program, list(args), mode
@@ -50,6 +52,8 @@ class RunRequest:
         self.workdir_binds = list(workdir_binds)
         # --gpus all|N|ID,ID... (gpu/, docs/gpu.md); None: no GPU asked for.
         self.gpus = gpus
+        # Ranks bound to cores: "core", "none", or None (the launcher's default; launchers/_binding.py).
+        self.binding = binding
 
     def replace(self, **changes):
         """A new request: this one's fields, with `changes`."""
@@ -111,13 +115,15 @@ class Plan:
     run --user, the account (privilege.Account), nm-supervise's options that switch to it
     (`supervise_options`) and the caller's variables removed from the environment (`unset`)."""
 
-    __slots__ = ("argv", "env_delta", "notes", "cwd", "components", "account", "supervise_options", "unset", "tag")
+    __slots__ = ("argv", "env_delta", "notes", "cwd", "components", "account", "supervise_options", "unset", "tag",
+                 "binding")
 
     def __init__(self, argv, env_delta, notes, cwd=None, components=(), account=None, supervise_options=(),
                  unset=(), tag=None):
         self.argv, self.env_delta, self.notes, self.cwd = argv, env_delta, notes, cwd
         self.components, self.tag = list(components), tag
         self.account, self.supervise_options, self.unset = account, list(supervise_options), tuple(unset)
+        self.binding = None  # the job's binding as decided (launchers/_binding.py); None: not asked
 
     def environ(self):
         """The launcher's environment, stamped with the launch time: NM_LAUNCH_NS (CLOCK_REALTIME
@@ -242,10 +248,23 @@ def plan(req, more=(), check_paths=True, host=None):
 
         check_devices(account, [d for g in gpus if g for d in g.devices], host.facts())
     tag = f"nm{os.getpid()}x{os.urandom(3).hex()}"  # a reused PID never meets an earlier job's join state
-    argv, env_delta, notes = compose(components, models, cores=os.cpu_count() or 1, environ=os.environ, tag=tag,
-                                     gpus=gpus)
+    cores = os.cpu_count() or 1
+    binding = _binding(req, components, cores)
+    argv, env_delta, notes = compose(components, models, cores=cores, environ=os.environ, tag=tag, gpus=gpus,
+                                     binding=binding)
     p = Plan(argv, env_delta, notes, cwd=req.workdir, components=components, tag=tag)
+    p.binding = binding
     return p if account is None else _as_account(p, account, host.facts())
+
+
+def _binding(req, components, cores):
+    """The job's binding decision (launchers/_binding.py), None when the request asks for none."""
+    from . import networks
+    from .launchers._binding import decide
+
+    first = components[0]
+    return decide(req.binding, first.scheduler.launcher(first.profile), sum(c.ranks for c in components),
+                  max(c.threads for c in components), cores, hosts=bool(networks.get(req.network).emulated))
 
 
 def _gpu_plans(components, host):

@@ -144,6 +144,11 @@ def analyze(store: Store, study_name=None, n_boot=2000):
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
         out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
+    from ..study import machine_check
+
+    checked = machine_check.summary(machine_check.load(store, study["id"]))
+    if checked:  # the machine was busy at the start, or the study stopped before its budget (study/machine_check.py)
+        out["machine_check"] = checked
     from ..io.analysis import analyze as analyze_io
 
     io = analyze_io(points, study["config_toml"], margin=study["margin"])

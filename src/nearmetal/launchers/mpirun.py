@@ -16,9 +16,14 @@ class Mpirun(Launcher):
         # Without --oversubscribe mpirun refuses more ranks than it counts slots.
         if sum(r.ranks * max(r.threads, 1) for r in reqs) > reqs[0].cores:
             argv.append("--oversubscribe")
-        # Threads need their cores; named hosts share this machine's cores, and each orted would
-        # bind its one rank to its core 0, the same core for every host.
-        if any(r.threads > 1 for r in reqs) or reqs[0].hosts:
+        binding = reqs[0].binding
+        if binding == "core":  # a core per rank, ranks placed core by core (launchers/_binding.py)
+            argv += ["--map-by", "core", "--bind-to", "core"]
+        elif binding == "none":
+            argv += ["--bind-to", "none"]
+        elif any(r.threads > 1 for r in reqs) or reqs[0].hosts:
+            # Nothing asked: threads need their cores; named hosts share this machine's cores,
+            # and each orted would bind its one rank to its core 0, the same core for every host.
             argv += ["--bind-to", "none"]
         if reqs[0].hosts:
             # One rank per named host, each orted started there by the agent (as by ssh), without

@@ -26,6 +26,8 @@ def _plugins():
 
 @LAUNCHERS.register
 class Srun(Launcher):
+    binds_ranks = False  # Slurm's task plugin and the site's defaults place and bind the ranks
+
     def __init__(self, mpi, req=None):
         super().__init__(mpi, req)
         self.opts = dict(getattr(req, "options", None) or getattr(req, "slurm", None) or {})

@@ -109,6 +109,10 @@ def _env_row(e):
         out["image"] = " · ".join(b for b in bits if b)
     else:
         out["image"] = "" if img is None else str(img)
+    if "binding" in e:  # one cell: what the ranks got, and why it is not what was asked
+        from ..launchers._binding import describe
+
+        out["binding"] = describe(e.pop("binding"))
     out.update(_flatten(e))
     return out
 
@@ -363,6 +367,7 @@ def build_context(analysis):
         "level_words": level_words(analysis),
         "runs": analysis.get("runs") or {},
         "contention_text": (analysis.get("contention") or {}).get("text") or "",
+        "machine_check_text": (analysis.get("machine_check") or {}).get("text") or "",
         "fail_head": fail_head,
         "failures": failures[:MAX_FAILURE_ROWS],
         "failures_more": max(0, len(failures) - MAX_FAILURE_ROWS),

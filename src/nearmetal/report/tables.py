@@ -35,6 +35,8 @@ def render_markdown(analysis):
     if found:
         out += ["## Findings", ""] + [f"- {_md(S.finding_line(f))}" for f in found] + [""]
     out += _markdown_answer(analysis)
+    if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/machine_check.py)
+        out += [f"⚠ {_md(analysis['machine_check']['text'])}", ""]
     if study.get("description"):
         out += [_md(study["description"]), ""]
     facts = []

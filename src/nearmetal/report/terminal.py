@@ -65,6 +65,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     console.print(Text("; ".join(bits) + ".", style="dim"))
     if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/contention.py)
         console.print(Text("⚠ " + analysis["contention"]["text"], style="bold yellow"))
+    if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/machine_check.py)
+        console.print(Text("⚠ " + analysis["machine_check"]["text"], style="bold yellow"))
 
     noise_index = PT.noise_by_row(points)
     vorder = PT.variant_order(analysis)

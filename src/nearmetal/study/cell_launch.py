@@ -70,7 +70,8 @@ def compose(config, cell, placer, store):
                          scheduler=scheduler.name, options=scheduler.options(options, config.study.timeout),
                          workdir=workdir, runtime_args=variant.get("runtime_args", ()),
                          network=variant.get("network"), user=variant.get("user"), workdir_binds=binds,
-                         gpus=variant.get("gpus") or None)
+                         gpus=variant.get("gpus") or None,
+                         binding=variant.get("binding") or config.study.binding)
         if workdir and not dry:  # created when first composed; a dry run creates nothing
             make_workdir(workdir)
             if own_dir:  # nearmetal's own run directory: the account's, for a `user` variant

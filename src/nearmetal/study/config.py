@@ -89,6 +89,8 @@ class StudySection(_Strict):
     order: Literal["blocks", "sequential"] = "blocks"
     margin: StrictFloat = Field(0.03, gt=0, lt=1, allow_inf_nan=False)
     pin: StrictBool = False
+    # each rank on a core of its own ("core"), or where the kernel puts it ("none"): launchers/_binding.py
+    binding: Literal["core", "none"] = "core"
     scheduler: Scheduler = "local"
     workdir: StrictStr | None = None
     # contention (study/contention.py): wait before each run, at most quiet_wait seconds, for
@@ -276,7 +278,7 @@ class Variant(_Strict):
     gpus: Gpus = ""                       # --gpus for the ranks ("": none; docs/gpu.md)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
-
+    binding: Literal["core", "none"] | None = None   # None: [study] binding
 
     @model_validator(mode="after")
     def _container_fields(self):
@@ -302,6 +304,8 @@ class Variant(_Strict):
             d["env"] = dict(self.env)
         if self.runtime_args:
             d["runtime_args"] = list(self.runtime_args)
+        if self.binding is not None:  # only when named: other variants' stored dicts stay as they were
+            d["binding"] = self.binding
         return d
 
 

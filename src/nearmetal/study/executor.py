@@ -89,7 +89,7 @@ class Executor:
             witnessed = [{k: w.get(k) for k in ("rank", "program", "library", "inode", "version")} for w in parse(err)]
         ctx = self._contexts.id_for(cell.key, p.components[0], image=launch.image,
                                     program=(bench, texts) if launch.kernel is None else None,
-                                    witnessed=witnessed, transport=transport)
+                                    witnessed=witnessed, transport=transport, binding=p.binding)
         if launch.traced is not None:
             from .traced import keep
 

@@ -40,12 +40,13 @@ class Contexts:
             self._runtime_versions[name] = runtimes.get(name).version()
         return self._runtime_versions[name]
 
-    def id_for(self, cell_key, resolved, image=None, program=None, witnessed=None, transport=None):
+    def id_for(self, cell_key, resolved, image=None, program=None, witnessed=None, transport=None, binding=None):
         """The context row id of a cell's runs, from its resolved launch (resolve.Resolved);
         image: how its image is read (cell_launch.CellLaunch.image); program: (benchmark, its
         first run's outputs) of a program benchmark, whose file, version and inputs the
         context records (study/provenance.py); witnessed: what its first run's ranks said of
-        the MPI library they ran (witness/)."""
+        the MPI library they ran (witness/); binding: the ranks' binding as decided
+        (launchers/_binding.py: asked, used, and why they differ)."""
         if cell_key not in self._ids:
             ctx = dict(self._static_context())
             if program is not None:
@@ -66,6 +67,8 @@ class Contexts:
             if image.get("cold_cache"):
                 ctx["cold_cache"] = True
             ctx["mode"] = resolved.mode
+            if binding is not None:  # contexts of runs before binding was decided stay as they were
+                ctx["binding"] = dict(binding)
             if resolved.in_container:
                 name = resolved.runtime.name
                 ctx["runtime"] = {"name": name, "version": self._runtime_version(name),

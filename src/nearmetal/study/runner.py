@@ -1,9 +1,11 @@
 """`nearmetal study`: plan a study into the store, then execute what is still pending."""
 
 import json
+import math
 import os
 import random
 import shlex
+import time
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -128,19 +130,43 @@ def _say_left_out(cfg, say):
 
 def run(cfg, store, study_id, executor, say=print):
     """Run every planned run; for an adaptive study, then the next look's blocks, until
-    extend() says the study is complete. The number of runs that did not succeed."""
+    extend() says the study is complete. First the machine is checked (machine_check.py): a
+    busy one is said at once, and may stop the study before its first run. The number of
+    runs that did not succeed."""
     executor.cancel_leftover_jobs(say=say)
-    failed = 0
+    failed, started = 0, time.monotonic()
     try:
+        if not _machine_allows(cfg, store, study_id, say, started):
+            return 0
         while True:
             failed += executor.run_all()[1]
-            if not extend(cfg, store, study_id, say=say):
+            if not extend(cfg, store, study_id, say=say, started=started):
                 return failed
     finally:
         executor.close()
 
 
-def extend(cfg, store, study_id, say=print):
+def _machine_allows(cfg, store, study_id, say, started):
+    """The check before the runs (machine_check.precheck), kept with the study (a resumed
+    study's earlier stop is replaced); False when it stops the study. Only where the runs
+    start on this machine."""
+    from .. import schedulers
+    from . import machine_check
+
+    if not schedulers.get(cfg.study.scheduler).job_is_child or not store.counts(study_id).get("planned"):
+        return True
+    rec = machine_check.precheck(cfg, say)
+    if rec is None:
+        return True
+    machine_check.record(store, study_id, precheck=rec, stop=None)
+    if rec["action"] != "stop":
+        return True
+    machine_check.record(store, study_id, stop={"text": rec["text"], "elapsed_s": round(time.monotonic() - started, 1),
+                                                "blocks": 0})
+    return False
+
+
+def extend(cfg, store, study_id, say=print, started=None):
     """An adaptive study's next look: when every planned run has finished, plan the blocks up
     to the next look for the cells whose points are still open (and their baselines).
     Returns the number of runs added; 0 when the study is complete: every point decided,
@@ -165,6 +191,8 @@ def extend(cfg, store, study_id, say=print):
     if not later:
         say(f"max_repetitions ({cfg.study.max_repetitions} blocks) reached with {len(opened)} cells still open")
         return 0
+    if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
+        return 0
     seed = store.study(cfg.study.name)["seed"]
     position = max(r["position"] for r in runs) + 1
     added = extend_plan(cfg, seed, range(blocks, later[0]), opened, position)
@@ -179,6 +207,33 @@ def extend(cfg, store, study_id, say=print):
     say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
         f"({len(added)} runs)")
     return len(added)
+
+
+def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
+    """At a look: True (said and kept with the study) when no open point can be decided
+    within what is left of the budget (budget_check.py)."""
+    from . import budget_check, machine_check
+    from .sequential import open_points
+
+    times = {}
+    for r in runs:
+        if r["wall_s"] is not None and not r["warmup"]:
+            times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
+    cell_s = {k: sum(v) / len(v) for k, v in times.items()}
+    p = budget_check.project(open_points(store, study_id, cfg, blocks), cell_s, blocks, cfg.study.margin,
+                             cfg.study.max_repetitions, max(0.0, cfg.study.max_time - spent))
+    if p["reachable"]:
+        return False
+    kept = machine_check.load(store, study_id) or {}
+    pre = (kept.get("precheck") or {}).get("sample") or {}
+    busy = machine_check.busy_sentence(pre) if pre.get("busy") else None
+    text = budget_check.stop_text(p, cfg, spent, blocks, machine=busy)
+    elapsed = None if started is None else round(time.monotonic() - started, 1)
+    machine_check.record(store, study_id, stop={"text": text, "elapsed_s": elapsed, "blocks": blocks,
+                                                "projection": {k: (v if v is None or math.isfinite(v) else None)
+                                                               for k, v in p.items() if not isinstance(v, bool)}})
+    say(f"⚠ study {cfg.study.name}: {text}")
+    return True
 
 
 def _expected_seconds(runs, added):

@@ -86,6 +86,16 @@ def open_cells(store, study_id, config, blocks_done):
     """Cell keys (as planned: benchmark|n=|t=|variant) with a compared point still undecided
     at the looks up to blocks_done, and the cells they are compared with. A cell whose runs
     all failed has no point: more blocks would not decide it, so it is not reopened."""
+    opened = set()
+    for _, cell_keys, _ in open_points(store, study_id, config, blocks_done):
+        opened.update(cell_keys)
+    return opened
+
+
+def open_points(store, study_id, config, blocks_done):
+    """The compared points still undecided at the looks up to blocks_done: (point key
+    (benchmark, metric, point_json, ranks, threads), (variant's cell key, its baseline's),
+    decide()'s result at the last look) each."""
     from collections import defaultdict
 
     from .plan import baseline_of, cells, variant_id
@@ -102,7 +112,7 @@ def open_cells(store, study_id, config, blocks_done):
         key = (rec["benchmark"], rec["metric"], rec["point_json"], rec["ranks"], rec["threads"])
         groups[key][rec["variant"]][rec["block"]] = rec["value"]
         units[key] = rec["unit"]
-    opened = set()
+    out = []
     bench = {b.label: b for b in config.benchmark}
     for key, variants in groups.items():
         label, _, _, ranks, threads = key
@@ -115,6 +125,6 @@ def open_cells(store, study_id, config, blocks_done):
                 continue
             result = decide(variants.get(bid, {}), var, looks, alpha, config.study.margin, hib)
             if result is None or not result["decided"]:
-                for v in (by_variant[vid], baseline_of(config, by_variant[vid])):
-                    opened.add(Cell(bench[label], v, ranks, threads).key)
-    return opened
+                out.append((key, tuple(Cell(bench[label], v, ranks, threads).key
+                                       for v in (by_variant[vid], baseline_of(config, by_variant[vid]))), result))
+    return out
