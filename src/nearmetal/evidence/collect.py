@@ -160,6 +160,7 @@ def normalise(raw, launcher=None):
         "ctxt_switches": {"voluntary": _delta(start, end, "voluntary"),
                           "nonvoluntary": _delta(start, end, "nonvoluntary")},
         "ns_more": {k: ns.get(k) for k in ns if k not in NS_NAMES},
+        "proc_cgroup": raw.get("proc_cgroup"), "cgroup_files": raw.get("cgroup_files"),
     }
     return out
 
