@@ -1,0 +1,125 @@
+"""Evidence recorded for every run (nearmetal.evidence), with real ranks: a study's runs of
+both MPI families, natively and in two container runtimes, each store one row per rank with
+plausible facts and an MPI profile that counts the kernel's own calls; a Fortran program's
+calls are counted through its bindings; a program without MPI leaves its constructor facts;
+`evidence = false` records nothing and preloads nothing."""
+
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import nearmetal
+from nearmetal.evidence import cgroup
+from nearmetal.evidence.read import evidence_of, launcher_of
+from nearmetal.study.store import Store
+
+ITERATIONS, WARMUP = 50, 5
+# nm-allreduce: one MPI_Allreduce per iteration and warm-up, and one more per message size:
+# every rank's verdict on the results (kernels/csrc/common/osu.c, nm_osu_check)
+ALLREDUCES = ITERATIONS + WARMUP + 1
+
+STUDY = """
+[study]
+name = "{name}"
+repetitions = 1
+warmup = 0
+timeout = 300
+{extra}
+
+[matrix]
+mode = [{modes}]
+runtime = [{runtimes}]
+mpi = [{mpis}]
+
+[[benchmark]]
+{benchmark}
+"""
+ALLREDUCE = f'kernel = "allreduce"\nargs = ["-m", "1024:1024", "-i", "{ITERATIONS}", "-x", "{WARMUP}"]'
+
+
+def run_study(tmp_path, name, benchmark=ALLREDUCE, modes='"native"', runtimes='"charliecloud"', extra="",
+              mpis='"openmpi", "mpich"'):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(STUDY.format(name=name, extra=extra, modes=modes, runtimes=runtimes, benchmark=benchmark,
+                                 mpis=mpis))
+    db = tmp_path / f"{name}.db"
+    out = nearmetal("study", str(path), "--db", str(db), "--no-progress", timeout=900)
+    assert out.returncode == 0, out.stderr
+    store = Store(db, create=False, readonly=True)
+    sid = store.study(name)["id"]
+    runs = {r["id"]: dict(r) for r in store.runs(sid)}
+    assert runs and all(r["status"] == "ok" for r in runs.values()), [r["stderr_tail"] for r in runs.values()]
+    return store, sid, runs
+
+
+def test_every_run_of_both_families_natively_and_in_two_runtimes_has_plausible_evidence(tmp_path):
+    store, sid, runs = run_study(tmp_path, "ev", modes='"native", "hybrid"', runtimes='"charliecloud", "bwrap"')
+    evidence, launchers = evidence_of(store, sid), launcher_of(store, sid)
+    assert sorted(evidence) == sorted(runs) == sorted(launchers)  # 2 families x (native + 2 runtimes)
+    assert len(runs) == 6
+    for run_id, ranks in evidence.items():
+        variant, launcher = runs[run_id]["variant"], launchers[run_id]
+        native = variant.startswith("native/")
+        assert "nm-evidence-" in runs[run_id]["argv_json"], variant  # the ranks' LD_PRELOAD, in the launch
+        assert [r["rank"] for r in ranks] == [0, 1], variant
+        assert launcher["launch_ns"] > 0 and set(launcher["ns"]) == {"user", "ipc", "net", "pid", "mnt"}
+        for r in ranks:
+            where = f"{variant} rank {r['rank']}"
+            assert r["cpus_allowed"] and r["cpu_start"] in r["cpus_allowed"] and r["cpu_end"] in r["cpus_allowed"], where
+            assert r["numa_node"] == 0 and r["seccomp"] in (0, 1, 2), where
+            assert r["launcher_ns"] == launcher["ns"] and all(r["ns"].values()), where
+            # natively the ranks share the launcher's mount namespace; every runtime gives them their own
+            assert (r["ns"]["mnt"] == launcher["ns"]["mnt"]) is native, where
+            assert 0 < r["t_main_s"] < r["t_init_end_s"] < 60, where
+            lib = r["mpi_library"]
+            assert "libmpi" in lib["path"] and lib["soname"].startswith("libmpi") and lib["inode"] > 0, where
+            assert ("libmpich" in lib["soname"]) is variant.endswith(("/mpich", "/mpich/default")), where
+            assert "nm-evidence" in r["ld_preload"] and r["ld_preload_others"] is None and r["ld_audit"] is None
+            assert r["cgroup"]["version"] in (1, 2), where
+            profile = r["mpi_profile"]
+            assert profile["functions"]["MPI_Allreduce"]["calls"] == ALLREDUCES, where
+            assert profile["classes"]["collective"]["calls"] >= ALLREDUCES + ITERATIONS + WARMUP, where  # + barriers
+            assert profile["classes"]["io"]["calls"] == 0 and profile["finalized"], where
+            assert profile["in_mpi_s"] > 0 and profile["wall_s"] > 0
+            assert profile["in_mpi_s"] + profile["outside_mpi_s"] == pytest.approx(profile["wall_s"], abs=1e-6)
+            if native:  # the C library's walk of the cgroup files is the Python one's, on the same tree
+                assert r["cgroup_files"] == cgroup.read_tree(r["proc_cgroup"]), where
+
+
+def test_a_fortran_program_is_profiled_through_its_bindings(tmp_path):
+    source = tmp_path / "f.f90"
+    source.write_text("program f\n  use mpi\n  integer :: ierr, i\n  double precision :: x, y\n"
+                      "  call MPI_Init(ierr)\n  x = 1\n  do i = 1, 40\n"
+                      "    call MPI_Allreduce(x, y, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)\n"
+                      "  end do\n  call MPI_Barrier(MPI_COMM_WORLD, ierr)\n  call MPI_Finalize(ierr)\nend program\n")
+    for family in ("openmpi", "mpich"):
+        exe = tmp_path / f"f-{family}"
+        subprocess.run([f"mpif90.{family}", "-o", str(exe), str(source)], check=True)
+        store, sid, runs = run_study(tmp_path, f"fortran-{family}", benchmark=f'command = ["{exe}"]',
+                                     mpis=f'"{family}"')
+        (ranks,) = evidence_of(store, sid).values()
+        assert [r["rank"] for r in ranks] == [0, 1]
+        for r in ranks:
+            functions = r["mpi_profile"]["functions"]
+            assert functions["MPI_Allreduce"]["calls"] == 40 and functions["MPI_Barrier"]["calls"] == 1, family
+            assert 0 < r["t_main_s"] < r["t_init_end_s"] and "libmpi" in r["mpi_library"]["path"]
+
+
+def test_a_program_without_mpi_leaves_the_facts_of_its_start(tmp_path):
+    store, sid, runs = run_study(tmp_path, "nompi", benchmark='command = ["/bin/sleep", "0.2"]', mpis='"mpich"')
+    (ranks,) = evidence_of(store, sid).values()
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for r in ranks:
+        assert r["exe"].endswith("sleep") and r["written_at"] == "exit"
+        assert r["cpus_allowed"] and 0 < r["t_main_s"] < 60 and all(r["ns"].values())
+        assert r["mpi_library"] is None and r["mpi_profile"] is None and r["t_init_end_s"] is None
+
+
+def test_evidence_false_records_and_preloads_nothing(tmp_path):
+    store, sid, runs = run_study(tmp_path, "off", extra="evidence = false", mpis='"mpich"')
+    assert evidence_of(store, sid) == {} and launcher_of(store, sid) == {}
+    assert all("nm-evidence" not in (r["argv_json"] + (r["env_json"] or "")) for r in runs.values())
+    db = sqlite3.connect(store.path)
+    assert db.execute("SELECT COUNT(*) FROM run_evidence").fetchone() == (0,)
+    db.close()
