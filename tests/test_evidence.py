@@ -4,6 +4,7 @@ plausible facts and an MPI profile that counts the kernel's own calls; a Fortran
 calls are counted through its bindings; a program without MPI leaves its constructor facts;
 `evidence = false` records nothing and preloads nothing."""
 
+import re
 import sqlite3
 import subprocess
 
@@ -123,3 +124,23 @@ def test_evidence_false_records_and_preloads_nothing(tmp_path):
     db = sqlite3.connect(store.path)
     assert db.execute("SELECT COUNT(*) FROM run_evidence").fetchone() == (0,)
     db.close()
+
+
+def test_the_library_loads_in_older_images_and_owns_mpi_init():
+    """No glibc symbol version newer than 2.17 (clock_gettime), libdl needed by name, no MPI
+    linked: one host-built library for both families and older images; it defines MPI_Init
+    and its kin (the one owner among nearmetal's preloads), the hook the tracer registers
+    with, and the C and gfortran names of the profiled calls."""
+    from nearmetal.evidence import library
+
+    dynsyms = subprocess.run(["objdump", "-T", library()], capture_output=True, text=True, check=True).stdout
+    versions = {tuple(int(x) for x in v.split(".")) for v in re.findall(r"\(GLIBC_([\d.]+)\)", dynsyms)}
+    assert versions and max(versions) <= (2, 17), sorted(versions)
+    needed = re.findall(r"NEEDED\s+(\S+)", subprocess.run(["objdump", "-p", library()], capture_output=True,
+                                                          text=True, check=True).stdout)
+    assert sorted(needed) == ["libc.so.6", "libdl.so.2"], needed
+    for name in ("MPI_Init", "PMPI_Init", "MPI_Init_thread", "PMPI_Init_thread", "MPI_Finalize", "PMPI_Finalize",
+                 "mpi_init_", "mpi_finalize_", "nm_mpi_hook_add", "MPI_Allreduce", "mpi_allreduce_", "MPI_Waitall",
+                 "MPI_File_write_at_all"):
+        assert re.search(rf"\sDF? ?\.text\s.*\s{name}$", dynsyms, re.M), name
+    assert not re.search(r"\sPMPI_Allreduce$", dynsyms, re.M)  # the profile forwards; it takes no PMPI_ name
