@@ -14,15 +14,20 @@ program's own timer: nearmetal's start-up is not the profile's cost.
   8-byte message, on whose path lie two wrapped calls (the sender's MPI_Send, the receiver's
   MPI_Recv); ns per wrapped call = (profiled - unprofiled) / 2.
 - `percall-openmpi`, `percall-mpich`: one rank calls MPI_Allreduce of 8 bytes on
-  MPI_COMM_SELF --calls times (built here with mpicc): the direct cost of one wrapped call
-  in ns, with the least noise (no partner, no network).
+  MPI_COMM_SELF --calls times (built here with mpicc), timed in the thread's CPU time: the
+  direct cost of one wrapped call in ns, with the least noise (no partner, no network, and
+  time other processes take from the CPU is not counted).
+
+--clock monotonic runs the profiled side with NM_EVIDENCE_CLOCK=monotonic (two clock_gettime
+readings per call instead of the TSC's two rdtsc).
 
 The machine may be shared (other processes): each pair records the CPU-seconds others used
 during it (busy time in /proc/stat minus this script's children's), printed with the result.
 Per case: the median of the per-pair profiled/unprofiled ratios with a percentile bootstrap
 95% CI (2000 resamples, numpy, seed 0), the medians of both, and the added ns per call.
 
-usage: bench/evidence_cost.py [--pairs 11] [--seed 1] [--cases allreduce-openmpi,...] [--calls 200000] [--json FILE]
+usage: bench/evidence_cost.py [--pairs 11] [--seed 1] [--cases allreduce-openmpi,...] [--calls 200000]
+                              [--clock tsc|monotonic] [--json FILE]
 """
 
 import argparse
@@ -44,16 +49,24 @@ PERCALL_C = r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+/* this thread's CPU time: what other processes on a busy machine take is not counted */
+static double cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     long n = atol(argv[1]);
     double x = 1, y = 0;
     for (long i = 0; i < n / 10; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF); /* warm-up */
-    double t0 = MPI_Wtime();
+    double t0 = cpu_ns();
     for (long i = 0; i < n; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
-    double t1 = MPI_Wtime();
-    printf("ns_per_call %.3f\n", (t1 - t0) / n * 1e9);
+    double t1 = cpu_ns();
+    printf("ns_per_call %.3f\n", (t1 - t0) / n);
     MPI_Finalize();
     return y == 1 ? 0 : 1;
 }
@@ -89,12 +102,12 @@ def figures(text):
     return out
 
 
-def run(argv, profiled, family, ranks, scratch):
+def run(argv, profiled, family, ranks, scratch, clock="tsc"):
     cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)]
     out = None
     if profiled:
         out = tempfile.mkdtemp(prefix="ev-", dir=scratch)
-        cmd += ["--evidence", out]
+        cmd += ["--evidence", out] + (["--env", "NM_EVIDENCE_CLOCK=monotonic"] if clock == "monotonic" else [])
     p = subprocess.run(cmd + ["--"] + argv, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
@@ -150,6 +163,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="the order within each pair")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma list of: {', '.join(CASES)}")
     ap.add_argument("--calls", type=int, default=200000, help="percall: MPI_Allreduce calls timed")
+    ap.add_argument("--clock", default="tsc", choices=("tsc", "monotonic"), help="the profile's clock (profiled side)")
     ap.add_argument("--json", help="write every pair's figures here")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -160,14 +174,15 @@ def main():
             if case not in CASES:
                 ap.error(f"unknown case {case}")
             family, ranks, argv = program(case, a, scratch)
-            print(f"## {case}: nearmetal run [--evidence DIR] --mpi {family} -n {ranks} -- {' '.join(argv)}", flush=True)
+            print(f"## {case} (profile clock: {a.clock}): nearmetal run [--evidence DIR] --mpi {family} -n {ranks} -- "
+                  f"{' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache
-                run(argv, profiled, family, ranks, scratch)
+                run(argv, profiled, family, ranks, scratch, a.clock)
             pairs = []
             for _ in range(a.pairs):
                 got, b, c = {}, busy_s(), children_s()
                 for profiled in rng.sample([False, True], 2):
-                    got["profiled" if profiled else "plain"] = run(argv, profiled, family, ranks, scratch)
+                    got["profiled" if profiled else "plain"] = run(argv, profiled, family, ranks, scratch, a.clock)
                 got["foreign_cpu_s"] = round((busy_s() - b) - (children_s() - c), 3)
                 pairs.append(got)
             raw[case] = pairs

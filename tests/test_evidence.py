@@ -1,9 +1,10 @@
 """Evidence recorded for every run (nearmetal.evidence), with real ranks: a study's runs of
-both MPI families, natively and in two container runtimes, each store one row per rank with
+both MPI families, natively and in three container runtimes, each store one row per rank with
 plausible facts and an MPI profile that counts the kernel's own calls; a Fortran program's
 calls are counted through its bindings; a program without MPI leaves its constructor facts;
 `evidence = false` records nothing and preloads nothing."""
 
+import json
 import re
 import sqlite3
 import subprocess
@@ -54,11 +55,12 @@ def run_study(tmp_path, name, benchmark=ALLREDUCE, modes='"native"', runtimes='"
     return store, sid, runs
 
 
-def test_every_run_of_both_families_natively_and_in_two_runtimes_has_plausible_evidence(tmp_path):
-    store, sid, runs = run_study(tmp_path, "ev", modes='"native", "hybrid"', runtimes='"charliecloud", "bwrap"')
+def test_every_run_of_both_families_natively_and_in_three_runtimes_has_plausible_evidence(tmp_path):
+    store, sid, runs = run_study(tmp_path, "ev", modes='"native", "hybrid"',
+                                 runtimes='"charliecloud", "bwrap", "apptainer"')
     evidence, launchers = evidence_of(store, sid), launcher_of(store, sid)
-    assert sorted(evidence) == sorted(runs) == sorted(launchers)  # 2 families x (native + 2 runtimes)
-    assert len(runs) == 6
+    assert sorted(evidence) == sorted(runs) == sorted(launchers)  # 2 families x (native + 3 runtimes)
+    assert len(runs) == 8
     for run_id, ranks in evidence.items():
         variant, launcher = runs[run_id]["variant"], launchers[run_id]
         native = variant.startswith("native/")
@@ -144,3 +146,50 @@ def test_the_library_loads_in_older_images_and_owns_mpi_init():
                  "MPI_File_write_at_all"):
         assert re.search(rf"\sDF? ?\.text\s.*\s{name}$", dynsyms, re.M), name
     assert not re.search(r"\sPMPI_Allreduce$", dynsyms, re.M)  # the profile forwards; it takes no PMPI_ name
+
+
+def test_run_evidence_writes_one_file_per_rank_into_the_directory(tmp_path):
+    out = tmp_path / "ev"
+    got = nearmetal("run", "--evidence", str(out), "--mpi", "openmpi", "-n", "2", "--", "nm-allreduce", "-m", "8:8",
+                    "-i", "10", "-x", "1")
+    assert got.returncode == 0, got.stderr
+    files = [json.loads(p.read_text()) for p in sorted(out.iterdir())]
+    assert sorted(f["mpi_rank"] for f in files) == [0, 1]
+    assert all(f["mpi_profile"]["functions"]["MPI_Allreduce"]["calls"] == 12 for f in files)  # 10 + 1 + verdict
+
+
+def test_run_evidence_in_a_container_mode_needs_a_directory_under_tmp():
+    import os
+
+    from conftest import assert_one_line_error
+
+    where = f"/var/tmp/nm-evidence-test-{os.getpid()}"
+    got = nearmetal("run", "--evidence", where, "--mode", "hybrid", "--", "nm-startup")
+    assert "must be under /tmp" in assert_one_line_error(got)
+    assert not os.path.exists(where)  # nothing created, nothing run
+
+
+def test_bind_mode_ranks_name_the_hosts_mpi_library_they_ran(tmp_path):
+    """Bind mode brings the host's MPI into the image: the ranks see it under the bind mount,
+    with the host file's inode."""
+    import os
+    import tempfile
+
+    from nearmetal.discovery.mpi import split  # noqa: F401  (the family names below are the host's)
+
+    out = tempfile.mkdtemp(prefix="nm-evidence-bind-", dir="/tmp")
+    try:
+        got = nearmetal("run", "--evidence", out, "--mode", "bind", "--mpi", "mpich", "-n", "2", "--", "nm-allreduce",
+                        "-m", "8:8", "-i", "10", "-x", "1")
+        assert got.returncode == 0, got.stderr
+        files = [json.loads(open(os.path.join(out, n)).read()) for n in sorted(os.listdir(out))]
+    finally:
+        import shutil
+
+        shutil.rmtree(out, ignore_errors=True)
+    assert sorted(f["mpi_rank"] for f in files) == [0, 1]
+    host_inode = os.stat("/usr/lib/x86_64-linux-gnu/libmpich.so.12").st_ino
+    for f in files:
+        lib = f["mpi_library"]
+        assert lib["soname"] == "libmpich.so.12" and lib["inode"] == host_inode, lib
+        assert not lib["path"].startswith("/usr/lib/"), lib  # the host's file, where the container mounted it

@@ -26,7 +26,37 @@
 #include <unistd.h>
 
 __thread int nm_ev_depth __attribute__((tls_model("initial-exec")));
-int nm_ev_multi;
+int nm_ev_multi, nm_ev_tsc;
+static long long load_tick, load_mono;
+
+static int tsc_usable(void)
+{
+#if defined(__x86_64__)
+    const char *choice = getenv("NM_EVIDENCE_CLOCK");
+    if (choice && strcmp(choice, "monotonic") == 0) return 0;
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
+    if (a < 0x80000007u) return 0;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
+    if (!(d & (1u << 8))) return 0; /* invariant TSC: constant rate, runs in every C-state */
+    char source[32] = "";
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, source, sizeof source - 1);
+    close(fd);
+    return n >= 3 && strncmp(source, "tsc", 3) == 0 && (source[3] == '\n' || source[3] == '\0');
+#else
+    return 0;
+#endif
+}
+
+/* ns per nm_ev_tick unit: 1, or the TSC's rate measured against CLOCK_MONOTONIC since load */
+static double ns_per_tick(void)
+{
+    if (!nm_ev_tsc) return 1.0;
+    long long ticks = nm_ev_tick() - load_tick, ns = nm_ev_now() - load_mono;
+    return ticks > 0 && ns > 0 ? (double)ns / (double)ticks : 0.0;
+}
 
 void *nm_ev_next(const char *name) { return dlsym(RTLD_NEXT, name); }
 
@@ -161,6 +191,9 @@ __attribute__((constructor)) static void nm_evidence_load(void)
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
     me.load_real = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+    nm_ev_tsc = tsc_usable();
+    load_mono = nm_ev_now();
+    load_tick = nm_ev_tick();
     const char *dir = getenv("NM_EVIDENCE_DIR");
     if (!dir || !*dir || strlen(dir) >= sizeof me.dir) return; /* loaded for its MPI hooks only */
     strcpy(me.dir, dir);
@@ -312,12 +345,13 @@ void nm_ev_write(const char *why)
         put_str(soname[0] ? soname : NULL);
         put(",\"inode\":%lu}", inode);
         long long end_mono = nm_ev_finalize_mono ? nm_ev_finalize_mono : nm_ev_now();
-        long long wall = end_mono - nm_ev_init_end_mono, in_mpi = nm_ev_profile_ns();
-        put(",\"mpi_profile\":{\"finalized\":%s,\"thread_multiple\":%s,\"wall_s\":%.9f,\"in_mpi_s\":%.9f,"
-            "\"outside_mpi_s\":%.9f,",
-            nm_ev_finalize_mono ? "true" : "false", nm_ev_multi ? "true" : "false", wall / 1e9, in_mpi / 1e9,
-            (wall - in_mpi) / 1e9);
-        used += nm_ev_profile_json(out + used, (int)sizeof out - used);
+        double scale = ns_per_tick();
+        double wall = (double)(end_mono - nm_ev_init_end_mono), in_mpi = nm_ev_profile_ticks() * scale;
+        put(",\"mpi_profile\":{\"finalized\":%s,\"thread_multiple\":%s,\"clock\":\"%s\",\"wall_s\":%.9f,"
+            "\"in_mpi_s\":%.9f,\"outside_mpi_s\":%.9f,",
+            nm_ev_finalize_mono ? "true" : "false", nm_ev_multi ? "true" : "false", nm_ev_tsc ? "tsc" : "monotonic",
+            wall / 1e9, in_mpi / 1e9, (wall - in_mpi) / 1e9);
+        used += nm_ev_profile_json(out + used, (int)sizeof out - used, scale);
         put("}");
     } else {
         put(",\"mpi_library\":null,\"mpi_profile\":null");

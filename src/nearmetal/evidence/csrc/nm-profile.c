@@ -1,6 +1,6 @@
 /* nm-evidence's MPI profile: one generic wrapper per MPI function (nm-evidence-fns.def), for
- * the C name and for gfortran's Fortran name (mpi_send_): two CLOCK_MONOTONIC readings and
- * two adds into a per-process array, no lock. MPI handles are ints (MPICH) or pointers (Open
+ * the C name and for gfortran's Fortran name (mpi_send_): two clock readings (nm_ev_tick: the
+ * TSC, or CLOCK_MONOTONIC) and two adds into a per-process array, no lock. MPI handles are ints (MPICH) or pointers (Open
  * MPI) and no wrapped function takes a floating-point argument, so passing 12 integer-class
  * arguments through unchanged serves both ABIs with one library (x86-64 and aarch64 calling
  * conventions: surplus arguments are ignored by the callee). The real function is the next
@@ -56,9 +56,9 @@ static inline void add(int i, long long ns)
             return 1; /* MPI_ERR_BUFFER/.. : never reached from a program without it */ \
         if (nm_ev_depth) return real(NM_PASS);                              \
         nm_ev_depth = 1;                                                    \
-        long long t0 = nm_ev_now();                                         \
+        long long t0 = nm_ev_tick();                                        \
         long r = real(NM_PASS);                                             \
-        long long t1 = nm_ev_now();                                         \
+        long long t1 = nm_ev_tick();                                        \
         nm_ev_depth = 0;                                                    \
         add(i, t1 - t0);                                                    \
         return r;                                                           \
@@ -68,15 +68,15 @@ static inline void add(int i, long long ns)
 #include "nm-evidence-fns.def"
 #undef NM_FN
 
-long long nm_ev_profile_ns(void)
+long long nm_ev_profile_ticks(void)
 {
-    long long ns = 0;
-    for (int i = 0; i < NM_NFNS; i++) ns += counts[i].ns;
-    return ns;
+    long long ticks = 0;
+    for (int i = 0; i < NM_NFNS; i++) ticks += counts[i].ns;
+    return ticks;
 }
 
 /* "classes":{...},"functions":{...} (functions called at least once) */
-int nm_ev_profile_json(char *out, int room)
+int nm_ev_profile_json(char *out, int room, double ns_per_tick)
 {
     long long calls[NM_EV_NCLASSES] = {0}, ns[NM_EV_NCLASSES] = {0};
     for (int i = 0; i < NM_NFNS; i++) {
@@ -86,13 +86,13 @@ int nm_ev_profile_json(char *out, int room)
     int k = snprintf(out, room, "\"classes\":{");
     for (int c = 0; c < NM_EV_NCLASSES && k < room; c++)
         k += snprintf(out + k, room - k, "%s\"%s\":{\"calls\":%lld,\"time_s\":%.9f}", c ? "," : "", class_names[c],
-                      calls[c], ns[c] / 1e9);
+                      calls[c], ns[c] * ns_per_tick / 1e9);
     if (k < room) k += snprintf(out + k, room - k, "},\"functions\":{");
     int first = 1;
     for (int i = 0; i < NM_NFNS && k < room; i++) {
         if (!counts[i].calls) continue;
         k += snprintf(out + k, room - k, "%s\"%s\":{\"calls\":%lld,\"time_s\":%.9f,\"class\":\"%s\"}", first ? "" : ",",
-                      fn_names[i], counts[i].calls, counts[i].ns / 1e9, class_names[fn_class[i]]);
+                      fn_names[i], counts[i].calls, counts[i].ns * ns_per_tick / 1e9, class_names[fn_class[i]]);
         first = 0;
     }
     if (k < room) k += snprintf(out + k, room - k, "}");
