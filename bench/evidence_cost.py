@@ -18,6 +18,10 @@ program's own timer: nearmetal's start-up is not the profile's cost.
   direct cost of one wrapped call in ns, with the least noise (no partner, no network, and
   time other processes take from the CPU is not counted).
 
+- `startup-openmpi`, `startup-mpich`: nm-startup (2 ranks): the mean over ranks of the time
+  from the launch to main and to the end of MPI_Init, and the CPU time to main: what the
+  library's loading and its constructor (the /proc and cgroup files it reads) add to a start.
+
 --clock monotonic runs the profiled side with NM_EVIDENCE_CLOCK=monotonic (two clock_gettime
 readings per call instead of the TSC's two rdtsc).
 
@@ -44,7 +48,7 @@ import numpy as np
 
 NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
 CASES = ("allreduce-openmpi", "allreduce-mpich", "latency-openmpi", "latency-mpich", "percall-openmpi",
-         "percall-mpich")
+         "percall-mpich", "startup-openmpi", "startup-mpich")
 PERCALL_C = r"""
 #include <mpi.h>
 #include <stdio.h>
@@ -81,6 +85,8 @@ def program(case, a, scratch):
         return family, 2, [os.path.join(host_bin(family), "nm-allreduce"), "-m", "1024:4096", "-i", "5000", "-x", "500"]
     if kind == "latency":
         return family, 2, [os.path.join(host_bin(family), "nm-latency"), "-m", "8:8", "-i", "20000", "-x", "2000"]
+    if kind == "startup":
+        return family, 2, [os.path.join(host_bin(family), "nm-startup")]
     src, exe = os.path.join(scratch, "percall.c"), os.path.join(scratch, f"percall-{family}")
     with open(src, "w") as f:
         f.write(PERCALL_C)
@@ -97,6 +103,8 @@ def figures(text):
             out[f"lat_{parts[0]}"] = float(parts[1])
         elif len(parts) == 2 and parts[0] == "ns_per_call":
             out["ns_per_call"] = float(parts[1])
+        elif len(parts) == 8 and parts[0] == "mean":  # nm-startup's mean row
+            out |= {"to_main_s": float(parts[2]), "cpu_to_main_s": float(parts[3]), "to_after_init_s": float(parts[6])}
     if not out:
         raise RuntimeError(f"no figures in:\n{text}")
     return out
@@ -144,7 +152,7 @@ def report(case, pairs):
         prof = np.array([p["profiled"][k] for p in pairs])
         med, lo, hi = bootstrap_median(prof / plain)
         added = np.median(prof - plain)
-        unit = "ns" if k == "ns_per_call" else "us"
+        unit = "ns" if k == "ns_per_call" else "s" if k.endswith("_s") else "us"
         line = (f"{case:18s} {k:11s} unprofiled {np.median(plain):9.4g} {unit}  profiled {np.median(prof):9.4g} {unit}  "
                 f"ratio median {med:.4f}  95% CI [{lo:.4f}, {hi:.4f}]  (n={len(pairs)})")
         if k == "ns_per_call":

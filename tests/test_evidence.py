@@ -5,6 +5,7 @@ calls are counted through its bindings; a program without MPI leaves its constru
 `evidence = false` records nothing and preloads nothing."""
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -193,3 +194,29 @@ def test_bind_mode_ranks_name_the_hosts_mpi_library_they_ran(tmp_path):
         lib = f["mpi_library"]
         assert lib["soname"] == "libmpich.so.12" and lib["inode"] == host_inode, lib
         assert not lib["path"].startswith("/usr/lib/"), lib  # the host's file, where the container mounted it
+
+
+def test_a_traced_study_has_both_the_trace_and_the_profile_of_its_mpi_io(tmp_path):
+    """The tracer hooks into the evidence library's MPI_Init (one owner): its ranks are MPI's
+    own; the profile sees each MPI-IO call once per rank (ROMIO's own collectives inside them
+    are not counted again: both families count the same)."""
+    from nearmetal.study.traced import traces_dir
+    from nearmetal.trace import reader
+
+    iobench = ('kernel = "iobench"\nargs = ["-p", "shared", "-L", "mpiio", "-x", "64", "-y", "64", "-z", "4", '
+               '"-t", "2", "-i", "2x1", "-d", "/dev/shm"]\ntrace = true')
+    store, sid, runs = run_study(tmp_path, "traced", benchmark=iobench)
+    profiles = {}
+    for run_id, ranks in evidence_of(store, sid).items():
+        assert [r["rank"] for r in ranks] == [0, 1]
+        for r in ranks:
+            io = {k: v["calls"] for k, v in r["mpi_profile"]["functions"].items() if v["class"] == "io"}
+            assert io["MPI_File_write_at_all"] == 2 * 2  # 2 records x 2 variables
+            profiles.setdefault(runs[run_id]["variant"], []).append(r["mpi_profile"]["classes"])
+    assert sorted(profiles) == ["native/mpich", "native/openmpi"]
+    assert {k: v["calls"] for k, v in profiles["native/mpich"][0].items()} == {
+        k: v["calls"] for k, v in profiles["native/openmpi"][0].items()}
+    dirs = [os.path.join(traces_dir(store.path), d) for d in os.listdir(traces_dir(store.path))]
+    assert len(dirs) == 2
+    for d in dirs:
+        assert sorted(reader.read(d).by_rank()) == [0, 1]

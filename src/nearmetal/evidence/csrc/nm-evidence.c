@@ -5,10 +5,11 @@
  * At load (the constructor, just before main): the launch-relative time (CLOCK_REALTIME
  * against the launcher's NM_LAUNCH_NS), the CPUs this process may use (sched_getaffinity),
  * the CPU and NUMA node it runs on (getcpu), se.nr_migrations (/proc/self/sched, where the
- * kernel keeps schedstats) and context switches (/proc/self/status), its namespaces
- * (/proc/self/ns/NAME), seccomp mode, LD_AUDIT/LD_PRELOAD, and the cgroup files that limit it
- * (raw: Python reads the limits from them, nearmetal.evidence.cgroup). At the end: the CPU,
- * migrations and switches again, the MPI library and the profile.
+ * kernel has CONFIG_SCHED_DEBUG) and context switches (/proc/self/status), LD_AUDIT and
+ * LD_PRELOAD. At the end (what start-up need not pay for): the CPU, migrations and switches
+ * again, its namespaces (/proc/self/ns/NAME), seccomp mode, the cgroup files that limit it
+ * (raw: Python reads the limits from them, nearmetal.evidence.cgroup), the MPI library and
+ * the profile.
  *
  * Built on the host, run in images nearmetal did not build: only old glibc symbols (dlsym,
  * dladdr pinned; stat by system call), no stack protector or fortified calls, no MPI header.
@@ -101,7 +102,7 @@ static long long field(const char *text, const char *key)
     return -1;
 }
 
-typedef struct { long long migrations, voluntary, nonvoluntary; int cpu, node; } moment;
+typedef struct { long long migrations, voluntary, nonvoluntary; int cpu, node, seccomp; } moment;
 
 static void take(moment *m)
 {
@@ -110,10 +111,11 @@ static void take(moment *m)
     m->cpu = m->node = -1;
     if (syscall(SYS_getcpu, &cpu, &node, NULL) == 0) m->cpu = (int)cpu, m->node = (int)node;
     m->migrations = read_text("/proc/self/sched", buf, sizeof buf) > 0 ? field(buf, "se.nr_migrations") : -1;
-    m->voluntary = m->nonvoluntary = -1;
+    m->voluntary = m->nonvoluntary = m->seccomp = -1;
     if (read_text("/proc/self/status", buf, sizeof buf) > 0) {
         m->voluntary = field(buf, "voluntary_ctxt_switches");
         m->nonvoluntary = field(buf, "nonvoluntary_ctxt_switches");
+        m->seccomp = (int)field(buf, "Seccomp");
     }
 }
 
@@ -161,8 +163,6 @@ static struct {
     cpu_set_t allowed;
     int allowed_ok;
     moment start;
-    unsigned long long ns[NNS];
-    int seccomp;
     char *ld_audit, *ld_preload;
     char proc_cgroup[4096];
     int enabled, written;
@@ -211,12 +211,9 @@ __attribute__((constructor)) static void nm_evidence_load(void)
         if (getenv(vars[i]) && *getenv(vars[i])) snprintf(me.env_rank, sizeof me.env_rank, "%s", getenv(vars[i]));
     me.allowed_ok = sched_getaffinity(0, sizeof me.allowed, &me.allowed) == 0;
     take(&me.start);
-    for (int i = 0; i < NNS; i++) me.ns[i] = ns_inode(ns_names[i]);
-    static char status[8192];
-    me.seccomp = read_text("/proc/self/status", status, sizeof status) > 0 ? (int)field(status, "Seccomp") : -1;
     me.ld_audit = copy_env("LD_AUDIT");
     me.ld_preload = copy_env("LD_PRELOAD");
-    if (read_text("/proc/self/cgroup", me.proc_cgroup, sizeof me.proc_cgroup) < 0) me.proc_cgroup[0] = '\0';
+    /* namespaces, seccomp and cgroup are read at the end: nothing at start-up that can wait */
 }
 
 /* ------------------------------------------------------------------ cgroup files, raw */
@@ -310,6 +307,7 @@ void nm_ev_write(const char *why)
     me.written = 1;
     moment end;
     take(&end);
+    if (read_text("/proc/self/cgroup", me.proc_cgroup, sizeof me.proc_cgroup) < 0) me.proc_cgroup[0] = '\0';
     used = 0;
     put("{\"format\":1,\"why\":\"%s\",\"pid\":%ld,\"host\":", why, (long)me.pid);
     put_str(me.host);
@@ -326,8 +324,8 @@ void nm_ev_write(const char *why)
     put_moment("start", &me.start);
     put_moment("end", &end);
     put(",\"ns\":{");
-    for (int i = 0; i < NNS; i++) put("%s\"%s\":%llu", i ? "," : "", ns_names[i], me.ns[i]);
-    put("},\"seccomp\":%d,\"ld_audit\":", me.seccomp);
+    for (int i = 0; i < NNS; i++) put("%s\"%s\":%llu", i ? "," : "", ns_names[i], ns_inode(ns_names[i]));
+    put("},\"seccomp\":%d,\"ld_audit\":", end.seccomp);
     put_str(me.ld_audit);
     put(",\"ld_preload\":");
     put_str(me.ld_preload);
