@@ -220,3 +220,25 @@ def test_a_traced_study_has_both_the_trace_and_the_profile_of_its_mpi_io(tmp_pat
     assert len(dirs) == 2
     for d in dirs:
         assert sorted(reader.read(d).by_rank()) == [0, 1]
+
+
+def test_a_podman_cpu_quota_and_memory_limit_are_seen_by_the_ranks(default_image):
+    """Podman's --cpus and --memory put each rank's container in a cgroup with those limits
+    (cgroup v1 here): the ranks read them from their own view of /sys/fs/cgroup."""
+    import shutil
+    import tempfile
+
+    from nearmetal.evidence.collect import collect
+
+    out = tempfile.mkdtemp(prefix="nm-evidence-podman-", dir="/tmp")
+    try:
+        got = nearmetal("run", "--evidence", out, "--mode", "hybrid", "--runtime", "podman",
+                        "--runtime-arg=--cpus=1.5", "--runtime-arg=--memory=512m", "--mpi", "openmpi", "-n", "2",
+                        "--", "nm-allreduce", "-m", "8:8", "-i", "10", "-x", "1")
+        assert got.returncode == 0, got.stderr
+        ranks = collect(out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    assert sorted(ranks) == [0, 1]
+    for r in ranks.values():
+        assert r["cgroup"]["cpu_quota_cores"] == 1.5 and r["cgroup"]["memory_limit_bytes"] == 512 << 20, r["cgroup"]
