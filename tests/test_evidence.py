@@ -242,3 +242,50 @@ def test_a_podman_cpu_quota_and_memory_limit_are_seen_by_the_ranks(default_image
     assert sorted(ranks) == [0, 1]
     for r in ranks.values():
         assert r["cgroup"]["cpu_quota_cores"] == 1.5 and r["cgroup"]["memory_limit_bytes"] == 512 << 20, r["cgroup"]
+
+
+THREADED = r"""
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+static MPI_Comm comms[2];
+static void *work(void *arg)
+{
+    double x = 1, y;
+    for (int i = 0; i < 2000; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, comms[(long)arg]);
+    return NULL;
+}
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided != MPI_THREAD_MULTIPLE) { fprintf(stderr, "no MPI_THREAD_MULTIPLE\n"); MPI_Abort(MPI_COMM_WORLD, 3); }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
+    pthread_t t[2];
+    for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, work, (void *)i);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("family", ["openmpi", "mpich"])
+def test_under_mpi_thread_multiple_concurrent_calls_are_all_counted(family, tmp_path):
+    """Two threads of each rank call MPI_Allreduce at once: the counters are added atomically
+    when MPI_THREAD_MULTIPLE was provided, so none is lost."""
+    from nearmetal.evidence.collect import collect
+
+    src, exe = tmp_path / "mt.c", tmp_path / f"mt-{family}"
+    src.write_text(THREADED)
+    subprocess.run([f"mpicc.{family}", "-pthread", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "ev"
+    got = nearmetal("run", "--evidence", str(out), "--mpi", family, "-n", "2", "--", str(exe))
+    assert got.returncode == 0, got.stderr
+    ranks = collect(str(out))
+    assert sorted(ranks) == [0, 1]
+    for r in ranks.values():
+        assert r["mpi_profile"]["thread_multiple"] is True
+        assert r["mpi_profile"]["functions"]["MPI_Allreduce"]["calls"] == 2 * 2000
+        assert r["mpi_profile"]["functions"]["MPI_Comm_dup"]["calls"] == 2
