@@ -122,6 +122,12 @@ def test_one_file_per_rank_is_chosen_and_normalised(tmp_path):
     assert got[-1]["launch_ns"] == 1_000_000_000
 
 
+def test_a_value_that_is_not_utf8_is_replaced_not_the_file_lost(tmp_path):
+    text = json.dumps(raw(1, mpi_rank=0, ld_preload="/opt/XX.so")).replace("XX", "\\u00ff")
+    (tmp_path / "ev-h-1.json").write_bytes(text.encode().replace(b"\\u00ff", b"\xff"))
+    assert collect.collect(str(tmp_path))[0]["ld_preload"] == "/opt/\ufffd.so"
+
+
 def test_missing_counters_give_none_not_a_wrong_number(tmp_path):
     put(tmp_path, "ev-h-1.json", raw(1, mpi_rank=0, launch_ns=-1, start={"cpu": -1, "nr_migrations": -1},
                                      end={"cpu": 0, "nr_migrations": 5}))

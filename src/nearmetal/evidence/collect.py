@@ -76,7 +76,8 @@ def read_files(stage, remove=True):
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
                 with os.fdopen(fd, "rb") as f:
                     data = f.read(MAX_FILE + 1)
-                raw = json.loads(data) if len(data) <= MAX_FILE else None
+                # a path or variable that is not UTF-8 (the rank copies bytes): replaced, the file still read
+                raw = json.loads(data.decode("utf-8", "replace")) if len(data) <= MAX_FILE else None
                 if isinstance(raw, dict):
                     found.append(raw)
             except (OSError, ValueError):
