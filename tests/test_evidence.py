@@ -176,8 +176,6 @@ def test_bind_mode_ranks_name_the_hosts_mpi_library_they_ran(tmp_path):
     import os
     import tempfile
 
-    from nearmetal.discovery.mpi import split  # noqa: F401  (the family names below are the host's)
-
     out = tempfile.mkdtemp(prefix="nm-evidence-bind-", dir="/tmp")
     try:
         got = nearmetal("run", "--evidence", out, "--mode", "bind", "--mpi", "mpich", "-n", "2", "--", "nm-allreduce",
