@@ -160,8 +160,6 @@ def test_run_evidence_writes_one_file_per_rank_into_the_directory(tmp_path):
 
 
 def test_run_evidence_in_a_container_mode_needs_a_directory_under_tmp():
-    import os
-
     from conftest import assert_one_line_error
 
     where = f"/var/tmp/nm-evidence-test-{os.getpid()}"
@@ -173,7 +171,6 @@ def test_run_evidence_in_a_container_mode_needs_a_directory_under_tmp():
 def test_bind_mode_ranks_name_the_hosts_mpi_library_they_ran(tmp_path):
     """Bind mode brings the host's MPI into the image: the ranks see it under the bind mount,
     with the host file's inode."""
-    import os
     import tempfile
 
     out = tempfile.mkdtemp(prefix="nm-evidence-bind-", dir="/tmp")
