@@ -156,25 +156,27 @@ def test_finish_run_stores_the_load_in_the_same_transaction(tmp_path):
 
 
 @unit
-@pytest.mark.parametrize("old", [1, 2])
+@pytest.mark.parametrize("old", [1, 2, 3])
 def test_older_stores_are_read_as_they_are_and_migrated_by_writers(tmp_path, old):
     p = tmp_path / f"v{old}.db"
     with Store(p, what="test") as store:
         store.create_study("s", "", 1, 0.03, {}, "0", "now", planned=PLANNED)
     db = sqlite3.connect(p)
-    db.executescript("DROP TABLE run_load;" + ("DROP TABLE jobs;" if old == 1 else "")
+    db.executescript("DROP TABLE run_evidence;" + ("DROP TABLE run_load;" if old <= 2 else "")
+                     + ("DROP TABLE jobs;" if old == 1 else "")
                      + f"UPDATE meta SET value='{old}' WHERE key='schema_version';")
     db.close()
     before = p.read_bytes()
     with Store(p, readonly=True) as reader:
-        assert reader.run_load(1) == []
+        assert reader.evidence(1) == [] and (old == 3 or reader.run_load(1) == [])
     assert p.read_bytes() == before
-    with Store(p, what="test") as writer:  # one step from 1 or 2 to 3, in place
+    with Store(p, what="test") as writer:  # one step from 1, 2 or 3 to 4, in place
         assert writer.finish_run(writer.pending(1)[0]["id"], "ok", 0, [], {}, None, "t", 1.0, None, [], load=LOAD)
         assert len(writer.run_load(1)) == 1
     db = sqlite3.connect(p)
-    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "3"
-    assert {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")} >= {"jobs", "run_load"}
+    assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION) == "4"
+    assert {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")} >= {"jobs", "run_load",
+                                                                                             "run_evidence"}
     db.close()
 
 

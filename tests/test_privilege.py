@@ -196,6 +196,15 @@ def test_the_user_dimension_runs_a_studys_ranks_as_the_account(account, tmp_path
                      "hybrid/charliecloud/mpich/default+as-nmuser": {"name": NAME, "uid": account.pw_uid}}
     assert all(status == "ok" for _, status, *_ in rows)
     assert not account_processes(account)
+    # the ranks run as the account wrote their evidence into the study's staging directory
+    from nearmetal.evidence.read import evidence_of
+    from nearmetal.study.store import Store
+
+    with Store(tmp_path / "db" / "study.db", create=False, readonly=True) as store:
+        runs = {r["id"]: r["run_key"] for r in store.runs(store.study("as-account")["id"])}
+        evidence = evidence_of(store, store.study("as-account")["id"])
+    as_account = [run_id for run_id, key in runs.items() if key.startswith("latency|") and "as-nmuser" in key]
+    assert len(as_account) == 2 and all([r["rank"] for r in evidence[i]] == [0, 1] for i in as_account)
 
 
 def test_podman_leaves_no_pause_process_behind(account, workdir, default_image):

@@ -118,7 +118,7 @@ def test_a_study_stored_before_analysis_specs_is_analysed_from_its_file(tmp_path
     assert [v["baseline"] for v in old["variants"]] == [v["baseline"] for v in planned["variants"]]
     assert old["sequential"] == planned["sequential"]
     with sqlite3.connect(tmp_path / "p.db") as db:
-        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("3",)
+        assert db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
 
 
 def test_further_variants_are_planned_into_a_study_once_with_their_baselines(tmp_path):

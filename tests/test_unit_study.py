@@ -425,7 +425,7 @@ def test_a_newer_schema_is_refused(tmp_path):
     db.close()
     with pytest.raises(NearmetalError) as e:
         Store(p, readonly=True)
-    assert str(e.value) == f"{p} has store schema version '99'; this nearmetal reads versions 1, 2, 3"
+    assert str(e.value) == f"{p} has store schema version '99'; this nearmetal reads versions 1, 2, 3, 4"
 
 
 def test_version_1_store_is_migrated(tmp_path):

@@ -75,6 +75,9 @@ def test_wheel_carries_kernel_sources_script_and_runtime_deps(wheel):
     assert "nearmetal/runtimes/nm-envfwd.c" in names  # apptainer --cleanenv: built on first use
     from nearmetal.trace.build import HEADERS, SOURCES  # nm-trace.so: built on first `trace`
     assert {f"nearmetal/trace/csrc/{f}" for f in SOURCES + HEADERS} <= names
+    from nearmetal.evidence import build as evidence_build  # nm-evidence.so: built on a study's first run
+
+    assert {f"nearmetal/evidence/csrc/{f}" for f in evidence_build.SOURCES + evidence_build.HEADERS} <= names
     assert any(n.endswith(".data/scripts/nearmetal") for n in names), "bin/nearmetal must be installed"
     runtime = [line.split(":", 1)[1].strip() for line in meta.splitlines()
                if line.startswith("Requires-Dist:") and "extra ==" not in line]

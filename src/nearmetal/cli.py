@@ -44,6 +44,10 @@ def cmd_run(args):
         from .audit import rank_env as audited
 
         req, *more = [r.replace(env=audited(r.env)) for r in [req] + more]
+    if getattr(args, "evidence", None):  # every component's ranks write their evidence into DIR
+        from .evidence.run_dir import rank_env as with_evidence
+
+        req, *more = [r.replace(env=with_evidence(r.env, args.evidence, r.mode, args.dry_run)) for r in [req] + more]
     p = plan(req, more)
     if req.mode != "native" or any(r.mode != "native" for r in more):
         from .run import unseen_host_files
@@ -152,7 +156,7 @@ class _Args:
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
                    "--workdir": "workdir", "--runtime-arg": "runtime_args", "--network": "network",
-                   "--user": "user", "--gpus": "gpus"}
+                   "--user": "user", "--gpus": "gpus", "--evidence": "evidence"}
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose", "--witness": "witness",
               "--audit": "audit"}
 
@@ -178,7 +182,7 @@ def fast_parse_run(argv):
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
     a = dict(mode="native", image=None, mpi=None, ranks=2, ranks_per_node=None,
              threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False,
-             audit=False, network=None, user=None, gpus=None, program_argv=[], command="run",
+             audit=False, evidence=None, network=None, user=None, gpus=None, program_argv=[], command="run",
              dashes_taken=False)
     i = 0
     while i < len(argv):

@@ -228,6 +228,10 @@ def _launch_options(r):
     r.add_argument("-v", "--verbose", action="store_true", help="print the argv and environment before running")
     r.add_argument("--witness", action="store_true",
                    help="each MPI rank says at exit which MPI library it really ran (path, inode, version)")
+    r.add_argument("--evidence", metavar="DIR",
+                   help="each rank writes what it saw (CPUs, namespaces, cgroup limits, time to main and MPI_Init, "
+                        "its MPI library and an MPI profile) as DIR/ev-HOST-PID.json; in a container mode DIR must be "
+                        "under /tmp (docs/explain.md; studies record it for every run)")
     r.add_argument("--audit", action="store_true",
                    help="run the ranks under an rtld-audit library that sees every object and symbol binding "
                         "(LD_AUDIT interception, which some HPC container set-ups use to redirect library loads to the "

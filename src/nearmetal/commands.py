@@ -36,6 +36,10 @@ def _rank_env(args):
         from .audit import rank_env as audited
 
         env = audited(env)
+    if getattr(args, "evidence", None):
+        from .evidence.run_dir import rank_env as with_evidence
+
+        env = with_evidence(env, args.evidence, args.mode, args.dry_run)
     return env
 
 

@@ -14,7 +14,8 @@ class CellLaunch:
     """launch: the run.Plan; request: the RunRequest it came from; kernel: the kernel's spec
     (None for a program); traced: (staging directory, layers) of a `trace = true` benchmark;
     image: how its image is read ({cold_cache, image: {format, path, place}}, study/image_variant.py);
-    error: the NearmetalError that keeps the cell from starting (then nothing else is set)."""
+    error: the NearmetalError that keeps the cell from starting (then nothing else is set);
+    evidence: the staging directory of the ranks' evidence files (None: `evidence = false`)."""
 
     benchmark: object = None
     launch: object = None
@@ -23,6 +24,7 @@ class CellLaunch:
     traced: tuple | None = None
     image: dict = field(default_factory=dict)
     error: NearmetalError | None = None
+    evidence: str | None = None
 
     @property
     def cold(self):
@@ -47,7 +49,12 @@ def compose(config, cell, placer, store):
     else:
         spec = kernels.get(bench.kernel)
         program, args = spec.program, list(bench.args or spec.default_args)
-    env, traced = rank_env(config, bench, variant), None
+    env, traced, evidence = rank_env(config, bench, variant), None, None
+    if config.study.evidence:  # first in LD_PRELOAD: the tracer below hooks into it
+        from ..evidence import collect, rank_env as with_evidence
+
+        evidence = "/tmp/nearmetal-evidence-DIR" if dry else collect.staging(other_account=bool(variant.get("user")))
+        env = with_evidence(env, evidence)
     if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
         from .traced import staging_env
 
@@ -84,11 +91,11 @@ def compose(config, cell, placer, store):
         if not dry:  # e.g. podman's import of the image for an account: not inside a run's time
             launch.prepare_account()
     except NearmetalError as e:
-        return CellLaunch(bench, traced=traced, error=e)
+        return CellLaunch(bench, traced=traced, error=e, evidence=evidence)
     except (OSError, ValueError, RuntimeError) as e:  # a path or value no check foresaw: cannot run
-        return CellLaunch(bench, traced=traced,
+        return CellLaunch(bench, traced=traced, evidence=evidence,
                           error=NearmetalError(f"cannot plan this run: {getattr(e, 'strerror', None) or e}"))
-    return CellLaunch(bench, launch, req, spec, traced, image)
+    return CellLaunch(bench, launch, req, spec, traced, image, evidence=evidence)
 
 
 def _image_of(variant, placer, image):

@@ -97,6 +97,7 @@ class StudySection(_Strict):
     # a quiet machine; leave runs on a busy machine (disturbed) out of the statistics
     quiet: StrictBool = False
     witness: StrictBool = False  # each run's ranks say which MPI library they ran (stored in the context)
+    evidence: StrictBool = True  # each run's ranks record what they saw (nearmetal.evidence, run_evidence)
     quiet_wait: StrictFloat = Field(60, ge=0, le=3600, allow_inf_nan=False)
     exclude_disturbed: StrictBool = False
     # a cell whose container runtime is not installed here: a refused study ("fail"), or left

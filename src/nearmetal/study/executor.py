@@ -100,6 +100,10 @@ class Executor:
         codec.store_result(self.store, spec.run_id,
                            RunResult(status, launched.exit_status, p.argv, p.env_delta, ctx, started, launched.wall_s,
                                      tail, records, launched.load))
+        if launch.evidence is not None:
+            from ..evidence.keep import keep
+
+            keep(self.store, spec.run_id, launch.evidence)
         return status
 
     def _transport(self, resolved, err):
@@ -134,6 +138,10 @@ class Executor:
             if study.quiet:
                 quiet, waited = contention.wait_quiet(study.quiet_wait)
             before = contention.snapshot()
+        if launch.evidence is not None:  # what a killed earlier run left is not this run's
+            from ..evidence.collect import clear
+
+            clear(launch.evidence)
         if launch.cold:  # last, after staging inputs and waiting: nothing the run reads is in memory
             from .image_variant import drop_caches
 
@@ -199,6 +207,8 @@ class Executor:
         for launch in self._launches.values():
             if launch.traced is not None:
                 shutil.rmtree(launch.traced[0], ignore_errors=True)
+            if launch.evidence is not None and self.store is not None:
+                shutil.rmtree(launch.evidence, ignore_errors=True)
         self._placer.close()  # the image copies placed for the runs
         self._launches.clear()  # their environments name those directories
 

@@ -1,8 +1,8 @@
 """The store's tables, as SQL, by schema version (docs/store.md): what a new store creates and
 what each migration adds. study/store.py runs them."""
 
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 _TABLES_V1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,3 +43,11 @@ CREATE TABLE IF NOT EXISTS run_load (
 """
 _LOAD_COLUMNS = ("load_start", "load_end", "steal_pct", "others_cpu_s", "own_cpu_s", "cpus", "busy", "quiet",
                  "quiet_wait_s")
+
+# Version 3 -> 4: what each rank of a run saw (nearmetal.evidence): one JSON object per rank,
+# rank -1 the launching side's own facts (its namespaces, the launch time).
+_TABLES_V4 = """
+CREATE TABLE IF NOT EXISTS run_evidence (
+  run_id INTEGER NOT NULL REFERENCES runs(id), rank INTEGER NOT NULL, evidence_json TEXT NOT NULL,
+  PRIMARY KEY(run_id, rank));
+"""

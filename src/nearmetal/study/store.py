@@ -40,7 +40,8 @@ from ..safe_read import read_head
 from ..safe_write import refuse_links
 from . import shared_fs
 from .lock import lock_for_writing
-from .schema import _LOAD_COLUMNS, _TABLES_V1, _TABLES_V2, _TABLES_V3, READABLE_VERSIONS, SCHEMA_VERSION
+from .schema import (_LOAD_COLUMNS, _TABLES_V1, _TABLES_V2, _TABLES_V3, _TABLES_V4, READABLE_VERSIONS,
+                     SCHEMA_VERSION)
 
 BUSY_TIMEOUT_S = 30
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -154,12 +155,12 @@ class Store:
             raise
 
     def _create(self):
-        self._script(_TABLES_V1 + _TABLES_V2 + _TABLES_V3
+        self._script(_TABLES_V1 + _TABLES_V2 + _TABLES_V3 + _TABLES_V4
                      + f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');")
 
     def _migrate(self, version):
-        """In place, in one transaction: 1 -> 2 (jobs) -> 3 (run_load)."""
-        steps = {1: _TABLES_V2, 2: _TABLES_V3}
+        """In place, in one transaction: 1 -> 2 (jobs) -> 3 (run_load) -> 4 (run_evidence)."""
+        steps = {1: _TABLES_V2, 2: _TABLES_V3, 3: _TABLES_V4}
         self._script("".join(steps[v] for v in range(version, SCHEMA_VERSION))
                      + f"UPDATE meta SET value='{SCHEMA_VERSION}' WHERE key='schema_version';")
 
@@ -389,6 +390,22 @@ class Store:
         return self._all(
             "SELECT l.*, r.run_key, r.variant, r.benchmark, r.ranks, r.threads, r.wall_s FROM run_load l "
             "JOIN runs r ON r.id = l.run_id WHERE r.study_id=? AND r.warmup=0 ORDER BY r.position", (study_id,))
+
+    def set_evidence(self, run_id, rows):
+        """A run's evidence (nearmetal.evidence): rows [(rank, json text)], replacing what an
+        earlier attempt at the same run stored."""
+        with self._tx() as db:
+            db.execute("DELETE FROM run_evidence WHERE run_id=?", (run_id,))
+            db.executemany("INSERT INTO run_evidence (run_id, rank, evidence_json) VALUES (?, ?, ?)",
+                           [(run_id, rank, text) for rank, text in rows])
+
+    def evidence(self, study_id):
+        """The study's run_evidence rows (run_id, rank, evidence_json), by run and rank ([] before v4)."""
+        if not self._one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='run_evidence'"):
+            return []
+        return self._all(
+            "SELECT e.run_id, e.rank, e.evidence_json FROM run_evidence e JOIN runs r ON r.id = e.run_id "
+            "WHERE r.study_id=? ORDER BY r.position, e.rank", (study_id,))
 
     def contexts(self, study_id):
         return self._all(

@@ -60,8 +60,12 @@ def library():
 
 def rank_env(trace_dir, layers=None, env=None):
     """The variables the ranks (never the launcher) need: the tracer preloaded after any
-    LD_PRELOAD of theirs, NM_TRACE_DIR, and NM_TRACE_LAYERS when layers are given."""
-    env = dict(env or {})
+    LD_PRELOAD of theirs, NM_TRACE_DIR, and NM_TRACE_LAYERS when layers are given. The
+    evidence library comes first (when not already there): it owns MPI_Init and MPI_Finalize
+    and tells the tracer of them (csrc/nm-mpi.c)."""
+    from .. import evidence
+
+    env = evidence.preloaded(env, evidence.library())
     unknown = [name for name in layers or () if name not in ALL_LAYERS]
     if unknown:
         raise NearmetalError(f"unknown trace layer {unknown[0]} (choose from: {' '.join(ALL_LAYERS)})")

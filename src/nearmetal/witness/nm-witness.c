@@ -1,10 +1,11 @@
 /* nm-witness: which MPI library did this rank of the user's program really run?
  *
  * Preloaded into each rank (LD_PRELOAD, or with ld.so --preload in bind mode), it does
- * nothing until the program exits; then, if the program has MPI_Init, it writes one line to
+ * nothing until the program exits; then, if the program has MPI (PMPI_Comm_rank), it writes one line to
  * stderr:
  *   nm-witness: rank=R pid=P program=EXE library=PATH inode=N version=FIRST LINE
- * where library is the file that provides MPI_Init (dladdr), as the rank sees it, and version
+ * where library is the file that provides PMPI_Comm_rank (dladdr), as the rank sees it (not
+ * MPI_Init: nearmetal's evidence library, preloaded first, defines that one), and version
  * the first line of MPI_Get_library_version. It links nothing of MPI and resolves symbols
  * only at exit, so it cannot change which library the program loads.
  *
@@ -41,7 +42,7 @@ static const char *rank_of(void)
 
 __attribute__((destructor)) static void nm_witness(void)
 {
-    void *init = dlsym(RTLD_DEFAULT, "MPI_Init");
+    void *init = dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
     if (!init)
         return; /* not an MPI program (a shell, the runtime's helpers): nothing to witness */
     Dl_info info;

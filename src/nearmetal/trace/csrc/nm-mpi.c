@@ -1,8 +1,11 @@
 /* nm-trace MPI start and end: the rank, asked of MPI right after the program's own MPI_Init
  * returned, and the phases during which the MPI library's own file I/O is not recorded
- * (inside MPI_Init/MPI_Init_thread/MPI_Finalize). The PMPI_ names are wrapped too: Open MPI's
- * Fortran bindings call PMPI_Init directly. The tracer never calls MPI outside MPI_Init ..
- * MPI_Finalize. Buffers are flushed after MPI_Finalize.
+ * (inside MPI_Init/MPI_Init_thread/MPI_Finalize). The tracer does not wrap those itself:
+ * nm-evidence.so, preloaded before it, owns them (one owner among nearmetal's preloads,
+ * nearmetal/evidence/csrc/nm-mpi-owner.c) and calls the hook registered here before and after
+ * each. Without it the rank comes from the launcher's variables and the MPI library's own
+ * I/O is recorded too. The tracer never calls MPI outside MPI_Init .. MPI_Finalize. Buffers
+ * are flushed after MPI_Finalize.
  */
 #include "nm-trace.h"
 
@@ -12,7 +15,6 @@
  * &ompi_mpi_comm_world in Open MPI, the integer 0x44000000 in MPICH (and its ABI kin). */
 static void after_init(int rc)
 {
-    nm_mpi_phase = 2;
     if (!nm_tracing() || rc != 0) return;
     int saved = errno;
     nm_guard(1);
@@ -28,37 +30,17 @@ static void after_init(int rc)
     errno = saved;
 }
 
-int MPI_Init(int *argc, char ***argv)
+/* nm-evidence's events: 1 before MPI_Init, 2 after, 3 before MPI_Finalize, 4 after */
+static void on_mpi(int event, int rc)
 {
-    static int (*real)(int *, char ***);
-    NM_REAL(real, "PMPI_Init", 1);
-    nm_mpi_phase = 1;
-    int rc = real(argc, argv);
-    after_init(rc);
-    return rc;
+    nm_mpi_phase = event;
+    if (event == 2) after_init(rc);
+    if (event == 4 && nm_tracing()) nm_flush(0);
 }
-int PMPI_Init(int *argc, char ***argv) __attribute__((alias("MPI_Init")));
 
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+/* Registered at load: the evidence library is loaded before this one (it is first in LD_PRELOAD). */
+__attribute__((constructor)) static void nm_mpi_hook(void)
 {
-    static int (*real)(int *, char ***, int, int *);
-    NM_REAL(real, "PMPI_Init_thread", 1);
-    nm_mpi_phase = 1;
-    int rc = real(argc, argv, required, provided);
-    after_init(rc);
-    return rc;
+    int (*add)(void (*)(int, int)) = (int (*)(void (*)(int, int)))dlsym(RTLD_DEFAULT, "nm_mpi_hook_add");
+    if (add) add(on_mpi);
 }
-int PMPI_Init_thread(int *, char ***, int, int *) __attribute__((alias("MPI_Init_thread")));
-
-int MPI_Finalize(void)
-{
-    static int (*real)(void);
-    NM_REAL(real, "PMPI_Finalize", 1);
-    nm_mpi_phase = 3;
-    int rc = real();
-    nm_mpi_phase = 4;
-    if (nm_tracing()) nm_flush(0);
-    return rc;
-}
-int PMPI_Finalize(void) __attribute__((alias("MPI_Finalize")));
-

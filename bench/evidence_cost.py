@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""What the evidence library costs the ranks it records (issue 29: the MPI profile ≤ 1% on
+allreduce at ≥ 1 KiB; for 8-byte latency, the nanoseconds added per wrapped call).
+
+Each case runs the same program, arguments and ranks with the evidence library preloaded
+(`nearmetal run --evidence DIR`: the ranks note their facts at load, time every wrapped MPI
+call and write one file at MPI_Finalize) and without (`nearmetal run`), in interleaved pairs
+whose order is drawn by a seeded RNG (one warm-up pair first, discarded). The figure is the
+program's own timer: nearmetal's start-up is not the profile's cost.
+
+- `allreduce-openmpi`, `allreduce-mpich`: nm-allreduce -m 1024:4096 (2 ranks), the latency at
+  1 KiB and 4 KiB: each iteration is one wrapped MPI_Allreduce plus one wrapped MPI_Barrier.
+- `latency-openmpi`, `latency-mpich`: nm-latency -m 8:8 (2 ranks): the one-way latency of an
+  8-byte message, on whose path lie two wrapped calls (the sender's MPI_Send, the receiver's
+  MPI_Recv); ns per wrapped call = (profiled - unprofiled) / 2.
+- `percall-openmpi`, `percall-mpich`: one rank calls MPI_Allreduce of 8 bytes on
+  MPI_COMM_SELF --calls times (built here with mpicc), timed in the thread's CPU time: the
+  direct cost of one wrapped call in ns, with the least noise (no partner, no network, and
+  time other processes take from the CPU is not counted).
+
+- `startup-openmpi`, `startup-mpich`: nm-startup (2 ranks): the mean over ranks of the time
+  from the launch to main and to the end of MPI_Init, and the CPU time to main: what the
+  library's loading and its constructor (the /proc and cgroup files it reads) add to a start.
+
+--clock monotonic runs the profiled side with NM_EVIDENCE_CLOCK=monotonic (two clock_gettime
+readings per call instead of the TSC's two rdtsc).
+
+The machine may be shared (other processes): each pair records the CPU-seconds others used
+during it (busy time in /proc/stat minus this script's children's), printed with the result.
+Per case: the median of the per-pair profiled/unprofiled ratios with a percentile bootstrap
+95% CI (2000 resamples, numpy, seed 0), the medians of both, and the added ns per call.
+
+usage: bench/evidence_cost.py [--pairs 11] [--seed 1] [--cases allreduce-openmpi,...] [--calls 200000]
+                              [--clock tsc|monotonic] [--json FILE]
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
+CASES = ("allreduce-openmpi", "allreduce-mpich", "latency-openmpi", "latency-mpich", "percall-openmpi",
+         "percall-mpich", "startup-openmpi", "startup-mpich")
+PERCALL_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+/* this thread's CPU time: what other processes on a busy machine take is not counted */
+static double cpu_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    long n = atol(argv[1]);
+    double x = 1, y = 0;
+    for (long i = 0; i < n / 10; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF); /* warm-up */
+    double t0 = cpu_ns();
+    for (long i = 0; i < n; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
+    double t1 = cpu_ns();
+    printf("ns_per_call %.3f\n", (t1 - t0) / n);
+    MPI_Finalize();
+    return y == 1 ? 0 : 1;
+}
+"""
+
+
+def program(case, a, scratch):
+    from nearmetal.kernels.build import host_bin
+
+    kind, family = case.split("-")
+    if kind == "allreduce":
+        return family, 2, [os.path.join(host_bin(family), "nm-allreduce"), "-m", "1024:4096", "-i", "5000", "-x", "500"]
+    if kind == "latency":
+        return family, 2, [os.path.join(host_bin(family), "nm-latency"), "-m", "8:8", "-i", "20000", "-x", "2000"]
+    if kind == "startup":
+        return family, 2, [os.path.join(host_bin(family), "nm-startup")]
+    src, exe = os.path.join(scratch, "percall.c"), os.path.join(scratch, f"percall-{family}")
+    with open(src, "w") as f:
+        f.write(PERCALL_C)
+    subprocess.run([f"mpicc.{family}", "-O2", "-o", exe, src], check=True)
+    return family, 1, [exe, str(a.calls)]
+
+
+def figures(text):
+    """{name: value}: a size's latency (two-column rows) or ns_per_call."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            out[f"lat_{parts[0]}"] = float(parts[1])
+        elif len(parts) == 2 and parts[0] == "ns_per_call":
+            out["ns_per_call"] = float(parts[1])
+        elif len(parts) == 8 and parts[0] == "mean":  # nm-startup's mean row
+            out |= {"to_main_s": float(parts[2]), "cpu_to_main_s": float(parts[3]), "to_after_init_s": float(parts[6])}
+    if not out:
+        raise RuntimeError(f"no figures in:\n{text}")
+    return out
+
+
+def run(argv, profiled, family, ranks, scratch, clock="tsc"):
+    cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)]
+    out = None
+    if profiled:
+        out = tempfile.mkdtemp(prefix="ev-", dir=scratch)
+        cmd += ["--evidence", out] + (["--env", "NM_EVIDENCE_CLOCK=monotonic"] if clock == "monotonic" else [])
+    p = subprocess.run(cmd + ["--"] + argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    if out:
+        files = os.listdir(out)
+        if len(files) != ranks:  # the profile really ran: one file per rank
+            raise RuntimeError(f"{len(files)} evidence files for {ranks} ranks in {out}")
+        shutil.rmtree(out, ignore_errors=True)
+    return figures(p.stdout)
+
+
+def busy_s():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def bootstrap_median(x, resamples=2000, seed=0):
+    x = np.asarray(x, float)
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, len(x), (resamples, len(x)))], axis=1)
+    return float(np.median(x)), float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
+
+
+def report(case, pairs):
+    keys = sorted(pairs[0]["plain"])
+    for k in keys:
+        plain = np.array([p["plain"][k] for p in pairs])
+        prof = np.array([p["profiled"][k] for p in pairs])
+        med, lo, hi = bootstrap_median(prof / plain)
+        added = np.median(prof - plain)
+        unit = "ns" if k == "ns_per_call" else "s" if k.endswith("_s") else "us"
+        line = (f"{case:18s} {k:11s} unprofiled {np.median(plain):9.4g} {unit}  profiled {np.median(prof):9.4g} {unit}  "
+                f"ratio median {med:.4f}  95% CI [{lo:.4f}, {hi:.4f}]  (n={len(pairs)})")
+        if k == "ns_per_call":
+            line += f"  added {added:+.1f} ns per wrapped call"
+        elif case.startswith("latency"):
+            line += f"  added {added * 1000 / 2:+.1f} ns per wrapped call (2 on the one-way path)"
+        print(line, flush=True)
+    foreign = [p["foreign_cpu_s"] for p in pairs]
+    print(f"  CPU-s used by other processes during the pairs: median {np.median(foreign):.2f}, max {max(foreign):.2f}",
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=11)
+    ap.add_argument("--seed", type=int, default=1, help="the order within each pair")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma list of: {', '.join(CASES)}")
+    ap.add_argument("--calls", type=int, default=200000, help="percall: MPI_Allreduce calls timed")
+    ap.add_argument("--clock", default="tsc", choices=("tsc", "monotonic"), help="the profile's clock (profiled side)")
+    ap.add_argument("--json", help="write every pair's figures here")
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    scratch = tempfile.mkdtemp(prefix="nm-evidence-cost-")
+    raw = {}
+    try:
+        for case in a.cases.split(","):
+            if case not in CASES:
+                ap.error(f"unknown case {case}")
+            family, ranks, argv = program(case, a, scratch)
+            print(f"## {case} (profile clock: {a.clock}): nearmetal run [--evidence DIR] --mpi {family} -n {ranks} -- "
+                  f"{' '.join(argv)}", flush=True)
+            for profiled in (False, True):  # warm-up: builds, discovery caches, page cache
+                run(argv, profiled, family, ranks, scratch, a.clock)
+            pairs = []
+            for _ in range(a.pairs):
+                got, b, c = {}, busy_s(), children_s()
+                for profiled in rng.sample([False, True], 2):
+                    got["profiled" if profiled else "plain"] = run(argv, profiled, family, ranks, scratch, a.clock)
+                got["foreign_cpu_s"] = round((busy_s() - b) - (children_s() - c), 3)
+                pairs.append(got)
+            raw[case] = pairs
+            report(case, pairs)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"args": vars(a), "pairs": raw}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Build and place nm-evidence.so (csrc/): built with the host's `cc` into the nearmetal home
+(tools/nm-evidence.so), rebuilt when any source is newer, with only old glibc symbol
+versions and no MPI header (one library serves Open MPI and MPICH: csrc/nm-profile.c), then
+copied read-only under /tmp (supervise.place_shared)."""
+
+import os
+
+from ..home import home_str
+from . import CSRC
+
+SOURCES = ("nm-evidence.c", "nm-mpi-owner.c", "nm-profile.c")
+HEADERS = ("nm-evidence.h", "nm-evidence-fns.def")
+FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
+# libdl.so.2 by name: images with a glibc older than 2.34 keep dlsym there
+LIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2"]
+
+
+def built():
+    """tools/nm-evidence.so in the nearmetal home, (re)built when older than any source."""
+    path = os.path.join(home_str(), "tools", "nm-evidence.so")
+    newest = max(os.stat(os.path.join(CSRC, f)).st_mtime for f in SOURCES + HEADERS)
+    try:
+        if os.stat(path).st_mtime >= newest:
+            return path
+    except OSError:
+        pass
+    from ..supervise import build
+
+    return build(path, [os.path.join(CSRC, f) for f in SOURCES], FLAGS, LIBS)
+
+
+def library():
+    """The path, under /tmp, of a built nm-evidence.so no older than its sources."""
+    from ..supervise import place_shared
+
+    return place_shared(built(), "nm-evidence")
