@@ -54,7 +54,7 @@ def compose(config, cell, placer, store):
         from ..evidence import collect, rank_env as with_evidence
 
         evidence = "/tmp/nearmetal-evidence-DIR" if dry else collect.staging(other_account=bool(variant.get("user")))
-        env = with_evidence(env, evidence)
+        env = with_evidence(env, evidence, dry=dry)
     if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
         from .traced import staging_env
 
