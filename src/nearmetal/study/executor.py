@@ -196,10 +196,11 @@ class Executor:
             stage(p.cwd, launch.benchmark.inputs, in_container=req.mode != "native", user=req.user)
         jobs = []
         scheduler, study = schedulers.get(req.scheduler), self.config.study
-        walls = self._history().get(spec.cell.key, [])
+        # the hang limit where the job's tree is this process's child (a batch job has its own time limit)
+        walls = self._history().get(spec.cell.key, []) if scheduler.job_is_child else []
         limit_s, derived = hang.limit(walls, study.timeout, study.hang_floor_s)
         state = []  # the job's processes, read when its hang limit is reached and before they are ended
-        before_stop = (lambda pid: state.extend(proc.tree_state(pid))) if derived and scheduler.job_is_child else None
+        before_stop = (lambda pid: state.extend(proc.tree_state(pid))) if derived else None
         quiet = waited = before = None
         if scheduler.job_is_child:
             if study.quiet:
