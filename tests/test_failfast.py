@@ -226,3 +226,38 @@ unit = "GFLOP/s"
     assert [s for (s,) in _rows(db, "SELECT status FROM runs")] == ["failed"] * 5
     assert "stopped after its first run" not in out.stderr
 
+
+
+def test_a_runtime_not_installed_is_refused_unless_skip_leaves_its_cells_out(tmp_path):
+    """A machine without ch-run: PATH is /usr/bin and /bin as links, less ch-run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for name in os.listdir(d):
+            if not name.startswith("ch-") and not (bin_dir / name).exists():
+                (bin_dir / name).symlink_to(os.path.join(d, name))
+    env = {"PATH": str(bin_dir)}
+    text = """
+[study]
+name = "rt"
+repetitions = 2
+{extra}
+[matrix]
+mode = ["native", "hybrid"]
+runtime = ["charliecloud", "bwrap"]
+mpi = ["mpich"]
+[[benchmark]]
+kernel = "latency"
+args = ["-m", "8:8"]
+"""
+    path = tmp_path / "rt.toml"
+    path.write_text(text.format(extra=""))
+    err = assert_one_line_error(nearmetal("study", path, "--dry-run", env=env))
+    assert err.endswith("cannot run: runtime charliecloud of 1 cell: ch-run is not installed; [study] "
+                        "missing_runtimes = \"skip\" leaves such cells out instead"), err
+    assert "bwrap" not in err  # installed, and it starts here
+    path.write_text(text.format(extra='missing_runtimes = "skip"'))
+    skip = nearmetal("study", path, "--dry-run", env=env)
+    assert skip.returncode == 0, skip.stderr
+    assert "charliecloud is not installed here: its 1 cells are left out of study 'rt'" in skip.stdout
+    assert "charliecloud" not in skip.stdout.replace("charliecloud is not installed here", "")
