@@ -144,13 +144,25 @@ def test_a_runtime_not_installed_or_not_starting_is_refused_and_skip_leaves_out_
         preflight.check(skip, "f.toml")
     assert "runtime charliecloud of 1 cell: it does not start" in str(e.value) and "podman" not in str(e.value)
     machine.starts["ch-run"] = (True, "started")
-    assert preflight.problems(skip) == []
+    assert preflight.problems(skip) == ([], [])
 
 
 def test_runtimes_are_not_started_here_for_a_batch_scheduler(machine):
     text = STUDY.format(extra='scheduler = "slurm"').replace('"default", "defualt"', '"default"')
     machine.installed = set()
-    assert preflight.problems(config_mod.parse(text)) == []  # the nodes have their own; images are still checked
+    assert preflight.problems(config_mod.parse(text)) == ([], [])  # the nodes have their own runtimes
+    wrong = config_mod.parse(text.replace('image = ["default"]', 'image = ["default", "nm-bookwrom-mpich"]'))
+    assert preflight.problems(wrong)[0] == ["image 'nm-bookwrom-mpich' of 2 cells: no such image (known images: "
+                                            "default, nm-bookworm-mpich-openmpi; the closest is "
+                                            "'nm-bookworm-mpich-openmpi')"]  # images are still checked
+
+
+def test_an_image_nearmetal_can_build_but_has_not_is_said_not_refused(machine):
+    text = STUDY.format(extra="").replace('"default", "defualt"', '"nm-trixie-openmpi"')
+    said = []
+    preflight.check(config_mod.parse(text), "f.toml", say=said.append)
+    assert said == ["image 'nm-trixie-openmpi' is not built here: its 2 cells fail until "
+                    "`nearmetal image build --distro trixie --mpi openmpi`"]
 
 
 # ---------------------------------------------------------------------- the keys

@@ -104,9 +104,10 @@ def cmd_study(args):
     if args.dry_run:  # the plan, then what would keep its cells from running: refused as a real study is
         runner.dry_run(cfg, print)
         sys.stdout.flush()
-        preflight.check(cfg, source)
+        preflight.check(cfg, source, say=lambda line: print(f"# {line}"))
         return 0
-    preflight.check(cfg, source)  # before any run, and before a database is made
+    # before any run, and before a database is made
+    preflight.check(cfg, source, say=lambda line: print(f"nearmetal: {line}", file=sys.stderr))
     db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
     out_dir = _out_dir(args.out, db)  # checked now: not after the last run is stored
     err = Console(stderr=True)

@@ -1,7 +1,10 @@
 """Before any run of a study, and in its --dry-run: what would fail every run of a cell is
 refused in one line, at once, instead of after the native runs have been spent.
 
-- an image that cannot be found (a misspelt name: the images there are and the closest name);
+- an image that cannot be found (a misspelt name: the images there are and the closest name;
+  a path that is not an image). An image nearmetal knows how to build but that is not built
+  here yet (a seed study's other Debian releases) is said, not refused: its cells fail with
+  the build command, as the study file may intend;
 - a container runtime that is not installed (with `[study] missing_runtimes = "skip"` its
   cells are left out of the plan instead, and the plan says so: runner._say_left_out), or
   that does not start a container here (doctor's check: a container of /bin/true).
@@ -17,30 +20,36 @@ from ..errors import NearmetalError
 from .inputs import one_line
 
 
-def check(cfg, source="<study>"):
-    """Raise one NearmetalError naming every problem found (joined by '; also ')."""
-    found = problems(cfg)
+def check(cfg, source="<study>", say=None):
+    """Raise one NearmetalError naming every problem found (joined by '; also '); say(line)
+    each image not built yet."""
+    found, notes = problems(cfg)
+    for line in notes if say else ():
+        say(line)
     if found:
         raise NearmetalError(one_line(f"{source}: cannot run: {'; also '.join(found)}"))
 
 
 def problems(cfg):
-    """The problems (one phrase each) that would keep every run of some cells from starting."""
+    """(problems, notes): the problems (one phrase each) that would keep every run of some
+    cells from starting, and a note for each image that is not built yet."""
     from .. import schedulers
     from .plan import cells
 
     contained = [c for c in cells(cfg) if c.variant["mode"] != "native"]
-    out = []
+    out, notes = [], []
     for spec, n in Counter(c.variant.get("image") or "default" for c in contained).items():
-        why = image_problem(spec)
-        if why:
+        why, build = image_problem(spec)
+        if build:
+            notes.append(f"image '{spec}' is not built here: its {_cells(n)} fail until `{build}`")
+        elif why:
             out.append(f"image '{spec}' of {_cells(n)}: {why}")
     if schedulers.get(cfg.study.scheduler).job_is_child:
         for name, n in Counter(c.variant["runtime"] for c in contained if c.variant.get("runtime")).items():
             why = runtime_problem(name)
             if why:
                 out.append(f"runtime {name} of {_cells(n)}: {why}")
-    return out
+    return out, notes
 
 
 def _cells(n):
@@ -48,21 +57,26 @@ def _cells(n):
 
 
 def image_problem(spec):
-    """Why the image a study names cannot be found, or None."""
-    from ..image import list_images
+    """(why, None) when the image a study names cannot be found; (None, the command that
+    builds it) when it is one nearmetal knows how to build; (None, None) when it is there."""
+    from ..image import default_name, host_distro, list_images
     from ..image.recipe import NAME_RE, build_command
+    from ..families import names as families
     from ..resolve import Host
 
     try:
         Host().image(None if spec == "default" else spec)
-        return None
+        return None, None
     except NearmetalError as e:
-        if "/" in spec or not NAME_RE.match(spec) or build_command(spec):
-            return str(e)  # a path, or a name nearmetal knows how to build: that error says what to do
+        build = build_command(default_name(host_distro(), families()) if spec == "default" else spec)
+        if build:
+            return None, build
+        if "/" in spec or spec == "default" or not NAME_RE.match(spec):
+            return str(e), None  # a path: that error says what is wrong with it
     from ..closest import known_names
 
     names = ["default", *(i.name for i in list_images())]  # "default": the machine's default image
-    return f"no such image ({known_names(spec, names, 'images')})"
+    return f"no such image ({known_names(spec, names, 'images')})", None
 
 
 def runtime_problem(name):
