@@ -157,12 +157,16 @@ def test_runtimes_are_not_started_here_for_a_batch_scheduler(machine):
                                             "'nm-bookworm-mpich-openmpi')"]  # images are still checked
 
 
-def test_an_image_nearmetal_can_build_but_has_not_is_said_not_refused(machine):
-    text = STUDY.format(extra="").replace('"default", "defualt"', '"nm-trixie-openmpi"')
+def test_an_image_to_be_built_first_is_said_not_refused(machine):
+    """One nearmetal knows how to build (a seed's other Debian release), or a name like no
+    image here (seed 001's nm-gromacs, built as its header says): its cells fail saying how."""
+    text = STUDY.format(extra="").replace('"default", "defualt"', '"nm-trixie-openmpi", "nm-gromacs"')
     said = []
     preflight.check(config_mod.parse(text), "f.toml", say=said.append)
-    assert said == ["image 'nm-trixie-openmpi' is not built here: its 2 cells fail until "
-                    "`nearmetal image build --distro trixie --mpi openmpi`"]
+    assert said == ["image 'nm-trixie-openmpi' is not here: its 2 cells fail until "
+                    "`nearmetal image build --distro trixie --mpi openmpi`",
+                    "image 'nm-gromacs' is not here: its 2 cells fail until it is built (`nearmetal image build "
+                    "--name nm-gromacs ...`) or imported (known images: default, nm-bookworm-mpich-openmpi)"]
 
 
 # ---------------------------------------------------------------------- the keys

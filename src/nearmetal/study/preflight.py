@@ -1,10 +1,11 @@
 """Before any run of a study, and in its --dry-run: what would fail every run of a cell is
 refused in one line, at once, instead of after the native runs have been spent.
 
-- an image that cannot be found (a misspelt name: the images there are and the closest name;
-  a path that is not an image). An image nearmetal knows how to build but that is not built
-  here yet (a seed study's other Debian releases) is said, not refused: its cells fail with
-  the build command, as the study file may intend;
+- an image that cannot be found: a misspelt name (one close to an image there: the images
+  there are and the closest name) or a path that is not an image. A name nearmetal knows how
+  to build (a seed study's other Debian releases), or one like no image there (an image the
+  study file asks to be built first, as seed 001's nm-gromacs), is said, not refused: its
+  cells fail saying how to get it, as the study file may intend;
 - a container runtime that is not installed (with `[study] missing_runtimes = "skip"` its
   cells are left out of the plan instead, and the plan says so: runner._say_left_out), or
   that does not start a container here (doctor's check: a container of /bin/true).
@@ -40,10 +41,10 @@ def problems(cfg):
     out, notes = [], []
     for spec, n in Counter(c.variant.get("image") or "default" for c in contained).items():
         why, build = image_problem(spec)
-        if build:
-            notes.append(f"image '{spec}' is not built here: its {_cells(n)} fail until `{build}`")
-        elif why:
+        if why:
             out.append(f"image '{spec}' of {_cells(n)}: {why}")
+        elif build:
+            notes.append(f"image '{spec}' is not here: its {_cells(n)} fail until {build}")
     if schedulers.get(cfg.study.scheduler).job_is_child:
         for name, n in Counter(c.variant["runtime"] for c in contained if c.variant.get("runtime")).items():
             why = runtime_problem(name)
@@ -57,8 +58,9 @@ def _cells(n):
 
 
 def image_problem(spec):
-    """(why, None) when the image a study names cannot be found; (None, the command that
-    builds it) when it is one nearmetal knows how to build; (None, None) when it is there."""
+    """(why, None) when the image a study names cannot be found; (None, how to get it) when
+    it is one nearmetal knows how to build or a name like no image here (one to be built or
+    imported); (None, None) when it is there."""
     from ..image import default_name, host_distro, list_images
     from ..image.recipe import NAME_RE, build_command
     from ..families import names as families
@@ -70,13 +72,16 @@ def image_problem(spec):
     except NearmetalError as e:
         build = build_command(default_name(host_distro(), families()) if spec == "default" else spec)
         if build:
-            return None, build
+            return None, f"`{build}`"
         if "/" in spec or spec == "default" or not NAME_RE.match(spec):
             return str(e), None  # a path: that error says what is wrong with it
-    from ..closest import known_names
+    from ..closest import closest, known_names
 
     names = ["default", *(i.name for i in list_images())]  # "default": the machine's default image
-    return f"no such image ({known_names(spec, names, 'images')})", None
+    if closest(spec, names):  # a misspelling of one that is there
+        return f"no such image ({known_names(spec, names, 'images')})", None
+    return None, (f"it is built (`nearmetal image build --name {spec} ...`) or imported "
+                  f"({known_names(spec, names, 'images')})")
 
 
 def runtime_problem(name):
