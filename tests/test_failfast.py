@@ -10,6 +10,8 @@ import sqlite3
 import textwrap
 import time
 
+import pytest
+
 from conftest import assert_one_line_error, nearmetal
 
 SLEEP_MARK = "86399"  # the hung run's `sleep` argument: no other process on the machine has it
@@ -173,16 +175,20 @@ preset = "gromac"
     assert not (tmp_path / "p.db").exists()
 
 
-def test_a_fom_that_never_matches_stops_its_benchmark_after_its_first_run_and_the_others_run(tmp_path):
+@pytest.mark.parametrize("check, reason", [
+    ('[[benchmark.fom]]\nname = "gflops"\nregex = \'GFLOP/s: ([0-9.]+)\'\nunit = "GFLOP/s"\n',
+     "FOM 'gflops' not found in the output"),
+    ('success = \'^Run completed\'\n[[benchmark.fom]]\nname = "steps"\nregex = \'ran: ([0-9]+) steps\'\nunit = "s"\n',
+     "did not print what `success` asks for"),
+], ids=["fom", "success"])
+def test_a_fom_that_never_matches_stops_its_benchmark_after_its_first_run_and_the_others_run(tmp_path, check,
+                                                                                           reason):
     good = _hanging_program(tmp_path, hang_at=0)  # never hangs: prints "value: 1.5"
     path = _study(tmp_path, f'''
 [[benchmark]]
 name = "nomatch"
 command = ["/bin/sh", "-c", "echo 'the program ran: 3 steps'"]
-[[benchmark.fom]]
-name = "gflops"
-regex = 'GFLOP/s: ([0-9.]+)'
-unit = "GFLOP/s"
+{check}
 [[benchmark]]
 name = "good"
 command = ["{good}"]
@@ -197,10 +203,10 @@ unit = "s"
     rows = _rows(db, "SELECT benchmark, status, wall_s, stderr_tail FROM runs ORDER BY position")
     nomatch = [r for r in rows if r[0] == "nomatch"]
     assert [s for _, s, _, _ in nomatch] == ["failed"] + ["skipped"] * 4, nomatch
-    assert "FOM 'gflops' not found in the output" in nomatch[0][3]
+    assert reason in nomatch[0][3]
     for _, _, wall, tail in nomatch[1:]:
         assert wall == 0.0 and tail.startswith("skipped: benchmark 'nomatch' stopped after its first run")
-        assert "FOM 'gflops' not found" in tail and "keep_going = true" in tail
+        assert reason in tail and "keep_going = true" in tail
         assert "the end of that run's output: the program ran: 3 steps" in tail
     assert [s for b, s, _, _ in rows if b == "good"] == ["ok"] * 5
     said = " ".join(out.stderr.split())
