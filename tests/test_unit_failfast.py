@@ -223,3 +223,22 @@ def test_hung_and_skipped_runs_are_counted_not_analysed_and_the_reports_say_why(
     head, first = failures_summary(analysis)
     assert head.startswith("1 of 4 runs failed, timed out or hung (hung 1, ok 1, skipped 2).")
     assert "2 runs of b skipped: benchmark 'b' stopped after its first run" in head and first["status"] == "hung"
+
+
+def test_a_resumed_study_skips_the_runs_its_stopped_benchmark_left_planned(tmp_path):
+    """Interrupted while its runs were being stored skipped: on resume the rest are stored
+    skipped with the same reason, none is started (this tier forbids processes)."""
+    from nearmetal.study.executor import Executor
+
+    text = '[study]\nname = "p"\nrepetitions = 3\nwarmup = 0\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n' \
+           '[[benchmark]]\nname = "a"\ncommand = ["a"]\n'
+    cfg = config_mod.parse(text)
+    store, sid, _ = runner.open_study(cfg, text, tmp_path / "p.db", resume=False, say=lambda m: None)
+    with store:
+        first, second, third = store.pending(sid)
+        codec.store_result(store, first["id"], RunResult("failed", 0, [], {}, None, "t", 0.1,
+                                                         "nearmetal: FOM 'x' not found", []))
+        codec.store_result(store, second["id"], RunResult.skipped("t", "skipped: benchmark 'a' stopped ..."))
+        assert Executor(cfg, store, sid, progress=False).run_all() == (1, 1)
+        rows = {r["id"]: (r["status"], r["stderr_tail"]) for r in store.runs(sid)}
+    assert rows[third["id"]] == ("skipped", "skipped: benchmark 'a' stopped ...")

@@ -17,7 +17,7 @@ from .. import proc
 from ..errors import NearmetalError
 from . import codec
 from . import hang
-from .records import FAILED, HUNG, OK, PLANNED, Launched, RunResult, stored_status
+from .records import FAILED, HUNG, OK, PLANNED, SKIPPED, Launched, RunResult, stored_status
 from .run_context import Contexts
 
 STDERR_TAIL = 2000
@@ -131,6 +131,8 @@ class Executor:
                     self._walls.setdefault(hang.cell_key(r["run_key"]), []).append(r["wall_s"])
                 if r["status"] != PLANNED:
                     self._ran.add(r["benchmark"])
+                if r["status"] == SKIPPED:  # stopped before an interrupt: its runs left are skipped alike
+                    self._stopped[r["benchmark"]] = r["stderr_tail"]
         return self._walls
 
     def _first_run(self, label):
@@ -162,6 +164,15 @@ class Executor:
             codec.store_result(self.store, row["id"], RunResult.skipped(_now(), text))
         self._say(f"benchmark '{label}' stopped after its first run: {why}; its {len(rows)} other runs are skipped "
                   f"(keep_going = true runs them anyway)")
+
+    def _history_stopped(self):
+        self._history()
+        return self._stopped
+
+    def _skip(self, row):
+        """A stopped benchmark's run: stored skipped (when _stop has not stored it already)."""
+        codec.store_result(self.store, row["id"], RunResult.skipped(_now(), self._stopped[row["benchmark"]]))
+        return SKIPPED
 
     def _say(self, line):
         if self.console is not None:
@@ -314,8 +325,7 @@ class Executor:
             while pending:
                 for row in pending:
                     tried.add(row["id"])
-                    # a stopped benchmark's runs are stored as skipped already
-                    status = self.execute(row) if row["benchmark"] not in self._stopped else "skipped"
+                    status = self.execute(row) if row["benchmark"] not in self._history_stopped() else self._skip(row)
                     done += 1
                     failed += status != "ok"
                     if bar:
