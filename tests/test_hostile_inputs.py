@@ -132,7 +132,7 @@ def test_a_pattern_re2_cannot_run_is_refused_before_the_program_runs(tmp_path, o
 
 
 def test_a_study_with_a_catastrophic_fom_fails_its_runs_with_the_reason(tmp_path):
-    path = study(tmp_path, f'command = {json.dumps(PRINT_1MB)}\n' +
+    path = study(tmp_path, f'command = {json.dumps(PRINT_1MB)}\nkeep_going = true\n' +  # every run tried
                  '[[benchmark.fom]]\nname = "x"\nregex = "(a+)+$"\nunit = "s"\n')
     db = tmp_path / "r" / "s.db"
     out = nearmetal("study", path, "--db", db, "--no-progress", timeout=300)

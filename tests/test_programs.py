@@ -88,9 +88,11 @@ success = 'Run completed'
 
 
 def test_a_fom_never_found_fails_the_run_with_the_reason(tmp_path):
+    # keep_going: every run is tried (without it the runs after the first are skipped: test_failfast.py)
     study = write(tmp_path, '''
 command = ["nm-latency", "-m", "8:8"]
 mode = ["native"]
+keep_going = true
 [[benchmark.fom]]
 name = "gflops"
 regex = 'GFLOP/s: ([0-9.]+)'

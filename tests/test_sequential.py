@@ -86,7 +86,8 @@ def _adaptive_study(tmp_path, min_n=3, max_n=8):
     f.write_text(f"""
 [study]
 name = "adaptive"
-warmup = 0
+warmup = 1
+timeout = 120
 seed = 4
 min_repetitions = {min_n}
 max_repetitions = {max_n}
@@ -116,9 +117,19 @@ def test_an_adaptive_study_adds_blocks_only_while_points_are_open(tmp_path, host
     out = nearmetal("study", f, "--db", db, "--no-progress", "--out", tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr
     with sqlite3.connect(db) as c:
-        rows = c.execute("SELECT variant, block, status FROM runs").fetchall()
+        rows = c.execute("SELECT variant, block, status FROM runs WHERE warmup = 0").fetchall()
+        keys = dict(c.execute("SELECT run_key, status FROM runs WHERE warmup = 0").fetchall())
+        warmups = [s for (s,) in c.execute("SELECT status FROM runs WHERE warmup = 1")]
     blocks = max(b for _, b, _ in rows) + 1
-    assert blocks in (3, 5, 8) and all(s == "ok" for _, _, s in rows)
+    # One run may hang (seen once here: a rank blocked in a socket read, the other spinning).
+    # After each cell's warm-up, a measured run is ended at 10x its cell's median (at least
+    # 30 s: the runs take ~0.4 s), stored hung and run once more; a warm-up has no earlier
+    # run to bound it, only the 120 s timeout, and is not analysed.
+    hung = [k for k, s in keys.items() if s == "hung"]
+    assert blocks in (3, 5, 8) and all(s == "ok" for k, s in keys.items() if k not in hung), keys
+    assert len(hung) + warmups.count("timeout") <= 1 and all(keys.get(f"{k}~again") == "ok" for k in hung), keys
+    assert len(warmups) == 2 and set(warmups) <= {"ok", "timeout"}, warmups
+    rows = [r for r in rows if r[2] == "ok"]
     per_variant = {v: sorted(b for w, b, _ in rows if w == v) for v in ("shm", "tcp")}
     assert per_variant["shm"] == per_variant["tcp"] == list(range(blocks))  # the baseline stays paired
     analysis = json.loads(nearmetal("report", "--db", db, "--format", "json", "--out", tmp_path).returncode

@@ -101,10 +101,17 @@ def cmd_study(args):
     from .study import runner
     from .study.executor import Executor
 
+    from .study import preflight
+
     cfg, text = runner.load(args.file)
-    if args.dry_run:
+    source = args.file or "built-in quickstart"
+    if args.dry_run:  # the plan, then what would keep its cells from running: refused as a real study is
         runner.dry_run(cfg, print)
+        sys.stdout.flush()
+        preflight.check(cfg, source, say=lambda line: print(f"# {line}"))
         return 0
+    # before any run, and before a database is made
+    preflight.check(cfg, source, say=lambda line: print(f"nearmetal: {line}", file=sys.stderr))
     db = Path(args.db) if args.db else runner.default_db(cfg.study.name)
     out_dir = _out_dir(args.out, db)  # checked now: not after the last run is stored
     err = Console(stderr=True)

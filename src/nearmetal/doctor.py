@@ -61,6 +61,11 @@ def _smoke(runtime, rootfs):
     return False, f"exit {out.returncode}: {tail[-1] if tail else 'no output'}"
 
 
+def runtime_starts(runtime):
+    """(works, detail): whether `runtime` starts a container of /bin/true here."""
+    return _smoke(runtime, smoke_rootfs())
+
+
 def runtimes_report():
     from . import runtimes
 

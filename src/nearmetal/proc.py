@@ -130,3 +130,30 @@ def wait_gone(ps, timeout, ignoring=()):
         time.sleep(0.02)
         left = [p for p in left if alive(p)]
     return left
+
+
+def tree_state(root, most=32):
+    """What each live process of `root`'s tree (root included) is doing, read from /proc, in
+    PID order: [{pid, comm, state, wchan, cpu_s}] (at most `most`). wchan: the kernel
+    function a sleeping process waits in ("" when running or not shown); cpu_s: user +
+    system seconds. Read before a hung job is ended, so its record says which rank waited
+    and which spun."""
+    procs = all_processes(environ=False)
+    tick = os.sysconf("SC_CLK_TCK")
+    out = []
+    for pid in sorted(with_descendants(procs, {root}) & set(procs))[:most]:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                data = f.read()
+            fields = data[data.rindex(b")") + 2:].split()
+            cpu = (int(fields[11]) + int(fields[12])) / tick  # utime and stime: stat's fields 14 and 15
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        try:
+            with open(f"/proc/{pid}/wchan") as f:
+                wchan = f.read().strip()
+        except OSError:
+            wchan = ""
+        out.append({"pid": pid, "comm": procs[pid].comm, "state": fields[0].decode(errors="replace"),
+                    "wchan": "" if wchan == "0" else wchan, "cpu_s": round(cpu, 2)})
+    return out

@@ -336,9 +336,10 @@ def start(plan):
         raise NearmetalError(f"cannot start {plan.argv[0]}: {e}")
 
 
-def wait(proc, timeout=None):
+def wait(proc, timeout=None, before_stop=None):
     """(exit status, stdout, stderr, why) for a started plan; on time-out the job's whole
-    process tree is ended and `why` says so (exit status None); an interrupt ends it too."""
+    process tree is ended and `why` says so (exit status None); an interrupt ends it too.
+    before_stop(pid): called on time-out with the job's PID while its tree still runs."""
     import subprocess
 
     from . import supervise
@@ -346,6 +347,8 @@ def wait(proc, timeout=None):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        if before_stop is not None:
+            before_stop(proc.pid)
         supervise.stop(proc)
         out, err = proc.communicate()
         return None, out, err, f"timed out after {timeout:g} s; the job's process tree was ended"

@@ -116,13 +116,17 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             points.append(entry)
 
     counts = defaultdict(int)
-    failures = []
+    failures, skipped = [], {}
     for r in runs:
         counts[r["status"]] += 1
-        if r["status"] in ("failed", "timeout"):
+        if r["status"] in ("failed", "timeout", "hung"):  # hung: its processes' state is the tail's end
             failures.append({"run_key": r["run_key"], "variant": r["variant"], "benchmark": r["benchmark"],
                              "status": r["status"], "exit_status": r["exit_status"],
                              "stderr_tail": (r["stderr_tail"] or "")[-500:]})
+        elif r["status"] == "skipped":  # one entry per benchmark: its runs share the one reason
+            entry = skipped.setdefault(r["benchmark"], {"benchmark": r["benchmark"], "runs": 0,
+                                                        "why": (r["stderr_tail"] or "").split("\n")[0][:500]})
+            entry["runs"] += 1
     out = {
         "study": {"name": study["name"], "seed": study["seed"], "margin": study["margin"],
                   "created": study["created"], "nearmetal_version": study["nearmetal_version"],
@@ -130,7 +134,8 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                   "description": decided.description if decided else ""},
         "variants": [{"id": vid, **variants[vid], "baseline": baseline_id(vid)} for vid in sorted(variants)],
         "points": points,
-        "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures},
+        "runs": {"total": len(runs), "by_status": dict(counts), "failures": failures,
+                 "skipped": list(skipped.values())},
         "sequential": {"adaptive": bool(decided is not None and decided.adaptive), "looks": looks,
                        "alpha": sequential.ALPHA, "alpha_per_look": alpha,
                        # the level of the points' intervals: decide()'s 1 - 2 alpha per look, compare()'s 95%

@@ -189,7 +189,9 @@ def _refuse_existing(db, names):
 
 def _check_failures(store, study_id, name, say):
     runs = store.runs(study_id)
-    failed = [r for r in runs if r["status"] in ("failed", "timeout")]
+    from ..study.records import NOT_RESULTS
+
+    failed = [r for r in runs if r["status"] in NOT_RESULTS]
     if not failed:
         return
     tail = (failed[0]["stderr_tail"] or "").strip().splitlines()

@@ -107,12 +107,18 @@ def failures_summary(analysis):
     by = runs.get("by_status") or {}
     fails = runs.get("failures") or []
     total = runs.get("total")
-    nfail = sum(by.get(s, 0) for s in ("failed", "timeout")) or len(fails)
+    nfail = sum(by.get(s, 0) for s in ("failed", "timeout", "hung")) or len(fails)
     bits = ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
     if not nfail:
         head = f"No failed runs ({total if total is not None else '?'} runs: {bits or 'none recorded'})."
     else:
-        head = f"{nfail} of {total if total is not None else '?'} runs failed or timed out ({bits})."
+        how = "failed, timed out or hung" if by.get("hung") else "failed or timed out"
+        head = f"{nfail} of {total if total is not None else '?'} runs {how} ({bits})."
+    if by.get("hung"):
+        head += (f" {by['hung']} hung: ended at 10x their cell's median run time and run once more"
+                 f" (their processes' state is in the failures).")
+    for s in runs.get("skipped") or []:  # a benchmark stopped after its first run
+        head += f" {s['runs']} runs of {s['benchmark']} skipped: {s['why'].removeprefix('skipped: ')}"
     return head, (fails[0] if fails else None)
 
 

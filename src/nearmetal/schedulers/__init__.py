@@ -70,9 +70,10 @@ class Scheduler:
         """`nearmetal run`: start the job in the foreground; its exit status."""
         raise NotImplementedError
 
-    def run(self, plan, req, components, timeout=None, on_submit=None):
+    def run(self, plan, req, components, timeout=None, on_submit=None, before_stop=None):
         """Run the job to its end, its output captured; an Outcome. on_submit(job_id) is
-        called when a resource manager has accepted the job."""
+        called when a resource manager has accepted the job; before_stop(pid), where the
+        job's tree is this process's child, when its time is up and before it is ended."""
         raise NotImplementedError
 
     def cancel(self, job_id):

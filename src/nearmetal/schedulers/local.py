@@ -12,7 +12,7 @@ class Local(Scheduler):
 
         execute(plan, verbose=verbose)  # replaces this process
 
-    def run(self, plan, req, components, timeout=None, on_submit=None):
+    def run(self, plan, req, components, timeout=None, on_submit=None, before_stop=None):
         from ..errors import NearmetalError
         from ..run import start, wait
 
@@ -21,7 +21,7 @@ class Local(Scheduler):
         except NearmetalError as e:
             return Outcome("not started", reason=str(e))
         try:
-            returncode, out, err, why = wait(proc, timeout)
+            returncode, out, err, why = wait(proc, timeout, before_stop)
         finally:  # the job's whole tree has ended (wait ends it on time-out and interrupt)
             plan.after_job()
         if why:

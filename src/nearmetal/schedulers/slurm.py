@@ -53,9 +53,9 @@ class Slurm(Scheduler):
 
         return submit_and_wait(plan, req, components, verbose=verbose)
 
-    def run(self, plan, req, components, timeout=None, on_submit=None):
+    def run(self, plan, req, components, timeout=None, on_submit=None, before_stop=None):
         if _inside_allocation():
-            return Local().run(plan, req, components, timeout)
+            return Local().run(plan, req, components, timeout, before_stop=before_stop)
         from ..errors import NearmetalError
         from ..slurm.batch import submit_and_wait
 

@@ -103,6 +103,11 @@ class StudySection(_Strict):
     # a cell whose container runtime is not installed here: a refused study ("fail"), or left
     # out of the plan with a note ("skip": studies meant to run on any machine, the quickstart)
     missing_runtimes: Literal["fail", "skip"] = "fail"
+    # a run past 10x its cell's median run time (at least hang_floor_s) is ended as hung and
+    # run once more (study/hang.py); keep_going: a benchmark whose first run's figures of
+    # merit do not match still runs the rest (study/executor.py)
+    hang_floor_s: StrictFloat = Field(30, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
+    keep_going: StrictBool = False
 
     @field_validator("workdir")
     @classmethod

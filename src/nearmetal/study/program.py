@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 
-from pydantic import BaseModel, StrictStr, field_validator, model_validator
+from pydantic import BaseModel, StrictBool, StrictStr, field_validator, model_validator
 
 from ..apps.fom import Fom, pattern, relative_path
 from ..errors import NearmetalError
@@ -34,6 +34,9 @@ class ProgramFields(BaseModel):
     fom: list[Fom] = []
     success: StrictStr | None = None
     inputs: list[StrictStr] = []
+    # true: its other runs go on when its first run's FOMs or success line do not match
+    # (None: [study] keep_going; study/executor.py)
+    keep_going: StrictBool | None = None
 
     @field_validator("command")
     @classmethod
@@ -78,7 +81,7 @@ class ProgramFields(BaseModel):
             raise ValueError("give either kernel = \"NAME\" (a nearmetal kernel) or command = [\"PROGRAM\", ...] "
                              "(any program), not both or neither")
         if kernel is not None:
-            extra = [k for k in ("preset", "success") if getattr(self, k) is not None]
+            extra = [k for k in ("preset", "success", "keep_going") if getattr(self, k) is not None]
             extra += [k for k in ("fom", "inputs") if getattr(self, k)]
             if extra:
                 raise ValueError(f"{extra[0]} applies to command = [...] benchmarks, not to a kernel")

@@ -11,8 +11,13 @@ from dataclasses import dataclass, field
 
 from .ids import key_part, variant_id
 
-# A stored run's status (runs.status): planned until it has run, then one of the other three.
-PLANNED, OK, FAILED, TIMEOUT = "planned", "ok", "failed", "timeout"
+# A stored run's status (runs.status): planned until it has run, then one of the others.
+# hung: ended by the hang limit its cell's earlier runs set (study/hang.py), then run once
+# more; skipped: never run, because its benchmark's first run showed that no run of it
+# could give results (its figures of merit or success line did not match). Only ok runs
+# are analysed; the reports count the others and say why.
+PLANNED, OK, FAILED, TIMEOUT, HUNG, SKIPPED = "planned", "ok", "failed", "timeout", "hung", "skipped"
+NOT_RESULTS = (FAILED, TIMEOUT, HUNG, SKIPPED)
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,12 +73,16 @@ class Launched:
     stderr: str
     wall_s: float
     load: dict | None = None
+    hung: str | None = None   # ended by the hang limit: why, and the state of its processes then
 
 
 def stored_status(launched, measured):
-    """The store's status of a launched run, decided here once: a time-out is a time-out; a
-    run is ok when its job ended by itself with exit status 0 and gave results (`measured`);
-    anything else (a non-zero exit, a cancelled batch job, no results) failed."""
+    """The store's status of a launched run, decided here once: a run ended by its hang
+    limit hung; a time-out is a time-out; a run is ok when its job ended by itself with exit
+    status 0 and gave results (`measured`); anything else (a non-zero exit, a cancelled
+    batch job, no results) failed."""
+    if launched.hung is not None:
+        return HUNG
     if launched.status == "timeout":
         return TIMEOUT
     return OK if launched.status == "ok" and launched.exit_status == 0 and measured else FAILED
@@ -81,7 +90,7 @@ def stored_status(launched, measured):
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run as the store keeps it: status (OK, FAILED, TIMEOUT), exit status, the
+    """A finished run as the store keeps it: status (OK, FAILED, TIMEOUT, HUNG, SKIPPED), exit status, the
     launch's argv and environment delta, its context's row id, when it started, its wall
     seconds, the tail of its stderr (failed runs), its records ({metric, unit, value,
     point}) and the machine's load (run_load's columns) or None."""
@@ -100,6 +109,10 @@ class RunResult:
     @classmethod
     def not_started(cls, started, why):
         return cls(FAILED, None, [], {}, None, started, 0.0, f"not started: {why}", [])
+
+    @classmethod
+    def skipped(cls, started, why):
+        return cls(SKIPPED, None, [], {}, None, started, 0.0, why, [])
 
 
 @dataclass(frozen=True)

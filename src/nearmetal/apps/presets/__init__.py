@@ -54,9 +54,13 @@ def check(name):
 def unknown(name):
     from .. import preset_file
 
+    from ...closest import closest
+
     where = " or ".join(preset_file.places(str(name)[:64]))
+    near = closest(name, [*names(), *preset_file.listed()])
     return one_line(f"unknown preset {name!r:.60}: not a built-in one ({', '.join(names())}) and no "
-                    f"file {where} (docs/applications.md, 'Writing a preset'; `nearmetal presets` lists them)")
+                    f"file {where} (docs/applications.md, 'Writing a preset'; `nearmetal presets` lists them)"
+                    + (f"; the closest is '{near}'" if near else ""))
 
 
 class Preset:
