@@ -144,7 +144,7 @@ def test_user_facing_text_explains_instead_of_citing_a_seed():
 
 
 # Comparisons whose string is not a backend's name, though spelled like one (the source text).
-NOT_A_BACKEND = {"study/ids.py": {"os.path.basename(shown) in ('usr', 'local')"}}  # /usr/local path parts
+NOT_A_BACKEND = {"study/config/ids.py": {"os.path.basename(shown) in ('usr', 'local')"}}  # /usr/local path parts
 
 
 def _backend_names():

@@ -10,9 +10,11 @@ import sqlite3
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study import codec, config as config_mod, runner
+from nearmetal.study.config import config as config_mod
+from nearmetal.study.execute import runner
+from nearmetal.study.store import codec
 from nearmetal.analysis.analyze import analyze
-from nearmetal.study.plan import cells, make_plan
+from nearmetal.study.plan.plan import cells, make_plan
 from nearmetal.study.records import FAILED, OK, TIMEOUT, Launched, RunResult, stored_status
 
 pytestmark = pytest.mark.unit

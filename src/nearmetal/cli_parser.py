@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         # One line, no usage dump: the user sees what was wrong and where to look (a bad
         # value quoted in the message may hold a newline: escaped).
-        from .study.inputs import one_line
+        from .study.config.inputs import one_line
 
         self.exit(2, one_line(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
@@ -54,7 +54,7 @@ def _env_pair(text):
 
 def study_name_arg(text):
     """--study: checked as a study file's [study] name is (it may name a directory)."""
-    from .study.fields import study_name_problem
+    from .study.config.fields import study_name_problem
 
     problem = study_name_problem(text)
     if problem:

@@ -12,10 +12,10 @@ import json
 from collections import defaultdict
 
 from ..errors import NearmetalError
-from ..study import codec
-from ..study.analysis_spec import of_stored_file
+from ..study.store import codec
+from ..study.plan.analysis_spec import of_stored_file
 from .answers import answers
-from ..study.store import Store
+from ..study.store.store import Store
 
 
 def analyze(store: Store, study_name=None, n_boot=2000):
@@ -76,7 +76,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         if rec["n"] is not None:
             summaries[(key, rec["variant"])] = {"n": rec["n"], "mean": rec["value"], "std": rec["std"] or 0.0}
 
-    from ..study import sequential
+    from ..study.plan import sequential
 
     looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
     points = []
@@ -138,7 +138,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                        "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
     }
-    from ..study.contention import summary as contention_summary
+    from ..study.execute.contention import summary as contention_summary
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
         out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
@@ -147,7 +147,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
     if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
         out["io"] = io
-    from ..study.traced import listing
+    from ..study.config.traced import listing
 
     traces = listing(store.path, study["name"])
     if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)

@@ -218,7 +218,7 @@ def _optional_words(d):
         out.append(f"{d['network']} network")
     if d.get("user"):
         out.append(f"as {d['user']}")
-    from ..study.placement import words
+    from ..study.config.placement import words
 
     return out + words(d)
 

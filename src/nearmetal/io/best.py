@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ..errors import NearmetalError
 from ..safe_write import write_text
-from ..study import config as study_config
+from ..study.config import config as study_config
 from ..analysis.analyze import analyze as analyze_study
-from ..study.store import Store
+from ..study.store.store import Store
 from .space import Configuration, parse_pair
 
 # What a hints file may hold (ROMIO reads "KEY VALUE" lines, split at blanks): a key is a

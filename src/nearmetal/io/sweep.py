@@ -12,7 +12,7 @@ import itertools
 import json
 
 from ..errors import NearmetalError
-from ..study import config as study_config
+from ..study.config import config as study_config
 from .space import Configuration
 
 PARAMETERS = ("pattern", "library", "io_layout", "aggregators", "stripes", "buffer", "chunk", "read", "mpiio")
@@ -123,8 +123,8 @@ def compile_study(io_study, name, repetitions, configs):
 def run_study(cfg, text, db, resume, console, progress, resume_hint, intro=None):
     """Plan a compiled study into the store (or find it there) and run what is pending.
     Returns (store, study_id). KeyboardInterrupt prints how to resume, then propagates."""
-    from ..study import runner
-    from ..study.executor import Executor
+    from ..study.execute import runner
+    from ..study.execute.executor import Executor
 
     store, study_id, _ = runner.open_study(cfg, text, db, resume, say=lambda m: console.print(m, highlight=False, soft_wrap=True))
     if intro:

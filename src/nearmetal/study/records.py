@@ -9,7 +9,7 @@ How they are written to and read from the store is study/codec.py's business alo
 
 from dataclasses import dataclass, field
 
-from .ids import key_part, variant_id
+from .config.ids import key_part, variant_id
 
 # A stored run's status (runs.status): planned until it has run, then one of the other three.
 PLANNED, OK, FAILED, TIMEOUT = "planned", "ok", "failed", "timeout"

@@ -18,11 +18,11 @@ from typing import Annotated, Any, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, field_validator, model_validator)
 
-from ..choices import modes as _modes
-from ..choices import mpis as _mpis
-from ..choices import runtimes as _runtimes
-from ..errors import NearmetalError
-from ..networks import DEFAULT as DEFAULT_NETWORK
+from ...choices import modes as _modes
+from ...choices import mpis as _mpis
+from ...choices import runtimes as _runtimes
+from ...errors import NearmetalError
+from ...networks import DEFAULT as DEFAULT_NETWORK
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
                      Account, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
 from .finding_spec import Finding
@@ -40,7 +40,7 @@ DIMENSIONS = ("mode", "runtime", "mpi", "image", "image_format", "image_place", 
 def _image_format(v):
     """One of the formats a study can place (image/formats), or "default": the format the
     image's name or path gives. Any other value, a string or not, gets the one message."""
-    from ..image.formats import on_host
+    from ...image.formats import on_host
 
     have = ("default", *on_host())
     if not isinstance(v, str) or v not in have:
@@ -217,7 +217,7 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
     @field_validator("kernel")
     @classmethod
     def _known_kernel(cls, v):
-        from ..kernels import REGISTRY
+        from ...kernels import REGISTRY
 
         if v is not None and v not in REGISTRY:
             raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))})")
@@ -337,7 +337,7 @@ def parse(text, source="<study>"):
         cfg = StudyConfig.model_validate(data)
     except ValidationError as e:
         raise validation_error(e, source) from None
-    from .plan import check
+    from ..plan.plan import check
 
     try:
         check(cfg)
@@ -372,7 +372,7 @@ def load(path):
 def check_runnable(cfg, source="<study>"):
     """Before any run starts: rank counts the kernels can use, images that can be looked up,
     usable working directories."""
-    from .plan import check_kernel_ranks
+    from ..plan.plan import check_kernel_ranks
 
     try:
         check_kernel_ranks(cfg)

@@ -7,10 +7,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr
 
-from ..choices import modes as _modes
-from ..choices import networks as _networks
-from ..choices import runtimes as _runtimes
-from ..choices import schedulers as _schedulers
+from ...choices import modes as _modes
+from ...choices import networks as _networks
+from ...choices import runtimes as _runtimes
+from ...choices import schedulers as _schedulers
 from .inputs import check_image_spec, check_mpi_spec
 
 # Beyond these a value is a typo or an attack that would fail late (E2BIG, OverflowError).
@@ -75,7 +75,7 @@ Network = _choices(_networks)
 def _account_name(v):
     """An account the ranks run as ("": the caller's own); whether it exists is asked when a
     cell is planned, so a study runs its other cells on a machine without it."""
-    from ..privilege import name_problem
+    from ...privilege import name_problem
 
     why = name_problem(v) if v != "" else None
     if why:

@@ -51,8 +51,8 @@ def check(config):
     """Findings name benchmarks of the study and variants of its matrix (named variants by
     name, others by id; those of a runtime not installed here too: their verdict says so),
     never compare a variant with itself, and have unique ids. A NearmetalError names the key."""
-    from ..errors import NearmetalError
-    from .plan import baseline_of, matrix_cells, variant_id
+    from ...errors import NearmetalError
+    from ..plan.plan import baseline_of, matrix_cells, variant_id
 
     labels = {b.label for b in config.benchmark}
     variants = {variant_id(c.variant): c.variant for c in matrix_cells(config)}

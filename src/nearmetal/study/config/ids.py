@@ -7,7 +7,7 @@ default."""
 import hashlib
 import os
 
-from ..networks import DEFAULT as DEFAULT_NETWORK
+from ...networks import DEFAULT as DEFAULT_NETWORK
 from . import placement
 
 VARIANT_DIMS = ("mode", "runtime", "mpi", "image")

@@ -14,7 +14,7 @@ than the limit the input was measured against.
 import os
 import stat
 
-from ..errors import NearmetalError
+from ...errors import NearmetalError
 
 _KINDS = {stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
           stat.S_IFSOCK: "a socket"}

@@ -13,7 +13,7 @@ import stat
 import tempfile
 import tomllib
 
-from ..errors import NearmetalError, one_line  # noqa: F401  (one_line: used here and re-exported)
+from ...errors import NearmetalError, one_line  # noqa: F401  (one_line: used here and re-exported)
 
 MAX_FILE_BYTES = 4 << 20   # a study file of 4 MiB is already absurd; /dev/zero is infinite
 MAX_DEPTH = 16             # the deepest legitimate key path is 4 levels (matrix.exclude[0].mode)
@@ -299,8 +299,8 @@ def make_workdir(path, what="working directory"):
 
 def check_mpi_spec(v):
     """An MPI as a study names it: FAMILY, or FAMILY@/PREFIX (an installation under a prefix)."""
-    from ..discovery.mpi import spec_problem
-    from ..families import names
+    from ...discovery.mpi import spec_problem
+    from ...families import names
 
     if "@" not in v and v not in names():  # worded as for every other choice
         quoted = [f"'{n}'" for n in names()]

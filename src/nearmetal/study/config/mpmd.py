@@ -66,7 +66,7 @@ def more_requests(req, rest):
     """The RunRequests of components 2.. beside `req` (component 1, already filled in): the
     same program, variant and launch settings, their own arguments and ranks (run.plan gives
     them the first one's working directory, network and account)."""
-    from ..run import RunRequest
+    from ...run import RunRequest
 
     return [RunRequest(req.program, args, mode=req.mode, runtime=req.runtime, image=req.image, mpi=req.mpi,
                        ranks=ranks, threads=req.threads, env=req.env, scheduler=req.scheduler, options=req.options,

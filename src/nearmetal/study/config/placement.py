@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
-from ..errors import NearmetalError
+from ...errors import NearmetalError
 
 DIMS = ("nodes", "ranks_per_node")
 MAX_NODES = 100_000
@@ -87,7 +87,7 @@ def uses_nodes(config):
 def check(config, all_cells):
     """What placement refuses, with its key path: [slurm] nodes together with the nodes
     dimension, and more than one node where the scheduler runs everything on this machine."""
-    from .. import schedulers
+    from ... import schedulers
 
     named = [f"benchmark[{i}].nodes" for i, b in enumerate(config.benchmark) if b.nodes]
     if "nodes" in config.matrix.model_fields_set:
@@ -124,7 +124,7 @@ class SlurmSection(BaseModel):
     @classmethod
     def _batch_script_safe(cls, v, info):
         """Checked as on the command line: the values go into #SBATCH lines (slurm/options.py)."""
-        from ..slurm.options import CHECKS
+        from ...slurm.options import CHECKS
 
         if v is None:
             return v

@@ -15,8 +15,8 @@ import stat
 
 from pydantic import BaseModel, StrictStr, field_validator, model_validator
 
-from ..apps.fom import Fom, pattern, relative_path
-from ..errors import NearmetalError
+from ...apps.fom import Fom, pattern, relative_path
+from ...errors import NearmetalError
 from . import input_tree
 
 
@@ -48,7 +48,7 @@ class ProgramFields(BaseModel):
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v):
-        from ..apps import presets
+        from ...apps import presets
 
         if v is not None:   # a built-in, or a valid NAME.toml (apps/preset_file.py)
             presets.check(v)
@@ -93,7 +93,7 @@ class ProgramFields(BaseModel):
 
 def foms_of(bench):
     """(preset or None, own FOMs) of anything with .preset and .fom (a benchmark, a one-off)."""
-    from ..apps import presets
+    from ...apps import presets
 
     return (presets.get(bench.preset) if bench.preset else None), list(bench.fom)
 
@@ -160,7 +160,7 @@ def hand_over(path, user, tree=False):
     swapped in below it meanwhile."""
     if not user:
         return
-    from ..privilege import account
+    from ...privilege import account
 
     acct = account(user)  # as planning checks it: exists, not root, and nearmetal is root
     try:
@@ -210,7 +210,7 @@ def stage(path, inputs, in_container=False, limit=LARGE_INPUT, user=None):
 
 def read_outputs(workdir, names, stdout, stderr):
     """{"output": stdout + stderr, name: text of each file the FOMs read that exists}."""
-    from ..apps.fom import MAX_FILE_BYTES
+    from ...apps.fom import MAX_FILE_BYTES
 
     texts = {"output": (stdout or "") + ("\n" if stdout and not stdout.endswith("\n") else "") + (stderr or "")}
     for name in names:
@@ -227,7 +227,7 @@ def read_outputs(workdir, names, stdout, stderr):
 
 def records(bench, texts, wall):
     """The run's records: its preset's and its own FOMs, and its wall time (seconds)."""
-    from ..apps.fom import check_success, records as fom_records
+    from ...apps.fom import check_success, records as fom_records
 
     preset, own = foms_of(bench)
     check_success(bench.success, texts)

@@ -19,7 +19,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, StrictBool
 
-from ..trace import ALL_LAYERS
+from ...trace import ALL_LAYERS
 
 Layer = Literal[ALL_LAYERS]
 
@@ -46,7 +46,7 @@ def traces_dir(db_path):
 
 def staging_env(env, layers, dry):
     """(rank environment with the tracer, staging directory); a dry run creates nothing."""
-    from ..trace import build, command
+    from ...trace import build, command
 
     stage = os.path.join(os.path.dirname(build.library()), "trace-DIR") if dry else command.staging()
     return build.rank_env(stage, layers or None, env), stage
@@ -56,9 +56,9 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
     """Move a run's trace files from the cell's staging directory into traces/<run>/ and write
     its meta.json and report.html; returns the directory. A report that cannot be made (no
     trace files) is said in meta.json, never fails the run."""
-    from ..errors import NearmetalError
-    from ..safe_write import write_text
-    from ..trace import DEFAULT_LAYERS, command
+    from ...errors import NearmetalError
+    from ...safe_write import write_text
+    from ...trace import DEFAULT_LAYERS, command
 
     dest = os.path.join(traces_dir(db_path), safe_name(f"{study}.{row['run_key']}"))
     if os.path.isdir(dest):  # a resumed run measured again: its earlier trace gives way
@@ -95,9 +95,9 @@ def _move(stage, dest):
 def listing(db_path, study):
     """[{run_key, benchmark, variant, block, status, dir, report, files}] of the kept traces,
     for the study's report (absolute paths; report None where there is none)."""
-    from ..errors import NearmetalError
-    from ..safe_read import load_json
-    from ..trace.command import MAX_META_BYTES, MAX_META_DEPTH
+    from ...errors import NearmetalError
+    from ...safe_read import load_json
+    from ...trace.command import MAX_META_BYTES, MAX_META_DEPTH
 
     root = traces_dir(db_path)
     out = []

@@ -5,8 +5,8 @@ variable already set: the witness (`[study] witness`) and the rtld-audit library
 
 
 def rank_env(config, bench, variant):
-    from .. import families
-    from ..discovery.mpi import split
+    from ... import families
+    from ...discovery.mpi import split
 
     family, _prefix = split(variant["mpi"])  # FAMILY or FAMILY@PREFIX (an installation of its own)
     env = dict(families.get(family).transport_env)
@@ -15,11 +15,11 @@ def rank_env(config, bench, variant):
     env.update(bench.env)
     env.update(variant.get("env", {}))
     if config.study.witness:
-        from ..witness import rank_env as witnessed
+        from ...witness import rank_env as witnessed
 
         env = witnessed(env)
     if variant.get("audit"):  # the ranks under the rtld-audit library (audit/)
-        from ..audit import rank_env as audited
+        from ...audit import rank_env as audited
 
         env = audited(env)
     return env

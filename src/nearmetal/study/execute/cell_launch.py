@@ -6,7 +6,7 @@ is read) — or why the cell cannot start, which each of its runs then records."
 import os
 from dataclasses import dataclass, field
 
-from ..errors import NearmetalError
+from ...errors import NearmetalError
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,13 @@ class CellLaunch:
 def compose(config, cell, placer, store):
     """The CellLaunch of a cell (study/records.Cell); store None: a dry run, which creates
     nothing (no working directory, no staging directory, no image preparation)."""
-    from .. import kernels, schedulers
-    from ..run import RunRequest, plan
-    from . import placement
+    from ... import kernels, schedulers
+    from ...run import RunRequest, plan
+    from ..config import placement
     from .cell_env import rank_env
-    from .config import make_workdir
-    from .mpmd import more_requests, parts
-    from .program import hand_over, large_inputs, working_dir
+    from ..config.config import make_workdir
+    from ..config.mpmd import more_requests, parts
+    from ..config.program import hand_over, large_inputs, working_dir
 
     bench, variant, dry = cell.benchmark, cell.variant, store is None
     workdir, own_dir = working_dir(config, bench, variant, cell.key, store)
@@ -49,7 +49,7 @@ def compose(config, cell, placer, store):
         program, args = spec.program, list(bench.args or spec.default_args)
     env, traced = rank_env(config, bench, variant), None
     if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
-        from .traced import staging_env
+        from ..config.traced import staging_env
 
         env, stage = staging_env(env, bench.trace_layers(), dry=dry)
         traced = (stage, bench.trace_layers())
@@ -92,7 +92,7 @@ def compose(config, cell, placer, store):
 def _image_of(variant, placer, image):
     """The image path a variant's runs use (its format, a placed copy); fills `image` with
     how it is read and whether the page cache is dropped before each run (study/image_variant.py)."""
-    from ..image.formats import ROOTFS
+    from ...image.formats import ROOTFS
     from .image_variant import check_cold, named_format
 
     if variant.get("cold"):

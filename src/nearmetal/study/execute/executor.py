@@ -9,9 +9,9 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from ..errors import NearmetalError
-from . import codec
-from .records import FAILED, OK, Launched, RunResult, stored_status
+from ...errors import NearmetalError
+from ..store import codec
+from ..records import FAILED, OK, Launched, RunResult, stored_status
 from .run_context import Contexts
 
 STDERR_TAIL = 2000
@@ -64,7 +64,7 @@ class Executor:
             codec.store_result(self.store, spec.run_id, RunResult.not_started(started, e))
             return FAILED
         p, bench = launch.launch, launch.benchmark
-        from ..families._transport import without_reports
+        from ...families._transport import without_reports
 
         err = launched.stderr
         transport = self._transport(p.components[0], err) if not self._contexts.known(cell.key) else None
@@ -72,7 +72,7 @@ class Executor:
         records, texts = [], None
         exited_ok = launched.status == "ok" and launched.exit_status == 0
         if launch.kernel is None:  # a program: its FOMs and wall time; its outputs also tell its version
-            from .program import read_outputs
+            from ..config.program import read_outputs
 
             texts = read_outputs(p.cwd, bench.files_read(), launched.stdout, err)
             if exited_ok:
@@ -84,14 +84,14 @@ class Executor:
         status = stored_status(launched, measured=bool(records))
         witnessed = None
         if self.config.study.witness:
-            from ..witness import parse
+            from ...witness import parse
 
             witnessed = [{k: w.get(k) for k in ("rank", "program", "library", "inode", "version")} for w in parse(err)]
         ctx = self._contexts.id_for(cell.key, p.components[0], image=launch.image,
                                     program=(bench, texts) if launch.kernel is None else None,
                                     witnessed=witnessed, transport=transport)
         if launch.traced is not None:
-            from .traced import keep
+            from ..config.traced import keep
 
             stage, layers = launch.traced
             keep(stage, self.store.path, self.config.study.name, codec.planned_row(spec), status,
@@ -105,7 +105,7 @@ class Executor:
     def _transport(self, resolved, err):
         """The transport summary of a run's ranks; a TCP fallback between ranks of one node is
         said at once (the progress console, else stderr)."""
-        from ..families._transport import report, summary, warning
+        from ...families._transport import report, summary, warning
 
         transport = summary(report(err), one_machine=resolved.scheduler.job_is_child)
         line = warning(transport)
@@ -119,12 +119,12 @@ class Executor:
         the machine was around the run (contention.figures; None unless the job's tree is
         this process's child: the local scheduler); with `quiet = true` the run first waits,
         at most quiet_wait seconds, for a quiet machine."""
-        from .. import schedulers
+        from ... import schedulers
         from . import contention
 
         p, req = launch.launch, launch.request
         if launch.kernel is None:  # a program benchmark: a fresh working directory with its inputs
-            from .program import stage
+            from ..config.program import stage
 
             stage(p.cwd, launch.benchmark.inputs, in_container=req.mode != "native", user=req.user)
         jobs = []
@@ -168,8 +168,8 @@ class Executor:
     @staticmethod
     def _program_records(bench, texts, err, wall):
         """A program's records (its FOMs and wall time), or [] and the reason appended to err."""
-        from ..apps.fom import FomError
-        from .program import records
+        from ...apps.fom import FomError
+        from ..config.program import records
 
         try:
             found = records(bench, texts, wall)
@@ -180,7 +180,7 @@ class Executor:
 
     @staticmethod
     def _records(spec, bench, out, err):
-        from .. import kernels
+        from ... import kernels
 
         try:
             parsed = kernels.parse(spec, out, {})
@@ -205,7 +205,7 @@ class Executor:
     def cancel_leftover_jobs(self, say=None):
         """Batch jobs that a killed runner left queued or running: cancelled, and marked so;
         their runs are still planned and run again. The job ids cancelled."""
-        from .. import schedulers
+        from ... import schedulers
 
         ids = [row["job_id"] for row in self.store.open_jobs(self.study_id)]
         for job_id in ids:
@@ -273,6 +273,6 @@ class _PlainProgress:
 
 
 def _network(resolved):
-    from .. import networks
+    from ... import networks
 
     return networks.get(resolved.network)

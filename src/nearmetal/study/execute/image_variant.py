@@ -19,14 +19,14 @@ import shutil
 import stat
 import tempfile
 
-from ..errors import NearmetalError
+from ...errors import NearmetalError
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
 
 def named_format(spec):
     """The format of the image file a spec names (image/formats), the rootfs directory otherwise."""
-    from ..image import formats
+    from ...image import formats
 
     return formats.of_path(spec) or formats.ROOTFS
 
@@ -45,7 +45,7 @@ class Placer:
         fmt, place = variant.get("image_format"), variant.get("image_place")
         if not fmt and not place:
             return None if spec == "default" else spec
-        from ..resolve import Host
+        from ...resolve import Host
 
         image = Host().image(None if spec == "default" else spec)
         fmt = fmt or named_format(spec)
@@ -64,7 +64,7 @@ class Placer:
                 return target
         if not os.path.isdir(place):
             raise NearmetalError(f"image_place {place}: no such directory")
-        from ..image import formats
+        from ...image import formats
 
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "image"  # a name from image.json
         digest = hashlib.sha256(source.encode()).hexdigest()[:8]

@@ -13,7 +13,7 @@ def file_digest(path, follow=True):
     """SHA-256 of a regular file (None for anything else: a device or FIFO is never read),
     remembered while its size and mtime are unchanged (a large application is hashed once,
     not once per cell)."""
-    from ..discovery.cache import per_file
+    from ...discovery.cache import per_file
 
     def compute():
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
@@ -51,8 +51,8 @@ def input_digest(path):
 
 def program_file(resolved, program):
     """(path the ranks run, its file on the host) of a program benchmark's command[0]."""
-    from ..errors import NearmetalError
-    from ..models.program import container_program, host_program
+    from ...errors import NearmetalError
+    from ...models.program import container_program, host_program
 
     family = resolved.mpi["family"]
     try:
@@ -66,7 +66,7 @@ def program_file(resolved, program):
 
 def of_program(resolved, bench, texts):
     """The "program" entry of a cell's context."""
-    from .program import foms_of
+    from ..config.program import foms_of
 
     path, host_file = program_file(resolved, bench.command[0])
     preset, _ = foms_of(bench)

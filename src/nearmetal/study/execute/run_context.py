@@ -6,7 +6,7 @@ One row per distinct context (Store.context_id), cached per cell."""
 import os
 import platform
 
-from .. import __version__
+from ... import __version__
 
 
 class Contexts:
@@ -21,8 +21,8 @@ class Contexts:
 
     def _static_context(self):
         if self._static is None:
-            from ..discovery import cpu
-            from ..discovery.mpi import discover
+            from ...discovery import cpu
+            from ...discovery.mpi import discover
 
             u = platform.uname()
             self._static = {
@@ -35,7 +35,7 @@ class Contexts:
 
     def _runtime_version(self, name):
         if name not in self._runtime_versions:
-            from .. import runtimes
+            from ... import runtimes
 
             self._runtime_versions[name] = runtimes.get(name).version()
         return self._runtime_versions[name]
@@ -72,7 +72,7 @@ class Contexts:
                                   **resolved.runtime.context(resolved.runtime_args)}
                 used = resolved.image
                 ctx["image"] = {"name": used.name, "digest": used.meta.get("digest"), "distro": used.distro}
-                from ..image import formats
+                from ...image import formats
 
                 for fmt in formats.names():  # what each format records (SquashFS: whether it was named)
                     ctx["image"].update(formats.get(fmt).run_context(used, named=fmt == resolved.image_format))
@@ -90,6 +90,6 @@ def _rdma_devices():
 
 
 def _network(resolved):
-    from .. import networks
+    from ... import networks
 
     return networks.get(resolved.network)

@@ -8,18 +8,19 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import __version__
-from ..errors import NearmetalError
-from . import analysis_spec, codec
-from . import config as config_mod
-from .plan import baseline_of, make_plan, variant_id
-from .lock import lock_for_writing
-from .store import Store
+from ... import __version__
+from ...errors import NearmetalError
+from ..plan import analysis_spec
+from ..store import codec
+from ..config import config as config_mod
+from ..plan.plan import baseline_of, make_plan, variant_id
+from ..store.lock import lock_for_writing
+from ..store.store import Store
 
 
 def default_db(name):
     """results/NAME/study.db; a name that could reach outside results/ is refused."""
-    from .fields import study_name_problem
+    from ..config.fields import study_name_problem
 
     problem = study_name_problem(name)
     if problem:
@@ -112,8 +113,8 @@ def _say_left_out(cfg, say):
     """[study] missing_runtimes = "skip": which runtimes' cells the plan leaves out, and why."""
     if cfg.study.missing_runtimes != "skip":
         return
-    from .. import runtimes
-    from .plan import matrix_cells, missing_runtimes
+    from ... import runtimes
+    from ..plan.plan import matrix_cells, missing_runtimes
 
     for name, n in missing_runtimes(cfg, matrix_cells(cfg)).items():
         hint = runtimes.get(name).install_hint
@@ -143,8 +144,8 @@ def extend(cfg, store, study_id, say=print):
     so a resumed study takes the same decisions."""
     if not cfg.study.adaptive:
         return 0
-    from .plan import extend_plan
-    from .sequential import open_cells, looks_of
+    from ..plan.plan import extend_plan
+    from ..plan.sequential import open_cells, looks_of
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
@@ -205,8 +206,8 @@ def dry_run(cfg, out):
     out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
         f"{cfg.study.first_blocks} randomized blocks, seed {seed}{drawn})")
     if cfg.study.adaptive:
-        from .plan import cells
-        from .sequential import looks_of
+        from ..plan.plan import cells
+        from ..plan.sequential import looks_of
 
         looks, alpha = looks_of(cfg.study)
         most = len(cells(cfg)) * (cfg.study.max_repetitions - cfg.study.min_repetitions)

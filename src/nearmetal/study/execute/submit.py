@@ -25,7 +25,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..errors import NearmetalError
+from ...errors import NearmetalError
 
 
 def check(cfg, source=None):
@@ -44,8 +44,8 @@ def check(cfg, source=None):
 def job_size(cfg):
     """{"nodes", "per_node", "threads"} of the study's largest cell: the most nodes any cell
     asks for, the most ranks any cell puts on one node, the most threads per rank."""
-    from . import placement
-    from .plan import cells
+    from ..config import placement
+    from ..plan.plan import cells
 
     all_cells = cells(cfg)
     slurm_nodes = cfg.slurm.nodes or 1
@@ -81,7 +81,7 @@ def jobs_dir(db):
 
 def submit(cfg, file, store, study_id, db, say):
     """Queue the runner job and its follow-on; (first job id, follow-on job id)."""
-    from .. import schedulers
+    from ... import schedulers
 
     if file is None:
         raise NearmetalError("--submit needs a study file: the built-in quickstart runs on this machine")
@@ -114,7 +114,7 @@ def submit(cfg, file, store, study_id, db, say):
 def on_start(cfg, file, store, study_id, db, say):
     """Inside one of this study's runner jobs: mark it started and keep one follow-on queued
     behind it. The job id, or None when this process is not a runner job of the study."""
-    from .. import schedulers
+    from ... import schedulers
 
     scheduler = schedulers.get(cfg.study.scheduler)
     job = scheduler.own_job()
@@ -146,7 +146,7 @@ def on_start(cfg, file, store, study_id, db, say):
 
 def on_complete(cfg, store, study_id, job, say):
     """The study is complete: the follow-ons behind this job are not needed."""
-    from .. import schedulers
+    from ... import schedulers
 
     scheduler = schedulers.get(cfg.study.scheduler)
     behind = False

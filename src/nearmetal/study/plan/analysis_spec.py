@@ -3,14 +3,14 @@ and stored with it (codec), so that analysing a study never parses its file agai
 study stored before analysis specs were (or one whose stored spec lacks a variant), the
 same decisions are taken from its stored file: `of_stored_file`."""
 
-from .records import AnalysisSpec
+from ..records import AnalysisSpec
 
 
 def decide(config, variants=(), planned=True):
     """The AnalysisSpec of a study: the baseline of each of its cells' variants (planned) and
     of the further `variants` (dicts, as stored: a later stage's), its looks, its findings."""
-    from ..analysis.findings import runtimes_of
-    from .ids import variant_id
+    from ...analysis.findings import runtimes_of
+    from ..config.ids import variant_id
     from .plan import baseline_of, cells
     from .sequential import looks_of
 
@@ -27,8 +27,8 @@ def of_stored_file(study_row, variants):
     """The AnalysisSpec of a study stored without one, decided from its stored study file
     for its stored `variants` ({id: dict}); None where there is no file to read (an imported
     study, which carries its baseline in baseline_json)."""
-    from ..errors import NearmetalError
-    from . import config as config_mod
+    from ...errors import NearmetalError
+    from ..config import config as config_mod
 
     if not study_row["config_toml"]:
         return None

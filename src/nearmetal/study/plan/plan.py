@@ -10,11 +10,11 @@ variant values can be paired by block.
 import itertools
 import random
 
-from ..errors import NearmetalError
-from ..networks import get as get_network
-from . import placement
-from .ids import CONTAINER_ONLY, OPTIONAL_DIMS, VARIANT_DIMS, image_label, is_set, key_part, mpi_label, variant_id  # noqa: F401
-from .records import Cell, RunSpec
+from ...errors import NearmetalError
+from ...networks import get as get_network
+from ..config import placement
+from ..config.ids import CONTAINER_ONLY, OPTIONAL_DIMS, VARIANT_DIMS, image_label, is_set, key_part, mpi_label, variant_id  # noqa: F401
+from ..records import Cell, RunSpec
 
 DIMS = VARIANT_DIMS + OPTIONAL_DIMS + ("ranks", "threads") + placement.DIMS
 MAX_CELLS = 100_000      # a study this size is a typo: planning it would take minutes and gigabytes
@@ -108,7 +108,7 @@ def matrix_cells(config):
 def missing_runtimes(config, all_cells):
     """{runtime name: number of cells} of the container runtimes the cells use that are not
     installed on this machine."""
-    from .. import runtimes
+    from ... import runtimes
 
     counts = {}
     for c in all_cells:
@@ -210,7 +210,7 @@ def check(config):
         raise NearmetalError(f"matrix.exclude: {e}") from None
     check_baselines(config, all_cells)
     placement.check(config, all_cells)
-    from .. import schedulers
+    from ... import schedulers
 
     if not schedulers.get(config.study.scheduler).job_is_child:  # the runs happen elsewhere
         node_side = sorted({d for c in all_cells for d in ("cold", "image_place", "network", "user")
@@ -222,7 +222,7 @@ def check(config):
                                  f"use them where the runs start on this machine (scheduler = \"local\")")
     _check_accounts(config, all_cells)
     if config.finding:
-        from .finding_spec import check as check_findings
+        from ..config.finding_spec import check as check_findings
 
         check_findings(config)
 
@@ -249,7 +249,7 @@ def check_kernel_ranks(config):
     """Every rank count a benchmark's cells use must suit its kernel (latency: exactly 2).
     Checked for study files before anything runs, not for every parse: planning tests and
     stored studies may hold cells that would only fail when run."""
-    from ..kernels import REGISTRY
+    from ...kernels import REGISTRY
 
     all_cells = cells(config)
     for i, bench in enumerate(config.benchmark):

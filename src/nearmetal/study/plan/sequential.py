@@ -17,7 +17,7 @@ look only); undecided points report the last look. Everything is derived from th
 runs, so `--resume` recomputes exactly the state at which the study stopped.
 """
 
-from ..analysis import stats
+from ...analysis import stats
 
 GROWTH = 1.5
 
@@ -50,7 +50,7 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes
     of the last one), with `look` (blocks used), `alpha` (the level tested) and `decided`;
     None when no look has data of both sides. Where the launches fall into modes (modes.py),
     a look compares by mode instead (mode_compare.decide_look; `modes=False`: never)."""
-    from ..analysis.mode_compare import decide_look
+    from ...analysis.mode_compare import decide_look
 
     measured = max([_block_number(b) for b in var] + [-1]) + 1
     last = None
@@ -89,7 +89,7 @@ def open_cells(store, study_id, config, blocks_done):
     from collections import defaultdict
 
     from .plan import baseline_of, cells, variant_id
-    from .records import Cell
+    from ..records import Cell
 
     looks, alpha = looks_of(config.study)
     looks = [n for n in looks if n <= blocks_done]

@@ -6,8 +6,8 @@ and report unchanged."""
 
 import json
 
-from ..errors import NearmetalError
-from .records import AnalysisSpec, Cell, RunSpec
+from ...errors import NearmetalError
+from ..records import AnalysisSpec, Cell, RunSpec
 
 # The analysis spec is kept in the store's key-value table (meta), one entry per study: a
 # new kind of row, not a new table, so the schema (and every older database) stays as it was.

@@ -26,8 +26,8 @@ import os
 import stat
 from datetime import datetime, timezone
 
-from .. import __version__
-from ..errors import NearmetalError
+from ... import __version__
+from ...errors import NearmetalError
 from .store import Store
 
 RESERVED = {"variant", "metric", "value", "mean", "median", "n", "std", "unit", "benchmark", "block", "repetition",
@@ -140,7 +140,7 @@ def _read(csv_path):
 
 
 def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin=0.03):
-    from .fields import study_name_problem
+    from ..config.fields import study_name_problem
 
     if study_name_problem(study):
         raise NearmetalError(f"study name '{study[:80]}': {study_name_problem(study)}")

@@ -15,8 +15,8 @@ import socket
 import time
 from pathlib import Path
 
-from ..errors import NearmetalError
-from ..proc import pid_exists
+from ...errors import NearmetalError
+from ...proc import pid_exists
 
 _HELD = {}
 _HOST = socket.gethostname()   # realpath of the lock file -> [fd, count, what]

@@ -23,7 +23,7 @@ import sqlite3
 import tempfile
 from urllib.parse import quote
 
-from ..errors import NearmetalError
+from ...errors import NearmetalError
 
 NETWORK_FS = frozenset({"nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "ceph", "fuse.ceph",
                         "glusterfs", "fuse.glusterfs", "panfs", "wekafs", "afs", "9p", "pvfs2", "orangefs",

@@ -35,9 +35,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
-from ..errors import NearmetalError
-from ..safe_read import read_head
-from ..safe_write import refuse_links
+from ...errors import NearmetalError
+from ...safe_read import read_head
+from ...safe_write import refuse_links
 from . import shared_fs
 from .lock import lock_for_writing
 from .schema import _LOAD_COLUMNS, _TABLES_V1, _TABLES_V2, _TABLES_V3, READABLE_VERSIONS, SCHEMA_VERSION
