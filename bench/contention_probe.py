@@ -39,7 +39,7 @@ args = {args}
 
 
 def study(out, name, a):
-    from nearmetal.study.config import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
     from nearmetal.study.execute import runner
     from nearmetal.study.execute.executor import Executor
 

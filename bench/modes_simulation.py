@@ -69,7 +69,7 @@ def baseline_cells(db):
     baseline variants' cells (measured runs only)."""
     con = sqlite3.connect(db)
     cfg = con.execute("select config_toml from studies").fetchone()[0]
-    from nearmetal.study.config import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
     from nearmetal.study.plan.plan import baseline_of, variant_id
 
     conf = config_mod.parse(cfg, source="bench")

@@ -55,7 +55,7 @@ def test_a_study_plans_audited_variants_against_unaudited_baselines():
 @pytest.mark.unit
 def test_audit_takes_booleans_only():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config.config import parse as parse_study
+    from nearmetal.study.plan.study_file import parse as parse_study
 
     with pytest.raises(NearmetalError) as e:
         parse_study('[study]\nname = "a"\n[matrix]\naudit = ["yes"]\n[[benchmark]]\nkernel = "startup"\n',

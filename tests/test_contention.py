@@ -198,7 +198,7 @@ name = "b"
 
 
 def _analysed(tmp_path, extra=""):
-    from nearmetal.study.config import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
     from nearmetal.analysis.analyze import analyze
     from nearmetal.study.plan.plan import make_plan
     from nearmetal.study.store.codec import planned_row as _row
@@ -283,7 +283,7 @@ class Burners:
 def _study(tmp_path, name, reps, extra=""):
     """A tiny real study (native latency, 8 B), planned and run in this process as
     `nearmetal study` does (without its report); its run_load rows joined with the runs."""
-    from nearmetal.study.config import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
     from nearmetal.study.execute import runner
     from nearmetal.study.execute.executor import Executor
 

@@ -133,7 +133,7 @@ def test_exclusions_reach_the_optional_dimensions():
 @pytest.mark.unit
 def test_cold_and_placement_are_refused_with_a_batch_scheduler():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError) as e:
         parse('[study]\nname = "a"\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\ncold = [false, true]\n'

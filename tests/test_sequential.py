@@ -26,7 +26,7 @@ def test_the_looks_grow_by_half_and_end_at_the_maximum():
 
 @pytest.mark.unit
 def test_fixed_repetitions_are_one_look_at_the_usual_level():
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
     from nearmetal.study.plan.sequential import looks_of
 
     text = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
@@ -43,7 +43,7 @@ def test_fixed_repetitions_are_one_look_at_the_usual_level():
 ])
 def test_adaptive_settings_are_checked(line, expect):
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError) as e:
         parse(f'[study]\nname = "s"\n{line}\n[[benchmark]]\nkernel = "latency"\n', source="t.toml")
@@ -139,7 +139,7 @@ def test_extend_plans_the_next_look_for_open_cells_only(tmp_path):
     pure noise, extend() adds blocks 6-8 for the noisy variant and its baseline only, and
     the same again when asked twice (the plan is derived from the stored runs)."""
     from nearmetal.study.execute import runner
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
     from nearmetal.study.store.store import Store
 
     cfg = parse("""
@@ -190,7 +190,7 @@ def test_max_time_is_checked_against_what_the_next_look_will_take(tmp_path, max_
     open cells: 9 runs, 0.1 s each by the cells' mean so far) would bring it to 2.4 s: a
     2 s budget stops the study now, with the reason, instead of one look past it."""
     from nearmetal.study.execute import runner
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
     from nearmetal.study.store.store import Store
 
     cfg = parse(f"""

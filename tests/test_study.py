@@ -14,7 +14,7 @@ import pytest
 
 from conftest import NEARMETAL, assert_one_line_error, nearmetal
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import config as config_mod
+from nearmetal.study.plan import study_file as config_mod
 from nearmetal.study.plan.plan import cells, make_plan
 
 SMALL = """

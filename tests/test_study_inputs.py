@@ -77,7 +77,7 @@ def test_io_shared_pattern_with_only_posix(sandbox, capsys):
 
 
 def test_run_keys_are_unambiguous_and_ordinary_keys_unchanged():
-    from nearmetal.study.config.config import builtin_quickstart, parse
+    from nearmetal.study.plan.study_file import builtin_quickstart, parse
     from nearmetal.study.plan.plan import make_plan
 
     # Two different cells whose keys were one before ('|' inside names): the store kept 2 of 3.

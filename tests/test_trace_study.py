@@ -31,7 +31,7 @@ trace = {trace}
 @pytest.mark.unit
 def test_trace_takes_true_or_layers_and_refuses_others():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     def bench(value):
         return parse(STUDY.format(trace=value), source="t.toml").benchmark[0]

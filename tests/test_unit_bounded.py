@@ -13,7 +13,7 @@ import pytest
 from nearmetal.apps import linear, presets
 from nearmetal.apps.fom import Fom, FomError, check_success, records
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import config as config_mod
+from nearmetal.study.plan import study_file as config_mod
 from nearmetal.study.config import input_tree, program
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ The real launches are in test_kernel_coupled.py (locally) and test_slurm_run.py 
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config.config import parse
+from nearmetal.study.plan.study_file import parse
 from nearmetal.study.config.mpmd import more_requests, parts
 from nearmetal.study.plan.plan import cells
 from test_unit_compose import FakeHost, machine  # noqa: F401  (machine: autouse fixture)

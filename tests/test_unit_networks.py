@@ -186,7 +186,7 @@ def test_tcp_between_hosts_of_a_cluster_is_no_fallback():
 
 
 def test_isolated_network_with_a_batch_scheduler_is_refused_in_a_study():
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError, match="network act on this machine"):
         parse('[study]\nname = "a"\nrepetitions = 2\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\n'

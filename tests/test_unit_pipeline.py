@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import config as config_mod
+from nearmetal.study.plan import study_file as config_mod
 from nearmetal.study.execute import runner
 from nearmetal.study.store import codec
 from nearmetal.analysis.analyze import analyze

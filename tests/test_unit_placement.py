@@ -10,7 +10,7 @@ import pytest
 
 from nearmetal.errors import NearmetalError
 from nearmetal.study.store import shared_fs
-from nearmetal.study.config.config import parse
+from nearmetal.study.plan.study_file import parse
 from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
 pytestmark = pytest.mark.unit

@@ -400,7 +400,7 @@ def test_user_variants_are_named_and_compared_with_the_callers_runs():
 
 
 def test_a_named_variant_runs_as_its_account():
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
     from nearmetal.study.plan.plan import cells, variant_id
 
     cfg = parse('[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
@@ -416,7 +416,7 @@ def test_a_named_variant_runs_as_its_account():
     ('[]', r"matrix\.user: .*non-empty"),
 ])
 def test_bad_account_names_in_a_study_are_refused_by_key(value, message):
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError, match=message) as e:
         parse(f'[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\nuser = {value}\n'
@@ -425,7 +425,7 @@ def test_bad_account_names_in_a_study_are_refused_by_key(value, message):
 
 
 def test_user_with_a_batch_scheduler_is_refused_in_a_study():
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError, match="user act on this machine .*its accounts"):
         parse('[study]\nname = "a"\nrepetitions = 2\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\n'
@@ -471,7 +471,7 @@ def test_a_program_run_directory_is_handed_to_the_account_without_following_anyt
 
 
 def test_user_does_not_combine_with_an_isolated_network_or_the_tracer():
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     head = '[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
     with pytest.raises(NearmetalError, match=r"benchmark\[0\]: variant native/mpich\+isolated\+as-nmuser: user and "

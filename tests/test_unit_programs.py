@@ -8,7 +8,7 @@ import pytest
 from nearmetal.apps import presets
 from nearmetal.apps.fom import Fom, FomError, records
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import config as config_mod
+from nearmetal.study.plan import study_file as config_mod
 from nearmetal.study.config import program
 from nearmetal.analysis.stats import direction_for_unit
 

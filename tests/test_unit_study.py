@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import config as config_mod
+from nearmetal.study.plan import study_file as config_mod
 from nearmetal.study.plan.plan import MAX_CELLS, baseline_of, cells, key_part, make_plan, variant_id
 from nearmetal.study.store.codec import planned_row as _row
 from nearmetal.study.store.store import SCHEMA_VERSION, Store

@@ -37,7 +37,7 @@ args = ["-m", "8:8", "-i", "200"]
 
 
 def _parse(text):
-    from nearmetal.study.config.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     return parse(text, source="t.toml")
 

@@ -12,7 +12,6 @@ nothing: working directories are made absolute (check_paths() checks them before
 """
 
 import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr,
@@ -328,27 +327,21 @@ class StudyConfig(_Strict):
         return bench.workdir or self.study.workdir
 
 
-def parse(text, source="<study>"):
-    """A validated StudyConfig from a study's text (also a stored study's): every problem of
-    the file at once, then what planning would refuse (zips, the baseline, the study's
-    size), all named by key path. Touches no file system."""
+def validated(text, source="<study>"):
+    """A StudyConfig from a study's text (also a stored study's): every problem of the file
+    at once, named by key path. What planning would refuse besides (zips, the baseline, the
+    study's size) is checked by plan/study_file.parse. Touches no file system."""
     data = parse_toml(text, source)
     try:
-        cfg = StudyConfig.model_validate(data)
+        return StudyConfig.model_validate(data)
     except ValidationError as e:
         raise validation_error(e, source) from None
-    from ..plan.plan import check
-
-    try:
-        check(cfg)
-    except NearmetalError as e:
-        raise NearmetalError(one_line(f"{source}: {e}")) from None
-    return cfg
 
 
 def check_paths(cfg, source="<study>"):
     """Working directories must exist or be creatable, and writable: checked before any run
-    starts (not in parse(), which also reads stored studies whose directories may be gone)."""
+    starts (not when parsing, which also reads stored studies whose directories may be gone:
+    plan/study_file.check_runnable calls it)."""
     if cfg.study.workdir:
         why = check_workdir(cfg.study.workdir)
         if why:
@@ -360,35 +353,6 @@ def check_paths(cfg, source="<study>"):
                 raise NearmetalError(one_line(f"{source}: benchmark[{i}].workdir: {bench.workdir}: {why}"))
 
 
-def load(path):
-    """(StudyConfig, text) of a study file; nothing is created (check_paths only probes)."""
-    text = read_text(path, "study file")
-    source = one_line(str(path))
-    cfg = parse(text, source=source)
-    check_runnable(cfg, source)
-    return cfg, text
-
-
-def check_runnable(cfg, source="<study>"):
-    """Before any run starts: rank counts the kernels can use, images that can be looked up,
-    usable working directories."""
-    from ..plan.plan import check_kernel_ranks
-
-    try:
-        check_kernel_ranks(cfg)
-    except NearmetalError as e:
-        raise NearmetalError(one_line(f"{source}: {e}")) from None
-    places = [("matrix.image", cfg.matrix.image)]
-    places += [(f"benchmark[{i}].image", b.image) for i, b in enumerate(cfg.benchmark) if b.image]
-    places += [(f"variant[{i}].image", [v.image]) for i, v in enumerate(cfg.variant) if v.image]
-    check_images(places, source)
-    check_paths(cfg, source)
-    try:
-        check_inputs(cfg)
-    except NearmetalError as e:
-        raise NearmetalError(one_line(f"{source}: {e}")) from None
-
-
 def check_images(places, source):
     """[(key path, [image values])]: each image must be possible to look up (an image path
     under /proc/1/root is not, even for root)."""
@@ -397,11 +361,3 @@ def check_images(places, source):
             why = probe_path(value)
             if why:
                 raise NearmetalError(one_line(f"{source}: {where}[{j}]: {value}: {why}"))
-
-
-QUICKSTART = Path(__file__).with_name("quickstart.toml")
-
-
-def builtin_quickstart():
-    text = QUICKSTART.read_text()
-    return parse(text, source="built-in quickstart"), text

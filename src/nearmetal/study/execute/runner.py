@@ -12,7 +12,7 @@ from ... import __version__
 from ...errors import NearmetalError
 from ..plan import analysis_spec
 from ..store import codec
-from ..config import config as config_mod
+from ..plan import study_file
 from ..plan.plan import baseline_of, make_plan, variant_id
 from ..store.lock import lock_for_writing
 from ..store.store import Store
@@ -30,8 +30,8 @@ def default_db(name):
 
 def load(path):
     if path is None:
-        return config_mod.builtin_quickstart()
-    return config_mod.load(path)
+        return study_file.builtin_quickstart()
+    return study_file.load(path)
 
 
 def open_study(cfg, text, db_path, resume, builtin=False, say=print):

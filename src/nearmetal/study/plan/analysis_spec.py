@@ -28,12 +28,12 @@ def of_stored_file(study_row, variants):
     for its stored `variants` ({id: dict}); None where there is no file to read (an imported
     study, which carries its baseline in baseline_json)."""
     from ...errors import NearmetalError
-    from ..config import config as config_mod
+    from . import study_file
 
     if not study_row["config_toml"]:
         return None
     try:
-        config = config_mod.parse(study_row["config_toml"], source=f"study '{study_row['name']}'")
+        config = study_file.parse(study_row["config_toml"], source=f"study '{study_row['name']}'")
     except NearmetalError:
         return None  # imported studies carry their own baseline in baseline_json
     return decide(config, variants.values(), planned=False)  # the cells as planned then: those stored

@@ -222,7 +222,7 @@ def check(config):
                                  f"use them where the runs start on this machine (scheduler = \"local\")")
     _check_accounts(config, all_cells)
     if config.finding:
-        from ..config.finding_spec import check as check_findings
+        from .finding_check import check_findings
 
         check_findings(config)
 
