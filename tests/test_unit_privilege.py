@@ -296,7 +296,7 @@ def planned(monkeypatch):
     """run.plan() as the account, models written by hand, the image under a 0700 /img."""
     import nearmetal.models as models
 
-    monkeypatch.setattr(models, "prepare", lambda mode, c: ModelPlan([f"/opt/nearmetal/{c.mpi['family']}/bin/nm-x"]))
+    monkeypatch.setattr(models, "prepare", lambda mode, c: ModelPlan([f"/opt/nearmetal/{c.installation['family']}/bin/nm-x"]))
     monkeypatch.setattr(os, "getcwd", lambda: "/work")
     for key in privilege.ROOT_ONLY_ENV:
         monkeypatch.delenv(key, raising=False)

@@ -68,7 +68,7 @@ def cmd_bench(args):
         raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     resolved = p.components[0]
-    params = {"mode": args.mode, "mpi": resolved.mpi["family"], "ranks": ranks, "threads": args.threads}
+    params = {"mode": args.mode, "mpi": resolved.installation["family"], "ranks": ranks, "threads": args.threads}
     if req.scheduler != schedulers.DEFAULT:
         params["scheduler"] = req.scheduler
     if args.mode != "native":
@@ -332,7 +332,7 @@ def _bench_command(args):
         raise NearmetalError(str(e)) from None
     for r in found:
         if args.json:
-            print(json.dumps(dict(r, mode=args.mode, mpi=p.components[0].mpi["family"], ranks=req.ranks)))
+            print(json.dumps(dict(r, mode=args.mode, mpi=p.components[0].installation["family"], ranks=req.ranks)))
         else:
             point = "".join(f" {k}={v}" for k, v in r["point"].items())
             print(f"nearmetal: {r['metric']}{point} = {r['value']:g} {r['unit']}".rstrip())
@@ -374,7 +374,7 @@ def cmd_trace(args):
         return 0
     out = tc.out_dir(args.out)
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
-            "runtime": args.runtime if args.mode != "native" else None, "mpi": p.components[0].mpi["family"],
+            "runtime": args.runtime if args.mode != "native" else None, "mpi": p.components[0].installation["family"],
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     outcome = None
     try:

@@ -54,7 +54,7 @@ def program_file(resolved, program):
     from ...errors import NearmetalError
     from ...models.program import container_program, host_program
 
-    family = resolved.mpi["family"]
+    family = resolved.installation["family"]
     try:
         if resolved.in_container:
             return container_program(resolved.image, program, family)
