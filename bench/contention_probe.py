@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the contention figures (study/contention.py, the store's run_load) look like: N
+"""What the contention figures (study/execute/contention.py, the store's run_load) look like: N
 native runs of a tiny study without, then with CPU burners of this script's own
 (`python -c "while True: pass"`), run through the study executor as `nearmetal study` runs
 them; one line per run, then the medians per condition.

@@ -2,9 +2,9 @@
 """Launches that fall into modes: the mode detector and the mode-aware comparison checked by
 simulation, from a study database's own per-cell values.
 
-Part 1, the detector (study/modes.py): how often it splits single-group samples (normal,
+Part 1, the detector (analysis/modes.py): how often it splits single-group samples (normal,
 heavy-tailed, with slow outliers) and how often it finds two real groups.
-Part 2, the comparison, as a study runs it (study/sequential.py: randomized blocks, looks at
+Part 2, the comparison, as a study runs it (study/plan/sequential.py: randomized blocks, looks at
 fixed block counts, alpha/K per look): each replicate takes one baseline cell of the database
 and draws both arms' launches from that cell's values (with replacement): A/A. "planted"
 multiplies the variant's launches by --effect (1.05: a 5% difference, both modes moved);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The adaptive procedure (study/sequential.py) by simulation: false verdicts on A/A points
+"""The adaptive procedure (study/plan/sequential.py) by simulation: false verdicts on A/A points
 and power against a known slowdown, with the looks and levels nearmetal uses.
 
 Each simulated point is a pair of variants measured in the same randomized blocks: a value

@@ -201,7 +201,7 @@ def test_the_backend_name_check_sees_what_it_must(tmp_path):
     assert hits == [{"host"}, {"squashfs"}, {"podman"}, {"slurm"}, set()]
     assert _own_module("networks/host.py", "host", names["host"]) and _own_module("networks/__init__.py", "host", ["networks"])
     assert _own_module("runtimes/_podman_storage.py", "podman", names["podman"])
-    assert not _own_module("study/executor.py", "host", names["host"])
+    assert not _own_module("study/execute/executor.py", "host", names["host"])
     assert not _own_module("runtimes/bwrap.py", "squashfs", names["squashfs"])
 
 

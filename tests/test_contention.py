@@ -1,4 +1,4 @@
-"""Contention detected and recorded (study/contention.py): /proc parsing and the disturbed
+"""Contention detected and recorded (study/execute/contention.py): /proc parsing and the disturbed
 rule on sample text, the store's run_load table (schema 3 and its migration), the analysis
 and the reports (unit tier); then real runs while this test keeps the machine busy with
 CPU burners of its own, and `quiet = true` (integration)."""

@@ -1,4 +1,4 @@
-"""A variant's image format, placement and cold starts (study/image_variant.py; seed 002).
+"""A variant's image format, placement and cold starts (study/execute/image_variant.py; seed 002).
 Real studies: the ranks' root file system is the copy placed in the chosen directory (the
 container's own mount table says so), a SquashFS variant runs from the .sqfs, every copy is
 removed when the study ends, and a cold variant's context records the dropped page cache."""

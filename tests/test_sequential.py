@@ -1,4 +1,4 @@
-"""Adaptive repetitions (study/sequential.py, runner.extend): the looks, the error rates of
+"""Adaptive repetitions (study/plan/sequential.py, runner.extend): the looks, the error rates of
 the sequential procedure by simulation, the blocks added only for undecided cells, and a
 real adaptive study that stops early where the answer is clear."""
 

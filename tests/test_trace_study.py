@@ -1,4 +1,4 @@
-"""`trace = true` for a study benchmark (study/traced.py): the tracer in every run's ranks,
+"""`trace = true` for a study benchmark (study/config/traced.py): the tracer in every run's ranks,
 one trace directory per run beside the database with its own report, linked from the
 study's report; nothing left in the staging area."""
 

@@ -1,4 +1,4 @@
-"""Heterogeneous (MPMD) study benchmarks (study/mpmd.py) without a machine: what a file may say,
+"""Heterogeneous (MPMD) study benchmarks (study/config/mpmd.py) without a machine: what a file may say,
 the cell's ranks, the components' requests and the refusals, each in one line with its key path.
 The real launches are in test_kernel_coupled.py (locally) and test_slurm_run.py (hetjob)."""
 

@@ -1,5 +1,5 @@
 """The study pipeline's stages and the records that cross them (study/records.py): the one
-codec between records and the store (study/codec.py), the store status decided once, the
+codec between records and the store (study/store/codec.py), the store status decided once, the
 analysis spec decided at plan time and stored (the analysis never parses the study file
 again), and further variants planned into an existing study (a stage after the analysis).
 SQLite files in tmp_path; nothing is started."""

@@ -1,6 +1,6 @@
-"""Placement dimensions (study/placement.py), the study runner as a batch job's script
-(slurm/runner_job.py, study/submit.py) and the store's cluster-file-system mode
-(study/shared_fs.py): planned cells, ids, refusals and generated text, without a cluster
+"""Placement dimensions (study/config/placement.py), the study runner as a batch job's script
+(slurm/runner_job.py, study/execute/submit.py) and the store's cluster-file-system mode
+(study/store/shared_fs.py): planned cells, ids, refusals and generated text, without a cluster
 (the real jobs run in test_submit.py)."""
 
 import os

@@ -1,6 +1,6 @@
-"""Studies without running anything: study files parsed and refused (study/config.py), cells
-and run order (study/plan.py), Slurm options of a study's jobs, and the SQLite store
-(study/store.py) on files in tmp_path — SQLite is a library: nothing is started."""
+"""Studies without running anything: study files parsed and refused (study/config/config.py), cells
+and run order (study/plan/plan.py), Slurm options of a study's jobs, and the SQLite store
+(study/store/store.py) on files in tmp_path — SQLite is a library: nothing is started."""
 
 import json
 import sqlite3

@@ -81,7 +81,7 @@ def _at_most(limit):
     return parse
 
 
-# As in study files (study/config.py): ranks, threads, and a timeout of at most a week.
+# As in study files (study/config/config.py): ranks, threads, and a timeout of at most a week.
 _RANKS, _THREADS, _TIMEOUT = _at_most(1_000_000), _at_most(1024), _at_most(7 * 24 * 3600)
 
 

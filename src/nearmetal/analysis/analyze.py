@@ -38,7 +38,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     variants = {}
     for r in runs:
         variants.setdefault(r["variant"], json.loads(r["variant_json"]))
-    # decided when the study was planned (study/analysis_spec.py); taken from the stored
+    # decided when the study was planned (study/plan/analysis_spec.py); taken from the stored
     # study file for a study stored before that; None for an imported one
     decided = codec.stored_analysis_spec(store, study["id"])
     if decided is None or not set(variants) <= set(decided.baselines):
@@ -49,7 +49,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             return decided.baselines.get(vid)
         return baseline_sel.get("variant")
 
-    # contention (study/contention.py): runs on a busy machine are marked, or left out
+    # contention (study/execute/contention.py): runs on a busy machine are marked, or left out
     load_rows = store.run_load(study["id"])
     disturbed_runs = {r["run_id"] for r in load_rows if r["busy"]}
     exclude_disturbed = bool(decided is not None and decided.exclude_disturbed)
@@ -105,7 +105,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             elif bid and bid != vid and bid in groups[key]:
                 base = groups[key][bid]
                 entry["baseline"] = bid
-                if looks:  # a planned study: its looks (one for fixed repetitions), study/sequential.py
+                if looks:  # a planned study: its looks (one for fixed repetitions), study/plan/sequential.py
                     entry["comparison"] = sequential.decide(base, byblock, looks, alpha, study["margin"], hib,
                                                             n_boot=n_boot)
                 else:
@@ -150,7 +150,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     from ..study.config.traced import listing
 
     traces = listing(store.path, study["name"])
-    if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)
+    if traces:  # `trace = true` benchmarks: each run's trace directory (study/config/traced.py)
         out["traces"] = traces
     out["answers"] = answers(out)
     if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (analysis/findings.py)

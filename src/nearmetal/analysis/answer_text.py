@@ -201,7 +201,7 @@ def _grouped(eq, cells):
 
 
 def _optional_words(d):
-    """The variant dimensions that are off unless asked for (study/plan.py OPTIONAL_DIMS)."""
+    """The variant dimensions that are off unless asked for (study/plan/plan.py OPTIONAL_DIMS)."""
     from ..image import formats
     from ..networks import is_default
 

@@ -1,5 +1,5 @@
 """Does this study reproduce the published findings its file states ([[finding]],
-study/finding_spec.py)? One verdict per finding, from the study's own points:
+study/config/finding_spec.py)? One verdict per finding, from the study's own points:
 
 - the subject's and the reference's points are paired by block, point by point (same metric,
   point parameters and placement), and summarised as answers.py summarises a variant: the

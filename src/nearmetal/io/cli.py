@@ -64,7 +64,7 @@ def sweep(args):
     if args.dry_run:
         return _dry_run(s)
     db = Path(args.db) if args.db else default_db(s.study.name)
-    # One writer per database, from the checks below to the end of the sweep (study/lock.py).
+    # One writer per database, from the checks below to the end of the sweep (study/store/lock.py).
     with lock_for_writing(db, f"I/O sweep '{s.study.name}'"):
         return _sweep_locked(args, s, db)
 

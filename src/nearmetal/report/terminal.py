@@ -59,7 +59,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     if dropped:
         bits.append(f"variants shown without {dropped}")
     console.print(Text("; ".join(bits) + ".", style="dim"))
-    if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/contention.py)
+    if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/execute/contention.py)
         console.print(Text("⚠ " + analysis["contention"]["text"], style="bold yellow"))
 
     noise_index = PT.noise_by_row(points)

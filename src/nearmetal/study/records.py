@@ -4,7 +4,7 @@ pipeline"): frozen, so a stage hands on what it decided and the next cannot chan
   config --Config--> plan --Cell, RunSpec, AnalysisSpec--> store --RunSpec--> execute
   execute --RunResult--> store --rows--> analysis
 
-How they are written to and read from the store is study/codec.py's business alone.
+How they are written to and read from the store is study/store/codec.py's business alone.
 """
 
 from dataclasses import dataclass, field

@@ -77,7 +77,7 @@ class StudySection(_Strict):
     description: StrictStr = Field("", max_length=65536)
     # repetitions fixes the number of randomized blocks; without it the study is adaptive:
     # min_repetitions blocks, then more blocks only for cells whose verdict is still open,
-    # up to max_repetitions blocks or max_time seconds of measured runs (study/sequential.py).
+    # up to max_repetitions blocks or max_time seconds of measured runs (study/plan/sequential.py).
     repetitions: StrictInt | None = Field(None, ge=1, le=10000)
     min_repetitions: StrictInt = Field(5, ge=2, le=10000)
     max_repetitions: StrictInt = Field(120, ge=2, le=10000)
@@ -90,7 +90,7 @@ class StudySection(_Strict):
     pin: StrictBool = False
     scheduler: Scheduler = "local"
     workdir: StrictStr | None = None
-    # contention (study/contention.py): wait before each run, at most quiet_wait seconds, for
+    # contention (study/execute/contention.py): wait before each run, at most quiet_wait seconds, for
     # a quiet machine; leave runs on a busy machine (disturbed) out of the statistics
     quiet: StrictBool = False
     witness: StrictBool = False  # each run's ranks say which MPI library they ran (stored in the context)
@@ -143,7 +143,7 @@ class Matrix(_Strict):
     user: list[Account] = [""]          # an account the ranks run as ("": the caller; privilege.py)
     ranks: list[Ranks] = [2]
     threads: list[Threads] = [1]
-    nodes: list[Nodes] = [1]            # each run's job on this many nodes (study/placement.py)
+    nodes: list[Nodes] = [1]            # each run's job on this many nodes (study/config/placement.py)
     ranks_per_node: list[Ranks] | None = None   # set: a cell's ranks are nodes x ranks_per_node
     zips: list[list[StrictStr]] = []
     exclude: list[dict[str, StrictBool | StrictStr | StrictInt]] = []
@@ -182,7 +182,7 @@ class Matrix(_Strict):
 
 
 class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
-    """One kernel with its arguments, or any program (command = [...], study/program.py);
+    """One kernel with its arguments, or any program (command = [...], study/config/program.py);
     any matrix dimension may be overridden per benchmark."""
 
     kernel: StrictStr | None = None

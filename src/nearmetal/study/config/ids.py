@@ -37,7 +37,7 @@ def variant_id(v):
     for any image name: mode, runtime and MPI are validated words without '/', so
     everything after the third '/' is the image, then the optional dimensions that are set
     (`+squashfs`, `+in-LABEL`, `+cold`, `+audit`, `+isolated`, `+as-NAME`; image labels have no '+') and
-    the placement where it is not the default (`+2-nodes`, `+4-per-node`: study/placement.py)."""
+    the placement where it is not the default (`+2-nodes`, `+4-per-node`: study/config/placement.py)."""
     if v.get("name"):
         return v["name"] + placement.id_part(v)
     extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d))) + placement.id_part(v)

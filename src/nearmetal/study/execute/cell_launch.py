@@ -13,7 +13,7 @@ from ...errors import NearmetalError
 class CellLaunch:
     """launch: the run.Plan; request: the RunRequest it came from; kernel: the kernel's spec
     (None for a program); traced: (staging directory, layers) of a `trace = true` benchmark;
-    image: how its image is read ({cold_cache, image: {format, path, place}}, study/image_variant.py);
+    image: how its image is read ({cold_cache, image: {format, path, place}}, study/execute/image_variant.py);
     error: the NearmetalError that keeps the cell from starting (then nothing else is set)."""
 
     benchmark: object = None
@@ -48,7 +48,7 @@ def compose(config, cell, placer, store):
         spec = kernels.get(bench.kernel)
         program, args = spec.program, list(bench.args or spec.default_args)
     env, traced = rank_env(config, bench, variant), None
-    if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/traced.py)
+    if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/config/traced.py)
         from ..config.traced import staging_env
 
         env, stage = staging_env(env, bench.trace_layers(), dry=dry)
@@ -91,7 +91,7 @@ def compose(config, cell, placer, store):
 
 def _image_of(variant, placer, image):
     """The image path a variant's runs use (its format, a placed copy); fills `image` with
-    how it is read and whether the page cache is dropped before each run (study/image_variant.py)."""
+    how it is read and whether the page cache is dropped before each run (study/execute/image_variant.py)."""
     from ...image.formats import ROOTFS
     from .image_variant import check_cold, named_format
 

@@ -44,7 +44,7 @@ class Contexts:
         """The context row id of a cell's runs, from its resolved launch (resolve.Resolved);
         image: how its image is read (cell_launch.CellLaunch.image); program: (benchmark, its
         first run's outputs) of a program benchmark, whose file, version and inputs the
-        context records (study/provenance.py); witnessed: what its first run's ranks said of
+        context records (study/execute/provenance.py); witnessed: what its first run's ranks said of
         the MPI library they ran (witness/)."""
         if cell_key not in self._ids:
             ctx = dict(self._static_context())

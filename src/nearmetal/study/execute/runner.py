@@ -37,7 +37,7 @@ def load(path):
 def open_study(cfg, text, db_path, resume, builtin=False, say=print):
     """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
 
-    The returned store holds the database's writer lock (study/lock.py) until it is
+    The returned store holds the database's writer lock (study/store/lock.py) until it is
     closed or the process ends: opening, creating, planning and running all happen under
     it, so a second runner of the same database is refused with the holder's PID.
 

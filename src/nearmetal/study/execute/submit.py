@@ -15,7 +15,7 @@ completes the study cancels the one behind it. A job whose predecessor finished 
 all (a run longer than the job's time limit) queues none, so the chain ends instead of
 resubmitting forever; its output says so.
 
-The jobs are recorded in the store (jobs rows with no run, study/store.py), so each job
+The jobs are recorded in the store (jobs rows with no run, study/store/store.py), so each job
 knows its place in the chain.
 """
 

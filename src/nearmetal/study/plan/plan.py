@@ -45,7 +45,7 @@ def _dimensions(config, bench):
     """A benchmark's dimensions ({dim: values}) and zips: its own, else the matrix's."""
     m = config.matrix
     dims = {d: getattr(bench, d) or getattr(m, d) for d in DIMS}
-    if bench.components:  # a heterogeneous job: its ranks are its components', its nodes theirs (study/mpmd.py)
+    if bench.components:  # a heterogeneous job: its ranks are its components', its nodes theirs (study/config/mpmd.py)
         dims.update(ranks=[bench.total_ranks()], ranks_per_node=None, nodes=[1])
     return placement.dimensions(dims), (bench.zips if bench.zips is not None else m.zips)
 

@@ -1,5 +1,5 @@
 """The one translation between the pipeline's records (study/records.py) and the store's
-rows (study/store.py, docs/store.md): planned runs to rows and back, a finished run's
+rows (study/store/store.py, docs/store.md): planned runs to rows and back, a finished run's
 result to its columns, a study's analysis spec to its stored JSON and back. The stored
 columns and values are those nearmetal has always written, so existing databases resume
 and report unchanged."""

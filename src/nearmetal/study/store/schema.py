@@ -1,5 +1,5 @@
 """The store's tables, as SQL, by schema version (docs/store.md): what a new store creates and
-what each migration adds. study/store.py runs them."""
+what each migration adds. study/store/store.py runs them."""
 
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
@@ -34,7 +34,7 @@ CREATE INDEX IF NOT EXISTS jobs_open ON jobs(study_id, state);
 CREATE INDEX IF NOT EXISTS jobs_job ON jobs(job_id);
 """
 
-# Version 2 -> 3: how busy the machine was during each run (study/contention.py): busy = 1
+# Version 2 -> 3: how busy the machine was during each run (study/execute/contention.py): busy = 1
 # for a disturbed run; quiet = 1/0 whether `quiet = true` found the machine quiet (NULL: not asked).
 _TABLES_V3 = """
 CREATE TABLE IF NOT EXISTS run_load (

@@ -2,7 +2,7 @@
 
 SQLite's WAL mode keeps its index in a memory-mapped `-shm` file, which is not shared
 between hosts on a network file system, and SQLite's own byte-range locks are unreliable
-there. A study submitted as batch jobs (study/submit.py) writes its store from whichever
+there. A study submitted as batch jobs (study/execute/submit.py) writes its store from whichever
 node its job runs on, while the user reads it from a login node. So on such a file system
 the writer works on a runner-local copy (in $TMPDIR, else /tmp) in WAL mode, and after
 every committed transaction (each finished run is one) the copy is written back whole:

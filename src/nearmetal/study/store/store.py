@@ -353,7 +353,7 @@ class Store:
             return []
         return self._all("SELECT * FROM jobs WHERE study_id=? AND state='submitted' ORDER BY id", (study_id,))
 
-    # The study runner's own batch jobs (study/submit.py): run_id NULL, state 'runner' while
+    # The study runner's own batch jobs (study/execute/submit.py): run_id NULL, state 'runner' while
     # queued, 'runner started LEFT' once running (LEFT: the runs then still planned), then
     # 'runner ended' or 'runner cancelled'. Never 'submitted': a resumed runner does not
     # cancel its own chain as leftovers.
