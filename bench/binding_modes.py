@@ -70,7 +70,7 @@ def main():
     seed = a.seed if a.seed is not None else int(time.time())
     rng = random.Random(seed)
     configs = [(mpi, b) for mpi in a.mpi.split(",") for b in ("core", "none")]
-    from nearmetal.study import contention
+    from nearmetal.study.execute import contention
 
     runs = []
     for rep in range(a.repetitions):

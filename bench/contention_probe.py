@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the contention figures (study/contention.py, the store's run_load) look like: N
+"""What the contention figures (study/execute/contention.py, the store's run_load) look like: N
 native runs of a tiny study without, then with CPU burners of this script's own
 (`python -c "while True: pass"`), run through the study executor as `nearmetal study` runs
 them; one line per run, then the medians per condition.
@@ -39,9 +39,9 @@ args = {args}
 
 
 def study(out, name, a):
-    from nearmetal.study import config as config_mod
-    from nearmetal.study import runner
-    from nearmetal.study.executor import Executor
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.execute import runner
+    from nearmetal.study.execute.executor import Executor
 
     text = STUDY.format(name=name, runs=a.runs, mpi=a.mpi, ranks=a.ranks, kernel=a.kernel,
                         args=json.dumps(shlex.split(a.args)))
@@ -91,7 +91,7 @@ def main():
         for proc in procs:
             proc.kill()
             proc.wait()
-    from nearmetal.study.contention import OTHERS_CPUS, STEAL_PCT, slack_s
+    from nearmetal.study.execute.contention import OTHERS_CPUS, STEAL_PCT, slack_s
 
     print(f"{a.kernel} {a.args}, {a.ranks} ranks ({a.mpi}), {os.cpu_count()} CPUs; disturbed = others > "
           f"{100 * OTHERS_CPUS:.0f}% of one CPU over the run (+{slack_s(os.cpu_count() or 1) * 1000:.0f} ms) "

@@ -31,9 +31,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nearmetal.analysis import modes  # noqa: E402
-from nearmetal.study import sequential  # noqa: E402
+from nearmetal.study.plan import sequential  # noqa: E402
 from nearmetal.analysis.analyze import analyze  # noqa: E402
-from nearmetal.study.store import Store  # noqa: E402
+from nearmetal.study.store.store import Store  # noqa: E402
 
 
 def _index(points):

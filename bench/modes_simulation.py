@@ -2,9 +2,9 @@
 """Launches that fall into modes: the mode detector and the mode-aware comparison checked by
 simulation, from a study database's own per-cell values.
 
-Part 1, the detector (study/modes.py): how often it splits single-group samples (normal,
+Part 1, the detector (analysis/modes.py): how often it splits single-group samples (normal,
 heavy-tailed, with slow outliers) and how often it finds two real groups.
-Part 2, the comparison, as a study runs it (study/sequential.py: randomized blocks, looks at
+Part 2, the comparison, as a study runs it (study/plan/sequential.py: randomized blocks, looks at
 fixed block counts, alpha/K per look): each replicate takes one baseline cell of the database
 and draws both arms' launches from that cell's values (with replacement): A/A. "planted"
 multiplies the variant's launches by --effect (1.05: a 5% difference, both modes moved);
@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nearmetal.analysis import mode_compare, modes, stats  # noqa: E402
-from nearmetal.study import sequential  # noqa: E402
+from nearmetal.study.plan import sequential  # noqa: E402
 
 SETTINGS = {  # name: (min blocks, max blocks, margin)
     "quickstart (margin 10%, up to 60 blocks)": (5, 60, 0.10),
@@ -69,8 +69,8 @@ def baseline_cells(db):
     baseline variants' cells (measured runs only)."""
     con = sqlite3.connect(db)
     cfg = con.execute("select config_toml from studies").fetchone()[0]
-    from nearmetal.study import config as config_mod
-    from nearmetal.study.plan import baseline_of, variant_id
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.plan.plan import baseline_of, variant_id
 
     conf = config_mod.parse(cfg, source="bench")
     rows = con.execute("select r.benchmark, rec.metric, rec.point_json, r.ranks, r.threads, r.variant, r.variant_json,"

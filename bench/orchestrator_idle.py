@@ -7,8 +7,8 @@ process's CPU seconds against the run's wall time. The executor blocks in the jo
 (Popen.communicate: a selector with the time-out) while ranks run, so what it takes is the
 launch's own work (starting nm-supervise, storing the result) — not a polling loop.
 
-Then what contention sampling costs (study/contention.py: two snapshots per run, /proc/stat
-and /proc/loadavg), and the pre-check's scan of every process (study/machine_check.py),
+Then what contention sampling costs (study/execute/contention.py: two snapshots per run, /proc/stat
+and /proc/loadavg), and the pre-check's scan of every process (study/execute/machine_check.py),
 each timed over many calls.
 
 usage: bench/orchestrator_idle.py [--runs 8] [--out DIR]
@@ -57,8 +57,9 @@ def main():
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--out", default="results/bench")
     a = ap.parse_args()
-    from nearmetal.study import config as config_mod, contention, machine_check, runner
-    from nearmetal.study.executor import Executor
+    from nearmetal.study.execute import contention, machine_check, runner
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.execute.executor import Executor
 
     text = STUDY.format(runs=a.runs)
     cfg = config_mod.parse(text)

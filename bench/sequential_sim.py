@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The adaptive procedure (study/sequential.py) by simulation: false verdicts on A/A points
+"""The adaptive procedure (study/plan/sequential.py) by simulation: false verdicts on A/A points
 and power against a known slowdown, with the looks and levels nearmetal uses.
 
 Each simulated point is a pair of variants measured in the same randomized blocks: a value
@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nearmetal.study.sequential import ALPHA, decide, schedule  # noqa: E402
+from nearmetal.study.plan.sequential import ALPHA, decide, schedule  # noqa: E402
 
 
 def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=0, n_boot=1000):

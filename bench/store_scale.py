@@ -19,7 +19,7 @@ def main():
     a = ap.parse_args()
     from nearmetal.report import write_report
     from nearmetal.analysis.analyze import analyze
-    from nearmetal.study.importer import import_csv
+    from nearmetal.study.store.importer import import_csv
 
     tmp = Path(tempfile.mkdtemp(prefix="nm-scale-"))
     # A realistic shape: 8 kernels x 23 message sizes x 5 placements x 4 variants, repeated in

@@ -139,8 +139,8 @@ def _unit_starts_no_process(request, monkeypatch):
 def planned_variants(matrix_lines, extra=""):
     """(config, sorted variant ids) of a start-up study on native and hybrid MPICH whose
     [matrix] also has `matrix_lines` (and `extra` tables after it): planning, nothing run."""
-    from nearmetal.study.config import parse
-    from nearmetal.study.plan import cells, variant_id
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.plan.plan import cells, variant_id
 
     cfg = parse(f'[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native", "hybrid"]\nmpi = ["mpich"]\n'
                 f'{matrix_lines}\n{extra}[[benchmark]]\nkernel = "startup"\n')

@@ -6,8 +6,8 @@ import json
 import numpy as np
 
 from nearmetal.io.analysis import conf_from_args, conf_from_label
-from nearmetal.study.plan import variant_id
-from nearmetal.study.store import Store
+from nearmetal.study.plan.plan import variant_id
+from nearmetal.study.store.store import Store
 
 
 IO_PHASES = ("open_s", "write_s", "close_s", "read_s")

@@ -144,7 +144,7 @@ def test_user_facing_text_explains_instead_of_citing_a_seed():
 
 
 # Comparisons whose string is not a backend's name, though spelled like one (the source text).
-NOT_A_BACKEND = {"study/ids.py": {"os.path.basename(shown) in ('usr', 'local')"}}  # /usr/local path parts
+NOT_A_BACKEND = {"study/config/ids.py": {"os.path.basename(shown) in ('usr', 'local')"}}  # /usr/local path parts
 
 
 def _backend_names():
@@ -201,7 +201,7 @@ def test_the_backend_name_check_sees_what_it_must(tmp_path):
     assert hits == [{"host"}, {"squashfs"}, {"podman"}, {"slurm"}, set()]
     assert _own_module("networks/host.py", "host", names["host"]) and _own_module("networks/__init__.py", "host", ["networks"])
     assert _own_module("runtimes/_podman_storage.py", "podman", names["podman"])
-    assert not _own_module("study/executor.py", "host", names["host"])
+    assert not _own_module("study/execute/executor.py", "host", names["host"])
     assert not _own_module("runtimes/bwrap.py", "squashfs", names["squashfs"])
 
 
@@ -235,3 +235,65 @@ def test_a_run_request_is_changed_only_where_run_plan_says():
                         and t.value.id in ("req", "request", "first", "r", "more")):
                     found.append(f"{rel}:{node.lineno} {t.value.id}.{t.attr}")
     assert not found, f"RunRequests changed outside run.plan: {found}"
+
+
+# The study pipeline's stages in order: a stage may import those before it, never those after.
+STAGES = ("config", "plan", "store", "execute")
+LATER = {"config": {"plan", "store", "execute"}, "plan": {"store", "execute"}, "store": {"execute"}, "execute": set()}
+
+
+def _imported(path, src=SRC):
+    """The absolute module names a module imports (lazy imports inside functions included)."""
+    package = ".".join(("nearmetal",) + path.relative_to(src).parent.parts)
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module) if p) if node.level else node.module
+            out.add(module)
+            out |= {f"{module}.{a.name}" for a in node.names}  # `from . import plan` names a module
+    return out
+
+
+def _stage_strays(src):
+    found = []
+    for stage, later in LATER.items():
+        for path in _modules(src / "study" / stage):
+            for name in sorted(_imported(path, src)):
+                parts = name.split(".")
+                if parts[:2] == ["nearmetal", "study"] and len(parts) > 2 and parts[2] in later:
+                    found.append(f"{path.relative_to(src)} imports {name}")
+    for path in _modules(src / "analysis"):
+        found += [f"{path.relative_to(src)} imports {name}" for name in sorted(_imported(path, src))
+                  if name == "nearmetal.report" or name.startswith("nearmetal.report.")]
+    return found
+
+
+def test_the_study_stages_import_only_earlier_stages():
+    """config -> plan -> store -> execute: study/config imports nothing of plan, store or
+    execute, study/plan nothing of store or execute, study/store nothing of execute (lazy
+    imports included); the analysis imports nothing of the report that renders it."""
+    assert {p.name for p in (SRC / "study").iterdir() if p.is_dir() and p.name != "__pycache__"} == set(STAGES)
+    found = _stage_strays(SRC)
+    assert not found, "a stage imports a later one:\n" + "\n".join(found)
+
+
+def test_the_stage_check_sees_what_it_must(tmp_path):
+    """The check above finds each form of import of a later stage (a check that finds nothing proves nothing)."""
+    for stage in STAGES:
+        (tmp_path / "study" / stage).mkdir(parents=True)
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "study/config/a.py").write_text("def f():\n    from ..plan import plan\n")
+    (tmp_path / "study/plan/b.py").write_text("from ..store.store import Store\nfrom ..config import fields\n")
+    (tmp_path / "study/store/c.py").write_text("import nearmetal.study.execute.runner\nfrom ..plan.plan import cells\n")
+    (tmp_path / "study/execute/d.py").write_text("from ..store import codec\nfrom ..plan import plan\n")
+    (tmp_path / "analysis/e.py").write_text("def g():\n    from ..report.formatting import point_label\n")
+    found = _stage_strays(tmp_path)
+    assert found == ["study/config/a.py imports nearmetal.study.plan", "study/config/a.py imports nearmetal.study.plan.plan",
+                     "study/plan/b.py imports nearmetal.study.store.store",
+                     "study/plan/b.py imports nearmetal.study.store.store.Store",
+                     "study/store/c.py imports nearmetal.study.execute.runner",
+                     "analysis/e.py imports nearmetal.report.formatting",
+                     "analysis/e.py imports nearmetal.report.formatting.point_label"], found

@@ -40,7 +40,7 @@ def test_dry_run_shows_ld_audit_for_the_ranks_only():
 @pytest.mark.unit
 def test_a_study_plans_audited_variants_against_unaudited_baselines():
     from conftest import planned_variants
-    from nearmetal.study.plan import baseline_of, cells, variant_id
+    from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
     cfg, ids = planned_variants("audit = [false, true]",
                                 '[[variant]]\nname = "named-audited"\nmode = "hybrid"\nmpi = "mpich"\naudit = true\n')
@@ -55,7 +55,7 @@ def test_a_study_plans_audited_variants_against_unaudited_baselines():
 @pytest.mark.unit
 def test_audit_takes_booleans_only():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config import parse as parse_study
+    from nearmetal.study.plan.study_file import parse as parse_study
 
     with pytest.raises(NearmetalError) as e:
         parse_study('[study]\nname = "a"\n[matrix]\naudit = ["yes"]\n[[benchmark]]\nkernel = "startup"\n',

@@ -46,9 +46,10 @@ def _cpus(text):
 def test_the_studys_launch_puts_each_rank_on_its_own_core(family, mode, binding, host_mpis, default_image,
                                                           tmp_path):
     from nearmetal.run import capture
-    from nearmetal.study import config as config_mod, runner
-    from nearmetal.study.executor import Executor
-    from nearmetal.study.plan import cells
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.execute.executor import Executor
+    from nearmetal.study.plan.plan import cells
 
     text = PROGRAM_STUDY.format(binding=binding, mode=mode, family=family, command=json.dumps(READ_AFFINITY))
     cfg = config_mod.parse(text)
@@ -91,8 +92,9 @@ args = ["-m", "8:8", "-i", "50"]
 @pytest.mark.skipif(os.cpu_count() != 2, reason="the fallback case is written for a 2-core machine (3 ranks)")
 def test_a_study_records_the_binding_it_used_and_why(tmp_path, host_mpis):
     from nearmetal.report import html
-    from nearmetal.study import config as config_mod, runner
-    from nearmetal.study.executor import Executor
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.execute.executor import Executor
 
     cfg = config_mod.parse(STUDY, source="bound.toml")
     store, sid, _ = runner.open_study(cfg, STUDY, tmp_path / "bound.db", resume=False, say=lambda m: None)

@@ -1,4 +1,4 @@
-"""A busy machine, for real (study/machine_check.py, study/budget_check.py): with a CPU hog
+"""A busy machine, for real (study/execute/machine_check.py, study/execute/budget_check.py): with a CPU hog
 of this test's own on one of the cores, `nearmetal study` with a long max_time either waits
 for a quiet machine and decides, or stops within 60 s of its start with the reason and the
 advice — in its output, its stored record and its report — and never spends its budget
@@ -67,8 +67,8 @@ class Hog:
 
 
 def _stored(db):
-    from nearmetal.study import machine_check
-    from nearmetal.study.store import Store
+    from nearmetal.study.execute import machine_check
+    from nearmetal.study.store.store import Store
 
     with Store(db, readonly=True) as store:
         sid = store.studies()[0]["id"]
@@ -78,7 +78,7 @@ def _stored(db):
 
 def _decided_everything(db):
     from nearmetal.analysis.analyze import analyze
-    from nearmetal.study.store import Store
+    from nearmetal.study.store.store import Store
 
     with Store(db, readonly=True) as store:
         points = [p for p in analyze(store)["points"] if p.get("comparison")]

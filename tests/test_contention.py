@@ -1,4 +1,4 @@
-"""Contention detected and recorded (study/contention.py): /proc parsing and the disturbed
+"""Contention detected and recorded (study/execute/contention.py): /proc parsing and the disturbed
 rule on sample text, the store's run_load table (schema 3 and its migration), the analysis
 and the reports (unit tier); then real runs while this test keeps the machine busy with
 CPU burners of its own, and `quiet = true` (integration)."""
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from nearmetal.study import contention as C
-from nearmetal.study.store import SCHEMA_VERSION, Store
+from nearmetal.study.execute import contention as C
+from nearmetal.study.store.store import SCHEMA_VERSION, Store
 
 unit = pytest.mark.unit
 
@@ -200,10 +200,10 @@ name = "b"
 
 
 def _analysed(tmp_path, extra=""):
-    from nearmetal.study import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
     from nearmetal.analysis.analyze import analyze
-    from nearmetal.study.plan import make_plan
-    from nearmetal.study.codec import planned_row as _row
+    from nearmetal.study.plan.plan import make_plan
+    from nearmetal.study.store.codec import planned_row as _row
 
     text = STUDY.format(extra=extra)
     planned = [_row(r) for r in make_plan(config_mod.parse(text), 1)]
@@ -285,8 +285,9 @@ class Burners:
 def _study(tmp_path, name, reps, extra=""):
     """A tiny real study (native latency, 8 B), planned and run in this process as
     `nearmetal study` does (without its report); its run_load rows joined with the runs."""
-    from nearmetal.study import config as config_mod, runner
-    from nearmetal.study.executor import Executor
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.execute import runner
+    from nearmetal.study.execute.executor import Executor
 
     text = (STUDY.replace('name = "s"', f'name = "{name}"').replace("repetitions = 3", f"repetitions = {reps}")
             .format(extra=extra).replace('name = "b"', 'name = "b"\nargs = ["-m", "8:8", "-i", "200"]'))

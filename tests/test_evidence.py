@@ -15,7 +15,7 @@ import pytest
 from conftest import nearmetal
 from nearmetal.evidence import cgroup
 from nearmetal.evidence.read import evidence_of, launcher_of
-from nearmetal.study.store import Store
+from nearmetal.study.store.store import Store
 
 ITERATIONS, WARMUP = 50, 5
 # nm-allreduce: one MPI_Allreduce per iteration and warm-up, and one more per message size:
@@ -195,7 +195,7 @@ def test_a_traced_study_has_both_the_trace_and_the_profile_of_its_mpi_io(tmp_pat
     """The tracer hooks into the evidence library's MPI_Init (one owner): its ranks are MPI's
     own; the profile sees each MPI-IO call once per rank (ROMIO's own collectives inside them
     are not counted again: both families count the same)."""
-    from nearmetal.study.traced import traces_dir
+    from nearmetal.study.config.traced import traces_dir
     from nearmetal.trace import reader
 
     iobench = ('kernel = "iobench"\nargs = ["-p", "shared", "-L", "mpiio", "-x", "64", "-y", "64", "-z", "4", '

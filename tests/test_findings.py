@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import parse
+from nearmetal.study.plan.study_file import parse
 from nearmetal.analysis.findings import evaluate
 
 pytestmark = pytest.mark.unit

@@ -101,7 +101,7 @@ def _with_tmp(text, key, value):
     return re.sub(rf'^{key} = ".*"$', f'{key} = "{value}"', text, flags=re.M)
 
 
-STUDY_BASES = {"quickstart": (REPO / "src/nearmetal/study/quickstart.toml").read_text(), "small": SMALL_STUDY}
+STUDY_BASES = {"quickstart": (REPO / "src/nearmetal/study/config/quickstart.toml").read_text(), "small": SMALL_STUDY}
 IO_BASES = {"example": _with_tmp((REPO / "examples/io-study.toml").read_text(), "dir", f"{TMP}/io"),
             "builtin": _with_tmp((REPO / "src/nearmetal/io/builtin.toml").read_text(), "dir", f"{TMP}/io"),
             "small": SMALL_IO}

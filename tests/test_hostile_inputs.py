@@ -252,8 +252,8 @@ def test_a_baseline_outside_the_matrix_is_refused_in_one_line(tmp_path, baseline
 
 
 def test_a_report_of_a_study_with_only_planned_runs_is_an_error(tmp_path):
-    from nearmetal.study import config as config_mod
-    from nearmetal.study import runner
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.execute import runner
 
     path = study(tmp_path, 'command = ["true"]\n')
     cfg, text = config_mod.load(path)

@@ -274,7 +274,7 @@ def test_collect_refuses_a_planted_meta_json(tmp_path, victim):
 def test_a_study_report_skips_crafted_trace_metadata_beside_the_database(tmp_path, no_hang):
     """`report` lists the traces kept beside a database (traces/*/meta.json): a database
     handed over may come with crafted ones, skipped without hanging or reading without end."""
-    from nearmetal.study.traced import listing
+    from nearmetal.study.config.traced import listing
 
     root = tmp_path / "traces"
     good = {"study": "s", "run_key": "k", "benchmark": "b", "variant": "v", "block": 0, "status": "ok"}

@@ -157,7 +157,7 @@ def test_io_best_files_refuse_a_planted_link(tmp_path, outside):
 @pytest.mark.parametrize("suffix", ["", "-journal", "-wal", "-shm", ".lock"])
 @pytest.mark.parametrize("readonly", [False, True])
 def test_a_database_or_its_files_as_links_are_refused(suffix, readonly, tmp_path, outside):
-    from nearmetal.study.store import Store
+    from nearmetal.study.store.store import Store
 
     db = tmp_path / "study.db"
     Store(db).close()  # a real, empty nearmetal store
@@ -177,7 +177,7 @@ def test_a_database_or_its_files_as_links_are_refused(suffix, readonly, tmp_path
 
 @pytest.mark.unit
 def test_the_lock_file_is_never_followed(tmp_path, outside):
-    from nearmetal.study.lock import lock_for_writing
+    from nearmetal.study.store.lock import lock_for_writing
 
     os.symlink(outside.victim, tmp_path / "study.db.lock")
     with pytest.raises(NearmetalError, match="lock file .* is a symbolic link"):
@@ -192,8 +192,8 @@ def test_study_names_that_could_leave_results_are_refused(name, tmp_path, monkey
     import argparse
 
     from nearmetal.cli_parser import study_name_arg
-    from nearmetal.study.importer import import_csv
-    from nearmetal.study.runner import default_db
+    from nearmetal.study.store.importer import import_csv
+    from nearmetal.study.execute.runner import default_db
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(argparse.ArgumentTypeError, match="a study name is 1 to 64 letters"):
@@ -209,7 +209,7 @@ def test_study_names_that_could_leave_results_are_refused(name, tmp_path, monkey
 @pytest.mark.unit
 def test_good_study_names_pass(tmp_path):
     from nearmetal.cli_parser import study_name_arg
-    from nearmetal.study.runner import default_db
+    from nearmetal.study.execute.runner import default_db
 
     for name in ("s", "my-study_2.v1", "A" * 64, "0x"):
         assert study_name_arg(name) == name

@@ -1,4 +1,4 @@
-"""A variant's image format, placement and cold starts (study/image_variant.py; seed 002).
+"""A variant's image format, placement and cold starts (study/execute/image_variant.py; seed 002).
 Real studies: the ranks' root file system is the copy placed in the chosen directory (the
 container's own mount table says so), a SquashFS variant runs from the .sqfs, every copy is
 removed when the study ends, and a cold variant's context records the dropped page cache."""
@@ -133,7 +133,7 @@ def test_exclusions_reach_the_optional_dimensions():
 @pytest.mark.unit
 def test_cold_and_placement_are_refused_with_a_batch_scheduler():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError) as e:
         parse('[study]\nname = "a"\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\ncold = [false, true]\n'
@@ -146,7 +146,7 @@ def test_a_placed_copy_is_removed_even_when_cut_short(tmp_path, monkeypatch):
     import shutil
 
     from nearmetal.errors import NearmetalError
-    from nearmetal.study import image_variant
+    from nearmetal.study.execute import image_variant
 
     source = tmp_path / "img.sqfs"
     source.write_bytes(b"x" * 4096)

@@ -19,7 +19,7 @@ from nearmetal.errors import NearmetalError
 from nearmetal.io import best as best_mod
 from nearmetal.run import Plan, RunRequest
 from nearmetal.slurm import batch, cluster_conf, options
-from nearmetal.study import config as study_config
+from nearmetal.study.plan import study_file as study_config
 
 # A good value per option, made bad by each payload appended to it.
 GOOD = {"partition": "debug", "time": "10", "account": "proj", "export": "ALL,FOO=bar"}

@@ -15,7 +15,7 @@ from nearmetal.io import analysis as IO
 from nearmetal.report import formatting as F
 from nearmetal.report.html import render_html
 from nearmetal.analysis.analyze import analyze
-from nearmetal.study.store import Store
+from nearmetal.study.store.store import Store
 
 from conftest import nearmetal
 from synthetic import synthetic_analysis
@@ -393,7 +393,7 @@ def test_io_best_and_the_report_agree_on_a_real_sweep(tmp_path):
 def test_quickstart_io_section():
     """The built-in quickstart's I/O benchmarks: valid, on tmpfs, configurations the report
     recognizes, native and bind for both MPI families, a few hundred MiB per block."""
-    from nearmetal.study.config import builtin_quickstart
+    from nearmetal.study.plan.study_file import builtin_quickstart
 
     cfg, text = builtin_quickstart()
     io = [b for b in cfg.benchmark if b.kernel == "iobench"]

@@ -14,7 +14,7 @@ from nearmetal.report import plot_base as B
 from nearmetal.report import summaries as S
 from nearmetal.report import write_report
 from nearmetal.analysis.analyze import analyze
-from nearmetal.study.importer import import_csv
+from nearmetal.study.store.importer import import_csv
 
 from conftest import nearmetal
 

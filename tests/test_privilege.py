@@ -198,7 +198,7 @@ def test_the_user_dimension_runs_a_studys_ranks_as_the_account(account, tmp_path
     assert not account_processes(account)
     # the ranks run as the account wrote their evidence into the study's staging directory
     from nearmetal.evidence.read import evidence_of
-    from nearmetal.study.store import Store
+    from nearmetal.study.store.store import Store
 
     with Store(tmp_path / "db" / "study.db", create=False, readonly=True) as store:
         runs = {r["id"]: r["run_key"] for r in store.runs(store.study("as-account")["id"])}

@@ -184,7 +184,7 @@ def test_report_of_a_real_analysis(tmp_path):
     from pathlib import Path
 
     from nearmetal.analysis.analyze import analyze
-    from nearmetal.study.importer import import_csv
+    from nearmetal.study.store.importer import import_csv
 
     csv_path = Path(__file__).resolve().parents[1] / "examples" / "aquaplanet_table3.csv"
     store, _, _ = import_csv(csv_path, tmp_path / "study.db", "aquaplanet", "bare-metal", margin=0.03)

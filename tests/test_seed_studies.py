@@ -35,7 +35,7 @@ def _has_gpu():
 @pytest.mark.unit
 @pytest.mark.parametrize("path", SEEDS, ids=lambda p: p.name)
 def test_a_seed_study_states_its_findings(path):
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     cfg = parse(path.read_text(), source=path.name)
     assert cfg.finding, "a seed study states the paper's findings"
@@ -95,7 +95,7 @@ def test_seed_001_runs_gromacs_natively_in_containers_and_over_tcp(monkeypatch):
     """The paper's real application: Debian's gmx_mpi on the shipped topol.tpr, natively and in
     the image whose build command the header gives, and natively on an isolated network; its
     findings compare ns/day (higher is better: "slower" means fewer ns/day)."""
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     path = next(p for p in SEEDS if p.name == "001-runtimes.toml")
     monkeypatch.chdir(ROOT)  # inputs are relative to the current directory: the seeds run from the root

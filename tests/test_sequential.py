@@ -1,4 +1,4 @@
-"""Adaptive repetitions (study/sequential.py, runner.extend): the looks, the error rates of
+"""Adaptive repetitions (study/plan/sequential.py, runner.extend): the looks, the error rates of
 the sequential procedure by simulation, the blocks added only for undecided cells, and a
 real adaptive study that stops early where the answer is clear."""
 
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 @pytest.mark.unit
 def test_the_looks_grow_by_half_and_end_at_the_maximum():
-    from nearmetal.study.sequential import schedule
+    from nearmetal.study.plan.sequential import schedule
 
     assert schedule(5, 30) == [5, 8, 12, 18, 27, 30]
     assert schedule(5, 5) == [5]
@@ -26,8 +26,8 @@ def test_the_looks_grow_by_half_and_end_at_the_maximum():
 
 @pytest.mark.unit
 def test_fixed_repetitions_are_one_look_at_the_usual_level():
-    from nearmetal.study.config import parse
-    from nearmetal.study.sequential import looks_of
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.plan.sequential import looks_of
 
     text = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
     assert looks_of(parse(text.format("repetitions = 7")).study) == ([7], 0.05)
@@ -43,7 +43,7 @@ def test_fixed_repetitions_are_one_look_at_the_usual_level():
 ])
 def test_adaptive_settings_are_checked(line, expect):
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError) as e:
         parse(f'[study]\nname = "s"\n{line}\n[[benchmark]]\nkernel = "latency"\n', source="t.toml")
@@ -68,7 +68,7 @@ def test_simulated_error_rates_and_power():
 
 @pytest.mark.unit
 def test_a_point_keeps_the_verdict_of_the_look_that_decided_it():
-    from nearmetal.study.sequential import decide
+    from nearmetal.study.plan.sequential import decide
 
     rng = np.random.default_rng(5)
     base = {b: 100 * (1 + rng.normal(0, 0.002)) for b in range(12)}
@@ -149,9 +149,9 @@ def test_extend_plans_the_next_look_for_open_cells_only(tmp_path):
     """With a store holding 5 blocks in which one variant is clearly decided and another is
     pure noise, extend() adds blocks 6-8 for the noisy variant and its baseline only, and
     the same again when asked twice (the plan is derived from the stored runs)."""
-    from nearmetal.study import runner
-    from nearmetal.study.config import parse
-    from nearmetal.study.store import Store
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.store.store import Store
 
     cfg = parse("""
 [study]
@@ -200,9 +200,9 @@ def test_max_time_is_checked_against_what_the_next_look_will_take(tmp_path, max_
     """5 blocks of 3 cells at 0.1 s each have spent 1.5 s; the next look (blocks 6-8 of the 3
     open cells: 9 runs, 0.1 s each by the cells' mean so far) would bring it to 2.4 s: a
     2 s budget stops the study now, with the reason, instead of one look past it."""
-    from nearmetal.study import runner
-    from nearmetal.study.config import parse
-    from nearmetal.study.store import Store
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.store.store import Store
 
     cfg = parse(f"""
 [study]

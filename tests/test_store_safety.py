@@ -16,7 +16,7 @@ import pytest
 
 from conftest import NEARMETAL, assert_one_line_error, nearmetal
 from nearmetal.errors import NearmetalError
-from nearmetal.study.store import SCHEMA_VERSION, Store
+from nearmetal.study.store.store import SCHEMA_VERSION, Store
 
 CSV = ("variant,metric,unit,size,value\n"
        + "".join(f"{v},t,s,{s},{1.0 + 0.01 * i + (0.5 if v == 'slow' else 0)}\n"

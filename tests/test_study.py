@@ -14,8 +14,8 @@ import pytest
 
 from conftest import NEARMETAL, assert_one_line_error, nearmetal
 from nearmetal.errors import NearmetalError
-from nearmetal.study import config as config_mod
-from nearmetal.study.plan import cells, make_plan
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.plan.plan import cells, make_plan
 
 SMALL = """
 [study]

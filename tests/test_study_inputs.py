@@ -77,8 +77,8 @@ def test_io_shared_pattern_with_only_posix(sandbox, capsys):
 
 
 def test_run_keys_are_unambiguous_and_ordinary_keys_unchanged():
-    from nearmetal.study.config import builtin_quickstart, parse
-    from nearmetal.study.plan import make_plan
+    from nearmetal.study.plan.study_file import builtin_quickstart, parse
+    from nearmetal.study.plan.plan import make_plan
 
     # Two different cells whose keys were one before ('|' inside names): the store kept 2 of 3.
     collide = study_text(baseline='[baseline]\nmode = "hybrid"', bench='name = "b"',
@@ -96,7 +96,7 @@ def test_run_keys_are_unambiguous_and_ordinary_keys_unchanged():
 
 @pytest.mark.parametrize("path", ["/proc/1/root/x", "/tmp/" + LONG, "/tmp/" + "d/" * 3000, "a\0b", "/etc/passwd/x", "/proc/x"])
 def test_check_workdir_gives_reasons_not_exceptions(path):
-    from nearmetal.study.config import check_workdir
+    from nearmetal.study.config.config import check_workdir
 
     why = check_workdir(path)
     assert isinstance(why, str) and why, why

@@ -1,4 +1,4 @@
-"""`trace = true` for a study benchmark (study/traced.py): the tracer in every run's ranks,
+"""`trace = true` for a study benchmark (study/config/traced.py): the tracer in every run's ranks,
 one trace directory per run beside the database with its own report, linked from the
 study's report; nothing left in the staging area."""
 
@@ -31,7 +31,7 @@ trace = {trace}
 @pytest.mark.unit
 def test_trace_takes_true_or_layers_and_refuses_others():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     def bench(value):
         return parse(STUDY.format(trace=value), source="t.toml").benchmark[0]

@@ -49,7 +49,7 @@ def _argv(*reqs, cores=2):
     first = components[0]
     binding = decide(reqs[0].binding, first.scheduler.launcher(first.profile), sum(c.ranks for c in components),
                      max(c.threads for c in components), cores)
-    argv, _, notes = compose(components, [MODELS[c.mode](c.mpi["family"]) for c in components], cores=cores,
+    argv, _, notes = compose(components, [MODELS[c.mode](c.installation["family"]) for c in components], cores=cores,
                              environ={}, tag="nmT", binding=binding)
     return shlex.join(argv).replace(" --allow-run-as-root", ""), notes  # as root: test_unit_compose.py's rows
 
@@ -118,8 +118,8 @@ kernel = "latency"
     ("", 'binding = "none"', "core", "none"),
 ])
 def test_a_study_binds_by_default_and_a_variant_may_opt_out(study, variant, matrix_binding, named_binding):
-    from nearmetal.study import config as config_mod
-    from nearmetal.study.plan import cells
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.plan.plan import cells
 
     cfg = config_mod.parse(STUDY.format(study=study, variant=variant))
     assert cfg.study.binding == ("none" if study else "core")
@@ -131,7 +131,7 @@ def test_a_study_binds_by_default_and_a_variant_may_opt_out(study, variant, matr
 
 def test_a_binding_that_is_not_known_is_refused_in_one_line():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
 
     with pytest.raises(NearmetalError) as e:
         config_mod.parse(STUDY.format(study='binding = "socket"', variant=""))

@@ -13,8 +13,8 @@ import pytest
 from nearmetal.apps import linear, presets
 from nearmetal.apps.fom import Fom, FomError, check_success, records
 from nearmetal.errors import NearmetalError
-from nearmetal.study import config as config_mod
-from nearmetal.study import input_tree, program
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.config import input_tree, program
 
 pytestmark = pytest.mark.unit
 
@@ -292,7 +292,7 @@ def test_a_container_baseline_outside_the_matrix_is_refused_in_one_line(baseline
 
 
 def test_a_container_baseline_of_native_variants_takes_the_matrix_runtime_and_image():
-    from nearmetal.study.plan import baseline_of, variant_id
+    from nearmetal.study.plan.plan import baseline_of, variant_id
 
     cfg = config_mod.parse(BASE.format(baseline='mode = "bind"',
                                        matrix='mode = ["native", "bind"]\nruntime = ["charliecloud"]'))
@@ -302,7 +302,7 @@ def test_a_container_baseline_of_native_variants_takes_the_matrix_runtime_and_im
 
 @pytest.mark.parametrize("metric", [" ", "", "a\tb", "a\nb"])
 def test_a_blank_or_unprintable_metric_is_refused_before_the_database(tmp_path, metric):
-    from nearmetal.study.importer import import_csv
+    from nearmetal.study.store.importer import import_csv
 
     csv = tmp_path / "r.csv"
     csv.write_text("variant,value\nnative,1\nhybrid,2\n")
@@ -326,7 +326,7 @@ def test_a_report_of_a_study_with_nothing_finished_is_an_error(by, expect):
 
 
 def test_an_inputs_provenance_digest_never_reads_through_links_or_devices(tmp_path, monkeypatch):
-    from nearmetal.study.provenance import file_digest, input_digest
+    from nearmetal.study.execute.provenance import file_digest, input_digest
 
     monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path / "home"))  # the digest cache
     tree = tmp_path / "in"
@@ -361,7 +361,7 @@ def test_a_results_database_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     blocked until a writer came, for ever."""
     import signal
 
-    from nearmetal.study.store import Store
+    from nearmetal.study.store.store import Store
 
     fifo = tmp_path / "study.db"
     os.mkfifo(fifo)

@@ -66,11 +66,11 @@ class FakeHost(Host):
         self._program_abi, self._image_abi = program_abi, image_abi
         self.asked = []  # (method, argument): what resolve() asked
 
-    def mpis(self):
+    def installations(self):
         self.asked.append(("mpis", None))
         return dict(self._mpis)
 
-    def mpi(self, family):
+    def installation(self, family):
         self.asked.append(("mpi", family))
         if family not in self._mpis:
             raise NearmetalError(f"no {family} installation found on this host (found: {', '.join(self._mpis) or 'none'})")
@@ -135,7 +135,7 @@ def launch(req, *more, host=None, models=None, cores=4, environ=None, tag="nmT")
     """(argv as one shell-quoted string, env delta, notes) of a composed launch."""
     components = resolve(req, more, host=host or FakeHost())
     if models is None:
-        models = [MODELS[c.mode](c.mpi["family"]) for c in components]
+        models = [MODELS[c.mode](c.installation["family"]) for c in components]
     argv, env, notes = compose(components, models, cores=cores, environ={} if environ is None else environ, tag=tag)
     return shlex.join(argv), env, notes
 

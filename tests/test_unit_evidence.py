@@ -144,7 +144,7 @@ def test_the_evidence_library_comes_first_in_ld_preload_once():
 # -- the store ---------------------------------------------------------------------------------
 
 def test_evidence_rows_are_read_back_per_run_and_rank(tmp_path):
-    from nearmetal.study.store import Store
+    from nearmetal.study.store.store import Store
 
     planned = [{"run_key": f"k{i}", "position": i, "block": 0, "repetition": i, "warmup": 0, "benchmark": "b",
                 "kernel": "allreduce", "variant": "native/mpich", "variant_json": "{}", "ranks": 2, "threads": 1}
@@ -163,7 +163,7 @@ def test_evidence_rows_are_read_back_per_run_and_rank(tmp_path):
 
 @pytest.mark.parametrize("text, ok", [("evidence = false", False), ("", True)])
 def test_evidence_is_on_unless_a_study_opts_out(text, ok):
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     cfg = parse(f'[study]\nname = "a"\n{text}\n[[benchmark]]\nkernel = "startup"\n', source="a.toml")
     assert cfg.study.evidence is ok
@@ -171,7 +171,7 @@ def test_evidence_is_on_unless_a_study_opts_out(text, ok):
 
 def test_evidence_takes_a_boolean_only():
     from nearmetal.errors import NearmetalError
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError) as e:
         parse('[study]\nname = "a"\nevidence = "yes"\n[[benchmark]]\nkernel = "startup"\n', source="a.toml")

@@ -11,7 +11,9 @@ import pytest
 
 from nearmetal.closest import closest, known_names
 from nearmetal.errors import NearmetalError
-from nearmetal.study import codec, config as config_mod, hang, preflight, runner
+from nearmetal.study.execute import hang, preflight, runner
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.store import codec
 from nearmetal.study.records import HUNG, OK, SKIPPED, TIMEOUT, Launched, RunResult, stored_status
 
 pytestmark = pytest.mark.unit
@@ -185,7 +187,7 @@ def test_the_new_keys_are_validated(body, words):
 
 
 def test_keep_going_of_a_benchmark_overrides_the_studys():
-    from nearmetal.study.executor import _keep_going
+    from nearmetal.study.execute.executor import _keep_going
 
     cfg = config_mod.parse('[study]\nname = "s"\nkeep_going = true\n[[benchmark]]\ncommand = ["a"]\n'
                            '[[benchmark]]\ncommand = ["b"]\nkeep_going = false\n')
@@ -228,7 +230,7 @@ def test_hung_and_skipped_runs_are_counted_not_analysed_and_the_reports_say_why(
 def test_a_resumed_study_skips_the_runs_its_stopped_benchmark_left_planned(tmp_path):
     """Interrupted while its runs were being stored skipped: on resume the rest are stored
     skipped with the same reason, none is started (this tier forbids processes)."""
-    from nearmetal.study.executor import Executor
+    from nearmetal.study.execute.executor import Executor
 
     text = '[study]\nname = "p"\nrepetitions = 3\nwarmup = 0\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n' \
            '[[benchmark]]\nname = "a"\ncommand = ["a"]\n'

@@ -40,10 +40,10 @@ class GpuHost(Host):
     def __init__(self, image, root, which=gpu_tree.which_none):
         self._image, self._root, self._which = image, root, which
 
-    def mpis(self):
+    def installations(self):
         return {"openmpi": MPI}
 
-    def mpi(self, family):
+    def installation(self, family):
         return MPI
 
     def image(self, spec):

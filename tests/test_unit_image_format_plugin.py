@@ -139,8 +139,8 @@ def test_an_account_is_refused_what_the_runtime_starts_as_root_only(ext3):
 
 def test_a_study_variant_places_a_copy_and_says_it(ext3, tmp_path):
     from nearmetal.analysis.answer_text import _optional_words
-    from nearmetal.study.image_variant import Placer
-    from nearmetal.study.plan import variant_id
+    from nearmetal.study.execute.image_variant import Placer
+    from nearmetal.study.plan.plan import variant_id
     from test_unit_study import BASE, parse
 
     cfg = parse(BASE + '[matrix]\nmode = ["native", "hybrid"]\nimage_format = ["ext3"]\n[[benchmark]]\nkernel = "mpi-info"\n')

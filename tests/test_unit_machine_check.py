@@ -1,4 +1,4 @@
-"""Before spending the budget (study/machine_check.py, study/budget_check.py): the busiest
+"""Before spending the budget (study/execute/machine_check.py, study/execute/budget_check.py): the busiest
 processes from /proc text, the pre-check's three outcomes (start, waited, stop) with their
 sentences, the record kept with the study, and the projection that stops a study whose
 margin its budget cannot reach — with the advice it gives. Real runs with a CPU hog are in
@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from nearmetal.study import budget_check as B
-from nearmetal.study import machine_check as M
-from nearmetal.study.store import Store
+from nearmetal.study.execute import budget_check as B
+from nearmetal.study.execute import machine_check as M
+from nearmetal.study.store.store import Store
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ kernel = "latency"
 
 
 def _cfg(extra=""):
-    from nearmetal.study import config as config_mod
+    from nearmetal.study.plan import study_file as config_mod
 
     return config_mod.parse(STUDY.format(extra=extra))
 

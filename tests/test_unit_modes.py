@@ -262,7 +262,7 @@ def _analysis(base, var, modes_on=True, margin=0.10):
     """A one-point analysis dict as analysis.analyze builds it, the point decided by the
     quickstart's looks (sequential.decide)."""
     from nearmetal.analysis import stats
-    from nearmetal.study import sequential
+    from nearmetal.study.plan import sequential
 
     looks = sequential.schedule(5, 60)
     bd, vd = dict(enumerate(map(float, base))), dict(enumerate(map(float, var)))
@@ -323,7 +323,7 @@ def test_an_answer_whose_slow_share_differs_is_not_equivalent_and_says_why():
 def test_a_real_difference_at_the_margin_is_rarely_called_equivalent():
     """A variant exactly at the margin (both modes x1.10, the quickstart's 10%), through the
     quickstart's looks on 200 seeded bimodal pairs: equivalent in at most 5%."""
-    from nearmetal.study import sequential
+    from nearmetal.study.plan import sequential
 
     rng = np.random.default_rng(15)
     looks = sequential.schedule(5, 60)

@@ -1,13 +1,13 @@
-"""Heterogeneous (MPMD) study benchmarks (study/mpmd.py) without a machine: what a file may say,
+"""Heterogeneous (MPMD) study benchmarks (study/config/mpmd.py) without a machine: what a file may say,
 the cell's ranks, the components' requests and the refusals, each in one line with its key path.
 The real launches are in test_kernel_coupled.py (locally) and test_slurm_run.py (hetjob)."""
 
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study.config import parse
-from nearmetal.study.mpmd import more_requests, parts
-from nearmetal.study.plan import cells
+from nearmetal.study.plan.study_file import parse
+from nearmetal.study.config.mpmd import more_requests, parts
+from nearmetal.study.plan.plan import cells
 from test_unit_compose import FakeHost, machine  # noqa: F401  (machine: autouse fixture)
 
 pytestmark = pytest.mark.unit
@@ -59,7 +59,7 @@ def test_what_a_heterogeneous_benchmark_may_not_say(lines, message):
 
 
 def test_submit_refuses_a_heterogeneous_benchmark_before_planning():
-    from nearmetal.study.submit import check
+    from nearmetal.study.execute.submit import check
 
     with pytest.raises(NearmetalError, match=r"^s\.toml: benchmark\[0\]\.components: a heterogeneous \(MPMD\) "
                                              r"benchmark \(c\) does not run inside one runner job"):

@@ -186,7 +186,7 @@ def test_tcp_between_hosts_of_a_cluster_is_no_fallback():
 
 
 def test_isolated_network_with_a_batch_scheduler_is_refused_in_a_study():
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError, match="network act on this machine"):
         parse('[study]\nname = "a"\nrepetitions = 2\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\n'
@@ -195,7 +195,7 @@ def test_isolated_network_with_a_batch_scheduler_is_refused_in_a_study():
 
 def test_isolated_variants_are_named_and_run_against_the_host_network():
     from conftest import planned_variants
-    from nearmetal.study.plan import baseline_of, cells, variant_id
+    from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
     cfg, ids = planned_variants('network = ["host", "isolated"]')
     assert ids == ["hybrid/charliecloud/mpich/default", "hybrid/charliecloud/mpich/default+isolated",

@@ -1,5 +1,5 @@
 """The study pipeline's stages and the records that cross them (study/records.py): the one
-codec between records and the store (study/codec.py), the store status decided once, the
+codec between records and the store (study/store/codec.py), the store status decided once, the
 analysis spec decided at plan time and stored (the analysis never parses the study file
 again), and further variants planned into an existing study (a stage after the analysis).
 SQLite files in tmp_path; nothing is started."""
@@ -10,9 +10,11 @@ import sqlite3
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study import codec, config as config_mod, runner
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.execute import runner
+from nearmetal.study.store import codec
 from nearmetal.analysis.analyze import analyze
-from nearmetal.study.plan import cells, make_plan
+from nearmetal.study.plan.plan import cells, make_plan
 from nearmetal.study.records import FAILED, OK, TIMEOUT, Launched, RunResult, stored_status
 
 pytestmark = pytest.mark.unit

@@ -1,6 +1,6 @@
-"""Placement dimensions (study/placement.py), the study runner as a batch job's script
-(slurm/runner_job.py, study/submit.py) and the store's cluster-file-system mode
-(study/shared_fs.py): planned cells, ids, refusals and generated text, without a cluster
+"""Placement dimensions (study/config/placement.py), the study runner as a batch job's script
+(slurm/runner_job.py, study/execute/submit.py) and the store's cluster-file-system mode
+(study/store/shared_fs.py): planned cells, ids, refusals and generated text, without a cluster
 (the real jobs run in test_submit.py)."""
 
 import os
@@ -9,9 +9,9 @@ import sqlite3
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study import shared_fs
-from nearmetal.study.config import parse
-from nearmetal.study.plan import baseline_of, cells, variant_id
+from nearmetal.study.store import shared_fs
+from nearmetal.study.plan.study_file import parse
+from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
 pytestmark = pytest.mark.unit
 
@@ -75,7 +75,7 @@ def test_slurm_nodes_and_the_nodes_dimension_are_not_both_given():
 
 
 def test_a_kernel_that_cannot_use_the_derived_ranks_says_where_they_come_from():
-    from nearmetal.study.plan import check_kernel_ranks
+    from nearmetal.study.plan.plan import check_kernel_ranks
 
     cfg = study('nodes = [2]\nranks_per_node = [2]\n', bench='[[benchmark]]\nkernel = "latency"\n')
     with pytest.raises(NearmetalError, match=r"matrix.ranks_per_node: kernel 'latency' needs exactly 2 ranks, "
@@ -84,7 +84,7 @@ def test_a_kernel_that_cannot_use_the_derived_ranks_says_where_they_come_from():
 
 
 def test_the_runner_job_is_sized_for_the_largest_cell():
-    from nearmetal.study.submit import job_size
+    from nearmetal.study.execute.submit import job_size
 
     cfg = study('nodes = [1, 3]\nranks_per_node = [2]\nthreads = [1, 2]\n')
     assert job_size(cfg) == {"nodes": 3, "per_node": 2, "threads": 2}
@@ -141,7 +141,7 @@ def test_copy_mode_on_cluster_file_systems_unless_told(monkeypatch):
 
 
 def test_a_store_in_copy_mode_writes_a_complete_rollback_journal_database_after_each_transaction(tmp_path, monkeypatch):
-    from nearmetal.study.store import Store
+    from nearmetal.study.store.store import Store
 
     monkeypatch.setenv("NEARMETAL_STORE_MODE", "copy")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "local"))

@@ -9,7 +9,7 @@ import pytest
 
 from nearmetal.apps import preset_file, preset_list, presets
 from nearmetal.errors import NearmetalError
-from nearmetal.study import config as config_mod
+from nearmetal.study.plan import study_file as config_mod
 
 pytestmark = pytest.mark.unit
 

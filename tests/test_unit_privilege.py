@@ -296,7 +296,7 @@ def planned(monkeypatch):
     """run.plan() as the account, models written by hand, the image under a 0700 /img."""
     import nearmetal.models as models
 
-    monkeypatch.setattr(models, "prepare", lambda mode, c: ModelPlan([f"/opt/nearmetal/{c.mpi['family']}/bin/nm-x"]))
+    monkeypatch.setattr(models, "prepare", lambda mode, c: ModelPlan([f"/opt/nearmetal/{c.installation['family']}/bin/nm-x"]))
     monkeypatch.setattr(os, "getcwd", lambda: "/work")
     for key in privilege.ROOT_ONLY_ENV:
         monkeypatch.delenv(key, raising=False)
@@ -387,7 +387,7 @@ def test_a_resolved_component_without_user_has_no_account():
 
 def test_user_variants_are_named_and_compared_with_the_callers_runs():
     from conftest import planned_variants
-    from nearmetal.study.plan import baseline_of, cells, variant_id
+    from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
     cfg, ids = planned_variants('user = ["", "nmuser"]')
     assert ids == ["hybrid/charliecloud/mpich/default", "hybrid/charliecloud/mpich/default+as-nmuser",
@@ -400,8 +400,8 @@ def test_user_variants_are_named_and_compared_with_the_callers_runs():
 
 
 def test_a_named_variant_runs_as_its_account():
-    from nearmetal.study.config import parse
-    from nearmetal.study.plan import cells, variant_id
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.plan.plan import cells, variant_id
 
     cfg = parse('[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
                 '[[variant]]\nname = "unprivileged"\nmode = "hybrid"\nruntime = "apptainer"\nmpi = "mpich"\n'
@@ -416,7 +416,7 @@ def test_a_named_variant_runs_as_its_account():
     ('[]', r"matrix\.user: .*non-empty"),
 ])
 def test_bad_account_names_in_a_study_are_refused_by_key(value, message):
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError, match=message) as e:
         parse(f'[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\nuser = {value}\n'
@@ -425,7 +425,7 @@ def test_bad_account_names_in_a_study_are_refused_by_key(value, message):
 
 
 def test_user_with_a_batch_scheduler_is_refused_in_a_study():
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError, match="user act on this machine .*its accounts"):
         parse('[study]\nname = "a"\nrepetitions = 2\nscheduler = "slurm"\n[matrix]\nmode = ["native"]\n'
@@ -436,7 +436,7 @@ def test_a_program_run_directory_is_handed_to_the_account_without_following_anyt
     """Staged copies and the directory become the account's, the directory last; a symbolic
     link inside is changed itself (never followed), a file with other hard links is left, and a
     run directory that is a symbolic link is refused; without `user` nothing is handed over."""
-    from nearmetal.study import program
+    from nearmetal.study.config import program
 
     given = []
     monkeypatch.setattr(privilege, "account", lambda name: NM)
@@ -471,7 +471,7 @@ def test_a_program_run_directory_is_handed_to_the_account_without_following_anyt
 
 
 def test_user_does_not_combine_with_an_isolated_network_or_the_tracer():
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     head = '[study]\nname = "a"\nrepetitions = 2\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
     with pytest.raises(NearmetalError, match=r"benchmark\[0\]: variant native/mpich\+isolated\+as-nmuser: user and "
@@ -484,7 +484,7 @@ def test_user_does_not_combine_with_an_isolated_network_or_the_tracer():
 
 def test_a_study_all_as_the_account_names_its_baselines_account():
     from conftest import planned_variants
-    from nearmetal.study.plan import baseline_of, cells, variant_id
+    from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
     cfg, ids = planned_variants('user = ["nmuser"]', extra='[baseline]\nuser = "nmuser"\n')
     assert ids == ["hybrid/charliecloud/mpich/default+as-nmuser", "native/mpich+as-nmuser"]

@@ -8,8 +8,8 @@ import pytest
 from nearmetal.apps import presets
 from nearmetal.apps.fom import Fom, FomError, records
 from nearmetal.errors import NearmetalError
-from nearmetal.study import config as config_mod
-from nearmetal.study import program
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.config import program
 from nearmetal.analysis.stats import direction_for_unit
 
 pytestmark = pytest.mark.unit
@@ -205,7 +205,7 @@ def test_witness_lines_are_parsed_in_rank_order():
 
 
 def test_an_image_given_by_path_gets_a_short_stable_label():
-    from nearmetal.study.plan import image_label, variant_id
+    from nearmetal.study.plan.plan import image_label, variant_id
 
     a = variant_id({"mode": "hybrid", "runtime": "charliecloud", "mpi": "mpich",
                     "image": "/home/u/.cache/nearmetal/images/x/rootfs"})

@@ -16,8 +16,8 @@ from nearmetal.analysis.answers import answers
 from nearmetal.analysis.quantities import MIN_SPREAD, choose, plan_of
 from nearmetal.apps.fom import Fom
 from nearmetal.errors import NearmetalError
-from nearmetal.study import codec
-from nearmetal.study import config as config_mod
+from nearmetal.study.store import codec
+from nearmetal.study.plan import study_file as config_mod
 from nearmetal.study.records import AnalysisSpec
 
 pytestmark = pytest.mark.unit

@@ -221,8 +221,8 @@ kernel = "latency"
 
 
 def test_dummy_runtime_in_a_study_file(dummy_runtime):
-    from nearmetal.study.config import parse
-    from nearmetal.study.plan import cells
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.plan.plan import cells
 
     cfg = parse(STUDY.format(runtime="dummy"))
     assert cfg.matrix.runtime == ["dummy"]
@@ -231,7 +231,7 @@ def test_dummy_runtime_in_a_study_file(dummy_runtime):
 
 
 def test_unregistered_runtime_in_a_study_file_names_the_choices():
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     with pytest.raises(NearmetalError) as e:
         parse(STUDY.format(runtime="dummy"), source="s.toml")

@@ -68,8 +68,8 @@ def test_unknown_image_error_comes_from_the_host():
 # -- which MPI family -------------------------------------------------------------------------------
 
 def test_default_family_is_the_profiles_first_installed():
-    assert resolve(req("native"), host=FakeHost())[0].mpi["family"] == "openmpi"
-    assert resolve(req("native"), host=FakeHost(mpis=("mpich",)))[0].mpi["family"] == "mpich"
+    assert resolve(req("native"), host=FakeHost())[0].installation["family"] == "openmpi"
+    assert resolve(req("native"), host=FakeHost(mpis=("mpich",)))[0].installation["family"] == "mpich"
 
 
 def test_no_mpi_installed():
@@ -90,14 +90,14 @@ def test_native_program_abi_chooses_the_family(tmp_path):
     prog.write_text("")
     host = FakeHost(program_abi="mpich")
     [c] = resolve(req("native", program=str(prog)), host=host)
-    assert c.mpi["family"] == "mpich" and ("program_abi", str(prog)) in host.asked
+    assert c.installation["family"] == "mpich" and ("program_abi", str(prog)) in host.asked
 
 
 def test_native_program_abi_of_a_family_not_installed_falls_back(tmp_path):
     prog = tmp_path / "app"
     prog.write_text("")
     [c] = resolve(req("native", program=str(prog)), host=FakeHost(mpis=("openmpi",), program_abi="mpich"))
-    assert c.mpi["family"] == "openmpi"
+    assert c.installation["family"] == "openmpi"
 
 
 def test_bare_program_name_is_not_inspected():
@@ -109,19 +109,19 @@ def test_bare_program_name_is_not_inspected():
 def test_family_from_the_image_programs_abi():
     host = FakeHost(image_abi="mpich")
     [c] = resolve(req("bind", program="/opt/app/bin/model"), host=host)
-    assert c.mpi["family"] == "mpich" and c.profile.name == "mpich"
+    assert c.installation["family"] == "mpich" and c.profile.name == "mpich"
     assert ("image_program_abi", "/opt/app/bin/model") in host.asked
 
 
 def test_image_without_a_known_abi_takes_the_default():
     [c] = resolve(req("hybrid", program="nm-mpi-info"), host=FakeHost(image_abi=None))
-    assert c.mpi["family"] == "openmpi"
+    assert c.installation["family"] == "openmpi"
 
 
 def test_asked_family_wins_over_the_image():
     host = FakeHost(image_abi="mpich")
     [c] = resolve(req("hybrid", mpi="openmpi"), host=host)
-    assert c.mpi["family"] == "openmpi" and not any(a[0] == "image_program_abi" for a in host.asked)
+    assert c.installation["family"] == "openmpi" and not any(a[0] == "image_program_abi" for a in host.asked)
 
 
 # -- MPMD ------------------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ def test_mpmd_component_asking_another_mpi_is_refused():
 def test_mpmd_components_share_mpi_profile_and_scheduler():
     first, second, third = resolve(req("hybrid", mpi="mpich"), [req("native", ranks=1), req("bind", runtime="bwrap")],
                                    host=FakeHost())
-    assert first.mpi is second.mpi is third.mpi
+    assert first.installation is second.installation is third.installation
     assert first.profile is second.profile is third.profile
     assert first.scheduler is second.scheduler is third.scheduler
     assert second.image is None and second.runtime is None
@@ -146,7 +146,28 @@ def test_mpmd_components_share_mpi_profile_and_scheduler():
 
 def test_mpmd_component_with_the_same_mpi_is_fine():
     comps = resolve(req("native", mpi="mpich"), [req("native", mpi="mpich")], host=FakeHost())
-    assert [c.mpi["family"] for c in comps] == ["mpich", "mpich"]
+    assert [c.installation["family"] for c in comps] == ["mpich", "mpich"]
+
+
+class PrefixHost(FakeHost):
+    """A host whose MPIs may also be named FAMILY@PREFIX (an installation under a prefix)."""
+
+    def installation(self, spec):
+        family, _, prefix = spec.partition("@")
+        return {**super().installation(family), **({"prefix": prefix} if prefix else {})}
+
+
+def test_mpmd_components_may_name_the_first_ones_mpi_under_a_prefix():
+    """A study's heterogeneous benchmark gives every component the variant's MPI as written
+    (FAMILY@PREFIX): that is the first component's MPI, not another one."""
+    comps = resolve(req("native", mpi="mpich@/opt/mpich"), [req("native", mpi="mpich@/opt/mpich"),
+                                                             req("native", mpi="mpich")], host=PrefixHost())
+    assert [c.installation.get("prefix") for c in comps] == ["/opt/mpich"] * 3
+    assert [c.mpi for c in comps] == ["mpich@/opt/mpich", "mpich@/opt/mpich", "mpich"]  # as each request gave it
+    with pytest.raises(NearmetalError) as e:
+        resolve(req("native", mpi="mpich@/opt/mpich"), [req("native", mpi="mpich@/elsewhere")], host=PrefixHost())
+    assert str(e.value) == ("MPMD component 2 asks for mpich@/elsewhere, but components share one MPI_COMM_WORLD: "
+                            "every component must use mpich@/opt/mpich")
 
 
 # -- Resolved ----------------------------------------------------------------------------------------
@@ -161,7 +182,7 @@ def test_resolved_carries_the_request_and_leaves_it_alone():
     assert (c.program, c.args, c.mode, c.ranks, c.ranks_per_node, c.threads) == ("prog", ("-v",), "bind", 6, 3, 2)
     assert (c.env, c.workdir, c.options, c.runtime_args) == ({"A": "1"}, "/w", {"partition": "p"}, ("--x",))
     assert c.image.name == "nm-test" and c.image_format is None and c.in_container
-    assert c.scheduler.name == "slurm" and c.runtime.name == "bwrap" and c.mpi is MPIS["openmpi"]
+    assert c.scheduler.name == "slurm" and c.runtime.name == "bwrap" and c.installation is MPIS["openmpi"]
     c.env["B"] = "2"
     assert r.env == {"A": "1"}
 
@@ -214,7 +235,7 @@ def test_plan_native(monkeypatch, tmp_path):
     p = plan(RunRequest(str(prog), ["a b"], mpi="mpich", workdir=str(tmp_path)), host=FakeHost())
     assert p.argv == ["/usr/bin/mpiexec.hydra", "-n", "2", "-genv", "OMP_NUM_THREADS", "1", str(prog), "a b"]
     assert p.env_delta == {} and p.notes == [] and p.cwd == str(tmp_path)
-    assert [c.mpi["family"] for c in p.components] == ["mpich"]
+    assert [c.installation["family"] for c in p.components] == ["mpich"]
     assert p.describe() == f"# working directory: {tmp_path}\n/usr/bin/mpiexec.hydra -n 2 -genv OMP_NUM_THREADS 1 {prog} 'a b'"
 
 

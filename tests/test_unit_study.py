@@ -1,6 +1,6 @@
-"""Studies without running anything: study files parsed and refused (study/config.py), cells
-and run order (study/plan.py), Slurm options of a study's jobs, and the SQLite store
-(study/store.py) on files in tmp_path — SQLite is a library: nothing is started."""
+"""Studies without running anything: study files parsed and refused (study/config/config.py), cells
+and run order (study/plan/plan.py), Slurm options of a study's jobs, and the SQLite store
+(study/store/store.py) on files in tmp_path — SQLite is a library: nothing is started."""
 
 import json
 import sqlite3
@@ -8,10 +8,10 @@ import sqlite3
 import pytest
 
 from nearmetal.errors import NearmetalError
-from nearmetal.study import config as config_mod
-from nearmetal.study.plan import MAX_CELLS, baseline_of, cells, key_part, make_plan, variant_id
-from nearmetal.study.codec import planned_row as _row
-from nearmetal.study.store import SCHEMA_VERSION, Store
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.plan.plan import MAX_CELLS, baseline_of, cells, key_part, make_plan, variant_id
+from nearmetal.study.store.codec import planned_row as _row
+from nearmetal.study.store.store import SCHEMA_VERSION, Store
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +62,7 @@ def test_missing_runtimes_skip_leaves_out_the_cells_of_a_runtime_not_installed(m
     import shutil
 
     from nearmetal import runtimes
-    from nearmetal.study.plan import missing_runtimes
+    from nearmetal.study.plan.plan import missing_runtimes
 
     installed = {"ch-run", "bwrap"}
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}" if name in installed else None)
@@ -445,7 +445,7 @@ def test_version_1_store_is_migrated(tmp_path):
 
 
 def test_writer_lock_is_reentrant_in_one_process_and_released(tmp_path):
-    from nearmetal.study.lock import holder, lock_path
+    from nearmetal.study.store.lock import holder, lock_path
 
     p = tmp_path / "l.db"
     a = Store(p, what="study 'a'")

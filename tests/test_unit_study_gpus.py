@@ -11,9 +11,9 @@ import pytest
 import gpu_tree
 from nearmetal.discovery import gpu as discovery
 from nearmetal.errors import NearmetalError
-from nearmetal.study import config as config_mod
-from nearmetal.study import gpu_cells
-from nearmetal.study.plan import baseline_of, cells, make_plan, variant_id
+from nearmetal.study.plan import study_file as config_mod
+from nearmetal.study.plan import gpu_cells
+from nearmetal.study.plan.plan import baseline_of, cells, make_plan, variant_id
 
 pytestmark = pytest.mark.unit
 
@@ -122,7 +122,7 @@ gpus = [""]
     assert {c.benchmark.label for c in kept} == {"allgather"} and len(kept) == 2
     assert {r.cell.benchmark.label for r in make_plan(cfg, 1)} == {"allgather"}
     said = []
-    from nearmetal.study.runner import _say_left_out
+    from nearmetal.study.execute.runner import _say_left_out
 
     _say_left_out(cfg, said.append)
     assert said == ["this machine has no NVIDIA GPU (no driver in /proc/driver/nvidia, no NVML, no nvidia-smi): the "
@@ -166,8 +166,8 @@ def test_discovery_is_not_asked_for_a_study_without_gpus(monkeypatch):
 def test_a_cells_run_request_carries_its_gpus(two_gpus, monkeypatch):
     """cell_launch.compose hands the variant's gpus to run.plan as --gpus would."""
     import nearmetal.run as run_mod
-    from nearmetal.study.cell_launch import compose
-    from nearmetal.study.image_variant import Placer
+    from nearmetal.study.execute.cell_launch import compose
+    from nearmetal.study.execute.image_variant import Placer
 
     seen = []
 
@@ -188,7 +188,7 @@ def test_seed_001s_gpu_study_plans_every_cell_on_a_gpu_machine(two_gpus, monkeyp
     start-up with and without them; its FOM reads nm-gpu-stream's triad row."""
     from pathlib import Path
 
-    from nearmetal.study.gpu_cells import left_out
+    from nearmetal.study.plan.gpu_cells import left_out
 
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(root)

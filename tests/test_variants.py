@@ -37,20 +37,20 @@ args = ["-m", "8:8", "-i", "200"]
 
 
 def _parse(text):
-    from nearmetal.study.config import parse
+    from nearmetal.study.plan.study_file import parse
 
     return parse(text, source="t.toml")
 
 
 def _cells(text):
-    from nearmetal.study.plan import cells, variant_id
+    from nearmetal.study.plan.plan import cells, variant_id
 
     return sorted(variant_id(c.variant) for c in cells(_parse(text)))
 
 
 @pytest.mark.unit
 def test_named_variants_alone_and_their_baseline():
-    from nearmetal.study.plan import baseline_of, cells, variant_id
+    from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
     cfg = _parse(AA)
     assert _cells(AA) == ["first", "second", "tcp"]  # the matrix's defaults are not added
@@ -66,7 +66,7 @@ def test_named_variants_join_a_matrix_that_names_its_dimensions():
     text = AA.replace("[baseline]\nvariant = \"first\"", "[baseline]\nmode = \"native\"") \
         + '[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
     assert _cells(text) == ["first", "native/mpich", "second", "tcp"]
-    from nearmetal.study.plan import baseline_of, cells, variant_id
+    from nearmetal.study.plan.plan import baseline_of, cells, variant_id
 
     cfg = _parse(text)
     assert {variant_id(baseline_of(cfg, c.variant)) for c in cells(cfg)} == {"native/mpich"}

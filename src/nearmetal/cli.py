@@ -267,7 +267,7 @@ def main(argv=None):
     try:
         return _command(args.command)(args)
     except NearmetalError as e:
-        from .study.inputs import one_line  # messages quote user strings: a newline must not split the error
+        from .study.config.inputs import one_line  # messages quote user strings: a newline must not split the error
 
         print(f"nearmetal {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2

@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         # One line, no usage dump: the user sees what was wrong and where to look (a bad
         # value quoted in the message may hold a newline: escaped).
-        from .study.inputs import one_line
+        from .study.config.inputs import one_line
 
         self.exit(2, one_line(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
 
@@ -54,7 +54,7 @@ def _env_pair(text):
 
 def study_name_arg(text):
     """--study: checked as a study file's [study] name is (it may name a directory)."""
-    from .study.fields import study_name_problem
+    from .study.config.fields import study_name_problem
 
     problem = study_name_problem(text)
     if problem:
@@ -81,7 +81,7 @@ def _at_most(limit):
     return parse
 
 
-# As in study files (study/config.py): ranks, threads, and a timeout of at most a week.
+# As in study files (study/config/config.py): ranks, threads, and a timeout of at most a week.
 _RANKS, _THREADS, _TIMEOUT = _at_most(1_000_000), _at_most(1024), _at_most(7 * 24 * 3600)
 
 

@@ -72,7 +72,7 @@ def cmd_bench(args):
         raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     resolved = p.components[0]
-    params = {"mode": args.mode, "mpi": resolved.mpi["family"], "ranks": ranks, "threads": args.threads}
+    params = {"mode": args.mode, "mpi": resolved.installation["family"], "ranks": ranks, "threads": args.threads}
     if req.scheduler != schedulers.DEFAULT:
         params["scheduler"] = req.scheduler
     if args.mode != "native":
@@ -98,10 +98,10 @@ def cmd_study(args):
 
     from rich.console import Console
 
-    from .study import runner
-    from .study.executor import Executor
+    from .study.execute import runner
+    from .study.execute.executor import Executor
 
-    from .study import preflight
+    from .study.execute import preflight
 
     cfg, text = runner.load(args.file)
     source = args.file or "built-in quickstart"
@@ -117,11 +117,11 @@ def cmd_study(args):
     err = Console(stderr=True)
     say = lambda m: err.print(m, highlight=False)  # noqa: E731
     if args.submit:
-        from .study.submit import check
+        from .study.execute.submit import check
 
         check(cfg, args.file)
     store, study_id, new = runner.open_study(cfg, text, db, args.resume, builtin=args.file is None, say=say)
-    from .study import submit
+    from .study.execute import submit
 
     if args.submit:
         with store:
@@ -139,7 +139,7 @@ def cmd_study(args):
         total = sum(store.counts(study_id).values())
         finished = total - store.counts(study_id).get("planned", 0)
         resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
-        from .study.executor import AllocationEnding
+        from .study.execute.executor import AllocationEnding
 
         err.print(f"{e if isinstance(e, AllocationEnding) else _interrupted(e)}: {finished} of {total} runs finished "
                   f"and stored; resume with: "
@@ -153,7 +153,7 @@ def cmd_study(args):
 def cmd_report(args):
     from pathlib import Path
 
-    from .study.store import Store
+    from .study.store.store import Store
 
     db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
     out_dir = _out_dir(args.out, db)
@@ -167,8 +167,8 @@ def cmd_report(args):
 def cmd_import(args):
     from pathlib import Path
 
-    from .study.importer import import_csv
-    from .study.runner import default_db
+    from .study.store.importer import import_csv
+    from .study.execute.runner import default_db
 
     if not 0 < args.margin < 1:
         raise NearmetalError(f"--margin must be between 0 and 1, got {args.margin}")
@@ -188,7 +188,7 @@ def _out_dir(out, db):
     cannot be created or written."""
     from pathlib import Path
 
-    from .study.inputs import check_workdir
+    from .study.config.inputs import check_workdir
 
     path = Path(out) if out else Path(db).parent
     why = check_workdir(str(path))
@@ -293,7 +293,7 @@ def _bench_command(args):
 
     from .apps import presets
     from .apps.fom import Fom, FomError
-    from .study.program import files_read, read_outputs, records
+    from .study.config.program import files_read, read_outputs, records
 
     if args.kernel:
         raise NearmetalError(f"--command runs the program after '--', not kernel '{args.kernel}': drop one of them")
@@ -343,7 +343,7 @@ def _bench_command(args):
         raise NearmetalError(str(e)) from None
     for r in found:
         if args.json:
-            print(json.dumps(dict(r, mode=args.mode, mpi=p.components[0].mpi["family"], ranks=req.ranks)))
+            print(json.dumps(dict(r, mode=args.mode, mpi=p.components[0].installation["family"], ranks=req.ranks)))
         else:
             point = "".join(f" {k}={v}" for k, v in r["point"].items())
             print(f"nearmetal: {r['metric']}{point} = {r['value']:g} {r['unit']}".rstrip())
@@ -385,7 +385,7 @@ def cmd_trace(args):
         return 0
     out = tc.out_dir(args.out)
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
-            "runtime": args.runtime if args.mode != "native" else None, "mpi": p.components[0].mpi["family"],
+            "runtime": args.runtime if args.mode != "native" else None, "mpi": p.components[0].installation["family"],
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     outcome = None
     try:

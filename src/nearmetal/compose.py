@@ -22,8 +22,8 @@ def compose(components, models, cores, environ, tag, gpus=None, binding=None):
     from . import launchers
 
     first = components[0]
-    scheduler, profile, mpi = first.scheduler, first.profile, first.mpi
-    launcher = launchers.get(scheduler.launcher(profile), mpi, first)
+    scheduler, profile, installation = first.scheduler, first.profile, first.installation
+    launcher = launchers.get(scheduler.launcher(profile), installation, first)
     total = sum(c.ranks for c in components)
     # What the family's ranks need when they run in containers, and in separate namespaces
     # (MPMD components, or a container per rank where the scheduler places ranks).
@@ -58,8 +58,8 @@ def compose(components, models, cores, environ, tag, gpus=None, binding=None):
         argv, extra = launcher.command(parts[0][0])
     launch_env.update(extra)
     argv = network.wrap(argv, total)
-    if mpi.get("prefix"):  # an installation under a prefix (--mpi FAMILY@PREFIX)
-        launch_env.update(profile.prefix_env(mpi))
+    if installation.get("prefix"):  # an installation under a prefix (--mpi FAMILY@PREFIX)
+        launch_env.update(profile.prefix_env(installation))
     launch_env = {k: v for k, v in launch_env.items() if environ.get(k) != v}
     if first.workdir and any(c.in_container for c in components):
         notes.append(f"containers: {first.workdir} mounted read-write at {CONTAINER_WORKDIR}, ranks start there")

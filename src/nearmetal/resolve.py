@@ -15,16 +15,17 @@ from .errors import NearmetalError
 class Host:
     """What resolving needs from this machine: its MPI installations and its images."""
 
-    def mpis(self):
-        """{family: installation record} (discovery.mpi)."""
+    def installations(self):
+        """{family: installation record} (discovery.mpi): the MPIs installed here."""
         from .discovery.mpi import discover
 
         return discover()
 
-    def mpi(self, family):
+    def installation(self, spec):
+        """The installation record of an MPI as a request names it (FAMILY or FAMILY@PREFIX)."""
         from .discovery.mpi import get
 
-        return get(family)
+        return get(spec)
 
     def image(self, spec):
         """The Image for a name or path; None: the default image."""
@@ -82,25 +83,27 @@ class Host:
 
 
 class Resolved:
-    """One component of a launch, resolved: the request's fields plus `mpi` (the host
-    installation record), `profile` (its family), `image` (an Image, None natively),
+    """One component of a launch, resolved: the request's fields (`mpi`: the MPI
+    as given, FAMILY or FAMILY@PREFIX) plus `installation` (the host MPI installation record
+    it resolved to, discovery.mpi), `profile` (its family), `image` (an Image, None natively),
     `image_format` (the format of the file the user named: image/formats names, None: a name or
     directory), `runtime` and `scheduler` (backend instances; runtime None natively),
     `account` (the privilege.Account the ranks run as; None: as the caller).
     The attribute names are the ones the MPI models read."""
 
     __slots__ = ("program", "args", "mode", "ranks", "ranks_per_node", "threads", "env", "workdir", "options",
-                 "runtime_args", "mpi", "profile", "image", "image_format", "runtime", "scheduler",
+                 "runtime_args", "mpi", "installation", "profile", "image", "image_format", "runtime", "scheduler",
                  "workdir_binds", "network", "account", "gpus")
 
-    def __init__(self, req, mpi, profile, image, runtime, scheduler, account=None):
+    def __init__(self, req, installation, profile, image, runtime, scheduler, account=None):
         self.program, self.args, self.mode = req.program, tuple(req.args), req.mode
         self.ranks, self.ranks_per_node, self.threads = req.ranks, req.ranks_per_node, req.threads
         self.env, self.workdir, self.options = dict(req.env), req.workdir, dict(req.options)
         self.runtime_args = tuple(getattr(req, "runtime_args", ()))
         self.workdir_binds = tuple(getattr(req, "workdir_binds", ()))
         self.network = getattr(req, "network", None) or _default_network()
-        self.mpi, self.profile, self.image, self.runtime, self.scheduler = mpi, profile, image, runtime, scheduler
+        self.mpi, self.installation = req.mpi, installation
+        self.profile, self.image, self.runtime, self.scheduler = profile, image, runtime, scheduler
         self.account = account
         self.gpus = getattr(req, "gpus", None)  # --gpus as given (gpu/plan.py reads it)
         if runtime is not None:
@@ -135,26 +138,26 @@ def resolve(req, more=(), host=None):
         from .privilege import account as checked_account
 
         account = checked_account(req.user, find=host.account, euid=host.euid())
-    family = req.mpi or None
-    if family is not None:
+    spec = req.mpi or None  # FAMILY or FAMILY@PREFIX, as given
+    if spec is not None:
         from .discovery.mpi import spec_problem
 
-        problem = spec_problem(family)
+        problem = spec_problem(spec)
         if problem:
             raise NearmetalError(problem)
     scheduler = schedulers.get(req.scheduler)
     image = host.image(req.image) if req.mode != "native" else None
-    if family is None and image is not None:
-        family = host.image_program_abi(image, req.program)
-    mpi = host.mpi(family or _default_family(req, host))
-    profile = get_family(mpi["family"])
-    out = [Resolved(req, mpi, profile, image, _runtime(req), scheduler, account)]
+    if spec is None and image is not None:
+        spec = host.image_program_abi(image, req.program)
+    installation = host.installation(spec or _default_family(req, host))
+    profile = get_family(installation["family"])
+    out = [Resolved(req, installation, profile, image, _runtime(req), scheduler, account)]
     for i, r in enumerate(more, start=2):
-        if r.mpi and r.mpi != mpi["family"]:
+        if r.mpi and r.mpi not in (req.mpi, installation["family"]):  # as the first one names it, or its family
             raise NearmetalError(f"MPMD component {i} asks for {r.mpi}, but components share one "
-                                 f"MPI_COMM_WORLD: every component must use {mpi['family']}")
+                                 f"MPI_COMM_WORLD: every component must use {req.mpi or installation['family']}")
         r_image = host.image(r.image) if r.mode != "native" else None
-        out.append(Resolved(r, mpi, profile, r_image, _runtime(r), scheduler, account))
+        out.append(Resolved(r, installation, profile, r_image, _runtime(r), scheduler, account))
     return out
 
 
@@ -185,7 +188,7 @@ def _linked_abi(path):
 def _default_family(req, host):
     from .families import names
 
-    found = host.mpis()
+    found = host.installations()
     if not found:
         raise NearmetalError("no MPI installation found on this host: install one (Debian: "
                              + "; ".join(f"{n}: {_packages(n)}" for n in names()) + ")")

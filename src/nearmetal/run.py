@@ -48,7 +48,7 @@ class RunRequest:
         # The account the launcher and ranks run as (privilege.py, docs/privilege.md); None: as the caller.
         self.user = user
         # (host path, name): large inputs a container sees read-only as /nm/work/NAME
-        # (study/program.py stages the small ones as copies)
+        # (study/config/program.py stages the small ones as copies)
         self.workdir_binds = list(workdir_binds)
         # --gpus all|N|ID,ID... (gpu/, docs/gpu.md); None: no GPU asked for.
         self.gpus = gpus

@@ -12,10 +12,10 @@ import json
 from collections import defaultdict
 
 from ..errors import NearmetalError
-from ..study import codec
-from ..study.analysis_spec import of_stored_file
+from ..study.store import codec
+from ..study.plan.analysis_spec import of_stored_file
 from .answers import answers
-from ..study.store import Store
+from ..study.store.store import Store
 
 
 def analyze(store: Store, study_name=None, n_boot=2000):
@@ -38,7 +38,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     variants = {}
     for r in runs:
         variants.setdefault(r["variant"], json.loads(r["variant_json"]))
-    # decided when the study was planned (study/analysis_spec.py); taken from the stored
+    # decided when the study was planned (study/plan/analysis_spec.py); taken from the stored
     # study file for a study stored before that; None for an imported one
     decided = codec.stored_analysis_spec(store, study["id"])
     if decided is None or not set(variants) <= set(decided.baselines):
@@ -49,7 +49,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             return decided.baselines.get(vid)
         return baseline_sel.get("variant")
 
-    # contention (study/contention.py): runs on a busy machine are marked, or left out
+    # contention (study/execute/contention.py): runs on a busy machine are marked, or left out
     load_rows = store.run_load(study["id"])
     disturbed_runs = {r["run_id"] for r in load_rows if r["busy"]}
     exclude_disturbed = bool(decided is not None and decided.exclude_disturbed)
@@ -76,7 +76,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         if rec["n"] is not None:
             summaries[(key, rec["variant"])] = {"n": rec["n"], "mean": rec["value"], "std": rec["std"] or 0.0}
 
-    from ..study import sequential
+    from ..study.plan import sequential
 
     looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
     points = []
@@ -105,7 +105,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
             elif bid and bid != vid and bid in groups[key]:
                 base = groups[key][bid]
                 entry["baseline"] = bid
-                if looks:  # a planned study: its looks (one for fixed repetitions), study/sequential.py
+                if looks:  # a planned study: its looks (one for fixed repetitions), study/plan/sequential.py
                     entry["comparison"] = sequential.decide(base, byblock, looks, alpha, study["margin"], hib,
                                                             n_boot=n_boot)
                 else:
@@ -145,24 +145,24 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         # which metrics are answered, decided at plan time (analysis/quantities.py)
         "metric_plan": decided.metrics if decided is not None else {},
     }
-    from ..study.contention import summary as contention_summary
+    from ..study.execute.contention import summary as contention_summary
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
         out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
-    from ..study import machine_check
+    from ..study.execute import machine_check
 
     checked = machine_check.summary(machine_check.load(store, study["id"]))
-    if checked:  # the machine was busy at the start, or the study stopped before its budget (study/machine_check.py)
+    if checked:  # the machine was busy at the start, or the study stopped before its budget (study/execute/machine_check.py)
         out["machine_check"] = checked
     from ..io.analysis import analyze as analyze_io
 
     io = analyze_io(points, study["config_toml"], margin=study["margin"])
     if io is not None:  # only studies with nm-iobench benchmarks: the I/O configurations compared
         out["io"] = io
-    from ..study.traced import listing
+    from ..study.config.traced import listing
 
     traces = listing(store.path, study["name"])
-    if traces:  # `trace = true` benchmarks: each run's trace directory (study/traced.py)
+    if traces:  # `trace = true` benchmarks: each run's trace directory (study/config/traced.py)
         out["traces"] = traces
     out["answers"] = answers(out)
     if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (analysis/findings.py)

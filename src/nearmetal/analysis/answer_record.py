@@ -28,7 +28,7 @@ class Answer:
     noise_pct: float | None  # the baseline's coefficient of variation, % (median over the points)
     n_points: int
     n_blocks: int
-    disturbed: int         # values from runs taken on a busy machine (study/contention.py)
+    disturbed: int         # values from runs taken on a busy machine (study/execute/contention.py)
     text: str              # the answer in words
 
     @classmethod

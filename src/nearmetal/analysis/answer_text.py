@@ -251,7 +251,7 @@ def _grouped(eq, cells):
 
 
 def _optional_words(d):
-    """The variant dimensions that are off unless asked for (study/plan.py OPTIONAL_DIMS)."""
+    """The variant dimensions that are off unless asked for (study/plan/plan.py OPTIONAL_DIMS)."""
     from ..image import formats
     from ..networks import is_default
 
@@ -270,7 +270,7 @@ def _optional_words(d):
         out.append(f"as {d['user']}")
     if d.get("gpus"):
         out.append(f"with GPUs {d['gpus'].rstrip(',')}")
-    from ..study.placement import words
+    from ..study.config.placement import words
 
     return out + words(d)
 

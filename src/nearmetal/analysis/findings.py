@@ -1,5 +1,5 @@
 """Does this study reproduce the published findings its file states ([[finding]],
-study/finding_spec.py)? One verdict per finding, from the study's own points:
+study/config/finding_spec.py)? One verdict per finding, from the study's own points:
 
 - the subject's and the reference's points are paired by block, point by point (same metric,
   point parameters and placement), and summarised as answers.py summarises a variant: the
@@ -64,7 +64,7 @@ def evaluate(analysis, config):
 def evaluate_stored(analysis, findings, runtimes):
     """evaluate() for findings as stored (dicts, records.AnalysisSpec.findings) and the
     container runtime of each matrix variant ({variant id: runtime}: runtimes_of)."""
-    from ..study.finding_spec import Finding
+    from ..study.config.finding_spec import Finding
 
     why_absent = _absent_runtimes(runtimes)
     return [_one(analysis, Finding.model_validate(f), why_absent) for f in findings]
@@ -72,7 +72,7 @@ def evaluate_stored(analysis, findings, runtimes):
 
 def runtimes_of(config):
     """{variant id: container runtime} of every variant the matrix makes, installed here or not."""
-    from ..study.plan import matrix_cells, variant_id
+    from ..study.plan.plan import matrix_cells, variant_id
 
     return {variant_id(c.variant): c.variant["runtime"] for c in matrix_cells(config) if c.variant.get("runtime")}
 

@@ -234,7 +234,7 @@ def for_answer(base, var, result, higher_is_better=False, alpha=0.05):
 def answer_words(point, info, unit="", baseline_words="in the baseline"):
     """The plain sentence an answer adds for a benchmark whose launches fall into modes:
     'at 8 B launches fall into two groups: 0.18 and 0.69 us, 39% slow, 33% natively'."""
-    from ..report.formatting import point_label
+    from .labels import point_label
 
     where = f"{info['share_baseline'] * 100:.0f}% {baseline_words}"
     label = point_label(point) if point else ""

@@ -37,7 +37,7 @@ KERNEL_PRIMARY = {"stream": "triad", "stream-portable": "triad", "startup": "to_
 def plan_of(config):
     """{benchmark label: {"primary", "asked", "inverse", "order"}} of a parsed study file, with
     a one-line NearmetalError for a `primary` or `inverse_of` naming no figure of merit."""
-    from ..study.program import foms_of
+    from ..study.config.program import foms_of
 
     out = {}
     for bench in config.benchmark:
@@ -51,7 +51,7 @@ def plan_of(config):
             if of not in names:
                 raise NearmetalError(f"benchmark {bench.label}: figure of merit {name!r} has inverse_of = {of!r:.60}, "
                                      f"which is none of its figures of merit ({', '.join(names)})")
-        # a program's own records: its figures of merit, then its wall time (study/program.py)
+        # a program's own records: its figures of merit, then its wall time (study/config/program.py)
         order = names + [WALL_TIME] if bench.command is not None else []
         if bench.primary is not None and foms and bench.primary not in order:
             raise NearmetalError(f"benchmark {bench.label}: primary = {bench.primary!r:.60} is none of its metrics "

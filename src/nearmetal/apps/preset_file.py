@@ -95,7 +95,7 @@ def load(path):
     """The validated PresetFile at `path`; a one-line NearmetalError naming the file (and the
     key) otherwise."""
     from ..safe_read import read_regular
-    from ..study.inputs import parse_toml, validation_error
+    from ..study.config.inputs import parse_toml, validation_error
 
     raw = read_regular(path, MAX_BYTES, "preset file")
     try:

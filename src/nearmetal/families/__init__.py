@@ -123,13 +123,13 @@ class MpiFamily:
         separate_namespaces, in different namespaces (MPMD components, srun ranks)."""
         return {}
 
-    def prefix_env(self, mpi):
+    def prefix_env(self, installation):
         """The launcher's environment for an installation under a prefix (--mpi FAMILY@PREFIX):
         its ranks find its libraries first. A family whose tools must be told where they were
         moved (Open MPI: OPAL_PREFIX) adds that."""
         import os
 
-        libdir = os.path.dirname(mpi["library"])
+        libdir = os.path.dirname(installation["library"])
         rest = os.environ.get("LD_LIBRARY_PATH", "")
         return {"LD_LIBRARY_PATH": libdir + (f":{rest}" if rest else "")}
 

@@ -27,9 +27,9 @@ class OpenMpi(MpiFamily):
     library_pattern = r"^libmpi\.so\.\d+$"
     image_launchers = ("mpiexec.openmpi", "mpirun.openmpi")
 
-    def prefix_env(self, mpi):
+    def prefix_env(self, installation):
         # A moved Open MPI finds its helpers (orted), plugins and help files through OPAL_PREFIX
-        return {**super().prefix_env(mpi), "OPAL_PREFIX": mpi["prefix"]}
+        return {**super().prefix_env(installation), "OPAL_PREFIX": installation["prefix"]}
 
     def identifies_wrapper(self, wrapper):
         return "Open MPI" in run_text([wrapper, "-showme:version"])

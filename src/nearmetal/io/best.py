@@ -15,9 +15,9 @@ from pathlib import Path
 
 from ..errors import NearmetalError
 from ..safe_write import write_text
-from ..study import config as study_config
+from ..study.plan import study_file
 from ..analysis.analyze import analyze as analyze_study
-from ..study.store import Store
+from ..study.store.store import Store
 from .space import Configuration, parse_pair
 
 # What a hints file may hold (ROMIO reads "KEY VALUE" lines, split at blanks): a key is a
@@ -39,7 +39,7 @@ def find_study(store, name=None):
         if row["name"].endswith("-preselect"):
             continue
         try:
-            cfg = study_config.parse(row["config_toml"], source=row["name"])
+            cfg = study_file.parse(row["config_toml"], source=row["name"])
         except NearmetalError:
             continue
         if cfg.benchmark and all(b.kernel == "iobench" for b in cfg.benchmark):

@@ -50,8 +50,8 @@ def best(args):
 
 
 def sweep(args):
-    from ..study.lock import lock_for_writing
-    from ..study.runner import default_db
+    from ..study.store.lock import lock_for_writing
+    from ..study.execute.runner import default_db
     from . import config
 
     if args.file:
@@ -64,7 +64,7 @@ def sweep(args):
     if args.dry_run:
         return _dry_run(s)
     db = Path(args.db) if args.db else default_db(s.study.name)
-    # One writer per database, from the checks below to the end of the sweep (study/lock.py).
+    # One writer per database, from the checks below to the end of the sweep (study/store/lock.py).
     with lock_for_writing(db, f"I/O sweep '{s.study.name}'"):
         return _sweep_locked(args, s, db)
 
@@ -74,7 +74,7 @@ def _sweep_locked(args, s, db):
 
     from . import best as best_mod
     from . import preselect
-    from ..study.config import make_workdir
+    from ..study.config.config import make_workdir
     from .sweep import compile_study, expand, run_study
 
     io = s.io
@@ -141,7 +141,7 @@ def _check_resumable(db, s):
     """With --resume, every study already in the database must have been compiled from the
     same I/O study: checked before anything is printed or run. The sweep's text depends on
     the pre-selection's decision, which is recomputed from the stored runs."""
-    from ..study.store import Store
+    from ..study.store.store import Store
     from . import preselect
     from .sweep import compile_study, expand
 
@@ -173,7 +173,7 @@ def _check_resumable(db, s):
 
 def _refuse_existing(db, names):
     """Without --resume, a sweep already in the database is refused before anything is printed or run."""
-    from ..study.store import Store
+    from ..study.store.store import Store
 
     if not db.exists():
         return

@@ -16,9 +16,9 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 
 from ..choices import io_libraries as _libraries
 from ..errors import NearmetalError
-from ..study.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _choices, _mpis,
+from ..study.config.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _choices, _mpis,
                             _runtimes, check_images, check_workdir)
-from ..study.inputs import expand_dir, one_line, parse_toml, read_text, validation_error
+from ..study.config.inputs import expand_dir, one_line, parse_toml, read_text, validation_error
 from .space import parse_pair, parse_size
 
 # MPI_Info keys nm-iobench accepts: a user writing one of them into [io.space] meant a

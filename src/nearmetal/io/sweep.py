@@ -12,7 +12,7 @@ import itertools
 import json
 
 from ..errors import NearmetalError
-from ..study import config as study_config
+from ..study.plan import study_file
 from .space import Configuration
 
 PARAMETERS = ("pattern", "library", "io_layout", "aggregators", "stripes", "buffer", "chunk", "read", "mpiio")
@@ -117,14 +117,14 @@ def compile_study(io_study, name, repetitions, configs):
             bench["mpi"] = list(mpis)
         parts.append(_table("benchmark", bench, array=True))
     text = "\n\n".join(parts) + "\n"
-    return study_config.parse(text, source=f"compiled study '{name}'"), text
+    return study_file.parse(text, source=f"compiled study '{name}'"), text
 
 
 def run_study(cfg, text, db, resume, console, progress, resume_hint, intro=None):
     """Plan a compiled study into the store (or find it there) and run what is pending.
     Returns (store, study_id). KeyboardInterrupt prints how to resume, then propagates."""
-    from ..study import runner
-    from ..study.executor import Executor
+    from ..study.execute import runner
+    from ..study.execute.executor import Executor
 
     store, study_id, _ = runner.open_study(cfg, text, db, resume, say=lambda m: console.print(m, highlight=False, soft_wrap=True))
     if intro:

@@ -58,9 +58,9 @@ def build(family):
 
     from ..discovery.mpi import get
 
-    mpi = get(family)
+    installation = get(family)
     prefix = host_prefix(family)
-    argv = ["make", "-s", "-C", KERNELS_SRC_STR, f"MPI={family}", f"MPICC={mpi['compiler']}",
+    argv = ["make", "-s", "-C", KERNELS_SRC_STR, f"MPI={family}", f"MPICC={installation['compiler']}",
             f"PREFIX={prefix}", "install"]
     out = subprocess.run(argv, capture_output=True, text=True)
     if out.returncode != 0:

@@ -10,6 +10,6 @@ from ..registry import Registry
 LAUNCHERS = Registry(__name__, "launcher", first=("mpirun", "hydra", "srun"))
 
 
-def get(name, mpi, req=None):
-    """An instance of launcher `name` for the host MPI installation `mpi`."""
-    return LAUNCHERS.get(name)(mpi, req)
+def get(name, installation, req=None):
+    """An instance of launcher `name` for the host MPI installation record `installation`."""
+    return LAUNCHERS.get(name)(installation, req)

@@ -32,8 +32,8 @@ class Launcher(ABC):
     name = ""  # the registry sets it: the module's name
     binds_ranks = True  # it binds ranks to cores when asked (LaunchRequest.binding); False: the site's
 
-    def __init__(self, mpi, req=None):
-        self.mpi = mpi  # the host MPI installation (discovery.mpi record)
+    def __init__(self, installation, req=None):
+        self.installation = installation  # the host MPI installation (discovery.mpi record)
         self.req = req  # the run request (options such as Slurm's), when the launcher needs it
 
     @abstractmethod

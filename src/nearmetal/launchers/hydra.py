@@ -20,7 +20,7 @@ class Hydra(Launcher):
         return ["-bind-to", req.binding] if req.binding in ("core", "none") else []
 
     def command(self, req):
-        argv = [self.mpi["launcher"], *self._remote(req), *self._binding(req), "-n", str(req.ranks)]
+        argv = [self.installation["launcher"], *self._remote(req), *self._binding(req), "-n", str(req.ranks)]
         if req.ranks_per_node:
             argv += ["-ppn", str(req.ranks_per_node)]
         if req.pmi_port:
@@ -31,7 +31,7 @@ class Hydra(Launcher):
         return argv + req.rank_argv, {}
 
     def command_mpmd(self, reqs):
-        argv = [self.mpi["launcher"], *self._remote(reqs[0]), *self._binding(reqs[0])]
+        argv = [self.installation["launcher"], *self._remote(reqs[0]), *self._binding(reqs[0])]
         if any(r.pmi_port for r in reqs):
             argv.append("-pmi-port")
         for i, r in enumerate(reqs):

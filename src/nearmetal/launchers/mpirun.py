@@ -10,7 +10,7 @@ from .base import Launcher
 class Mpirun(Launcher):
 
     def _global(self, reqs):
-        argv = [self.mpi["launcher"]]
+        argv = [self.installation["launcher"]]
         if os.geteuid() == 0:
             argv.append("--allow-run-as-root")
         # Without --oversubscribe mpirun refuses more ranks than it counts slots.

@@ -28,8 +28,8 @@ def _plugins():
 class Srun(Launcher):
     binds_ranks = False  # Slurm's task plugin and the site's defaults place and bind the ranks
 
-    def __init__(self, mpi, req=None):
-        super().__init__(mpi, req)
+    def __init__(self, installation, req=None):
+        super().__init__(installation, req)
         self.opts = dict(getattr(req, "options", None) or getattr(req, "slurm", None) or {})
         # Explicit: in a batch script the step would start wherever the job does.
         self.workdir = getattr(req, "workdir", None)
@@ -41,11 +41,11 @@ class Srun(Launcher):
         from ..families import get as get_family
 
         have = _plugins()
-        wanted = get_family(self.mpi["family"]).slurm_pmi
+        wanted = get_family(self.installation["family"]).slurm_pmi
         for want in wanted:
             if want in have:
                 return want
-        raise NearmetalError(f"this Slurm offers MPI plugins {', '.join(have) or 'none'}, but {self.mpi['family']} "
+        raise NearmetalError(f"this Slurm offers MPI plugins {', '.join(have) or 'none'}, but {self.installation['family']} "
                              f"needs {' or '.join(wanted)}; ask the site for it or use --scheduler local")
 
     def _common(self):

@@ -42,7 +42,7 @@ def _fmt_glibc(v):
     return f"{v[0]}.{v[1]}"
 
 
-def host_closure(mpi, program_sonames):
+def host_closure(installation, program_sonames):
     """Host libraries to stage: (soname -> ResolvedLib) in load order, and plugin dirs.
 
     The MPI sonames the program needs are resolved on the host (through the ABI aliases),
@@ -52,10 +52,10 @@ def host_closure(mpi, program_sonames):
 
     # An installation under a prefix (--mpi FAMILY@PREFIX) is found as its ranks find it: its
     # library directory first (LD_LIBRARY_PATH, families' prefix_env), then the host's linker.
-    host = LinkerView("/", **({"ld_library_path": [os.path.dirname(mpi["library"])]} if mpi.get("prefix") else {}))
+    host = LinkerView("/", **({"ld_library_path": [os.path.dirname(installation["library"])]} if installation.get("prefix") else {}))
     ordered = {}
     aliases = {}
-    anchor = read_elf(mpi["library"])
+    anchor = read_elf(installation["library"])
 
     def add_closure(path):
         for lib in host.closure(path):
@@ -70,14 +70,14 @@ def host_closure(mpi, program_sonames):
             if lib is not None:
                 aliases[soname] = lib.soname
         if lib is None:
-            raise NearmetalError(f"bind mode: the program needs {soname}, which the host {mpi['family']} "
+            raise NearmetalError(f"bind mode: the program needs {soname}, which the host {installation['family']} "
                                  f"does not provide")
         roots.append(lib)
     for lib in roots:
         add_closure(str(lib.host_path))
         ordered.setdefault(lib.soname, lib)
     plugins = {}
-    for kind, directory in sorted(mpi.get("plugin_dirs", {}).items()):
+    for kind, directory in sorted(installation.get("plugin_dirs", {}).items()):
         files = []
         for entry in sorted(os.listdir(directory)):
             full = os.path.join(directory, entry)
@@ -92,7 +92,7 @@ def host_closure(mpi, program_sonames):
                 # there either; the MPI skips it at run time, so do we.
                 continue
         plugins[kind] = (directory, files)
-    _add_cuda_transports(mpi, ordered, plugins, add_closure)
+    _add_cuda_transports(installation, ordered, plugins, add_closure)
     return ordered, aliases, plugins
 
 
@@ -102,7 +102,7 @@ def _driver_library(soname):
     return split_name(soname)[0] in NVLIBLIST
 
 
-def _add_cuda_transports(mpi, ordered, plugins, add_closure):
+def _add_cuda_transports(installation, ordered, plugins, add_closure):
     """A CUDA-aware host MPI's UCX CUDA modules (discovery/mpi_cuda.py) as the plugin kind
     "ucx": staged at lib/ucx, beside the staged libucs, where UCX looks for its modules
     (and UCX_MODULE_DIR names it), with their closure less the driver's libraries. Without
@@ -112,7 +112,7 @@ def _add_cuda_transports(mpi, ordered, plugins, add_closure):
     libucs = ordered.get("libucs.so.0")
     if libucs is None:
         return
-    found = detect(mpi, str(libucs.host_path))
+    found = detect(installation, str(libucs.host_path))
     if not found["ucx_modules"] or "ucx" in plugins:
         return
     for f in found["ucx_modules"]:
@@ -123,7 +123,7 @@ def _add_cuda_transports(mpi, ordered, plugins, add_closure):
     plugins["ucx"] = (found["ucx_dir"], found["ucx_modules"])
 
 
-def cuda_notes(mpi, plugins):
+def cuda_notes(installation, plugins):
     """bind's notes on the host MPI's CUDA transports: what was staged, or nothing."""
     if "ucx" not in plugins:
         return []
@@ -132,14 +132,14 @@ def cuda_notes(mpi, plugins):
 
     names = sorted({_module_name(f) for f in files})
     transports = [t for n in names for t in UCX_TRANSPORTS.get(n, ())]
-    return [f"bind: host {mpi['family']} is CUDA-aware: UCX's CUDA transports ({', '.join(transports) or 'memory hooks'}: "
+    return [f"bind: host {installation['family']} is CUDA-aware: UCX's CUDA transports ({', '.join(transports) or 'memory hooks'}: "
             f"{', '.join(n + '.so' for n in names)} from {directory}) staged at {LIBDIR}/ucx; they need the driver "
             "--gpus binds"]
 
 
-def _stage_key(mpi, libs, aliases, plugins):
+def _stage_key(installation, libs, aliases, plugins):
     h = hashlib.sha256()
-    h.update(json.dumps([STAGE_VERSION, mpi["family"], mpi["library"], sorted(aliases.items())]).encode())
+    h.update(json.dumps([STAGE_VERSION, installation["family"], installation["library"], sorted(aliases.items())]).encode())
     paths = [str(l.host_path) for l in libs.values()]
     for kind, (_, files) in plugins.items():
         paths += files
@@ -157,12 +157,12 @@ def _place(src, dst):
         shutil.copy2(os.path.realpath(src), dst)
 
 
-def stage(mpi, libs, aliases, plugins):
+def stage(installation, libs, aliases, plugins):
     """The staging directory for this closure, built once and reused."""
     from ..home import subdir
 
-    key = _stage_key(mpi, libs, aliases, plugins)
-    root = subdir("bind") / f"{mpi['family']}-{key}"
+    key = _stage_key(installation, libs, aliases, plugins)
+    root = subdir("bind") / f"{installation['family']}-{key}"
     if (root / "manifest.json").exists():
         return root
     tmp = root.with_name(root.name + f".tmp{os.getpid()}")
@@ -177,7 +177,7 @@ def stage(mpi, libs, aliases, plugins):
         for f in files:
             _place(f, tmp / "lib" / kind / os.path.basename(f))
     manifest = {
-        "family": mpi["family"], "version": mpi["version"], "library": mpi["library"],
+        "family": installation["family"], "version": installation["version"], "library": installation["library"],
         "libraries": {s: str(l.host_path) for s, l in libs.items()},
         "aliases": aliases,
         "plugins": {k: d for k, (d, _) in plugins.items()},
@@ -196,10 +196,10 @@ def prepare(req):
     launch would pay it. The cache is checked against the stat of every file it used."""
     from ..discovery.cache import cached_plan
 
-    image, mpi = req.image, req.mpi
+    image, installation = req.image, req.installation
     from .fabric import devices
 
-    key = [STAGE_VERSION, str(image.rootfs), image.meta.get("digest"), req.program, mpi["family"], mpi["library"],
+    key = [STAGE_VERSION, str(image.rootfs), image.meta.get("digest"), req.program, installation["family"], installation["library"],
            devices()]  # a fabric that appears (or goes) makes another plan
     hit = cached_plan("bind", key)
     if hit is not None:
@@ -228,21 +228,21 @@ def _prepare(req):
     from ..elf import LinkerView, glibc_missing, glibc_release, read_elf
     from ..families import abi_of, get as get_family
 
-    image, mpi = req.image, req.mpi
-    path, host_file = container_program(image, req.program, mpi["family"])
+    image, installation = req.image, req.installation
+    path, host_file = container_program(image, req.program, installation["family"])
     view = LinkerView(image.rootfs)
     prog_abi, prog_soname = mpi_abi(view, path)
-    host_abi = abi_of(mpi["soname"]) or mpi["family"]
+    host_abi = abi_of(installation["soname"]) or installation["family"]
     notes = []
     if prog_abi is None:
         # A script or launcher wrapper: stage the host MPI for whatever it starts.
-        notes.append(f"bind: {path} does not link an MPI library itself; the host {mpi['family']} is "
+        notes.append(f"bind: {path} does not link an MPI library itself; the host {installation['family']} is "
                      f"staged and put first on LD_LIBRARY_PATH for the programs it starts (ABI not checked)")
-        prog_soname = mpi["soname"]
+        prog_soname = installation["soname"]
     elif prog_abi != host_abi:
         raise NearmetalError(
             f"bind mode refused: {path} is built against {get_family(prog_abi).abi_title} ({prog_soname}) "
-            f"but the host MPI is {mpi['family']} {mpi['version']} ({mpi['soname']}): the ABIs differ; "
+            f"but the host MPI is {installation['family']} {installation['version']} ({installation['soname']}): the ABIs differ; "
             f"use --mpi {prog_abi} or --mode hybrid")
 
     # Every MPI-family soname the program loads (C, C++ and Fortran bindings).
@@ -252,7 +252,7 @@ def _prepare(req):
     except NearmetalError as e:
         raise NearmetalError(f"bind mode: cannot resolve {path}'s libraries inside the image: {e}")
     mpi_sonames = [l.soname for l in inner if l.soname.startswith(("libmpi", "libmpich"))]
-    libs, aliases, plugins = host_closure(mpi, mpi_sonames or [prog_soname])
+    libs, aliases, plugins = host_closure(installation, mpi_sonames or [prog_soname])
 
     # glibc: the host libraries are linked against the host's glibc symbol versions; each
     # one they need must be defined by the image's libc.so.6.
@@ -263,23 +263,23 @@ def _prepare(req):
     if missing:
         tag, needer = missing[0]
         raise NearmetalError(
-            f"bind mode refused: host {mpi['family']} library {os.path.basename(needer)} needs {tag} "
+            f"bind mode refused: host {installation['family']} library {os.path.basename(needer)} needs {tag} "
             f"but image '{image.name}' has glibc {_fmt_glibc(release)}; use an image whose glibc is at "
             f"least {tag[len('GLIBC_'):]}, or --mode hybrid")
 
-    staged = stage(mpi, libs, aliases, plugins)
+    staged = stage(installation, libs, aliases, plugins)
     from ..runtimes.base import Mount
 
     env = {}
-    plugin_env = get_family(mpi["family"]).plugin_env  # each plugin loader pointed at its staged directory
+    plugin_env = get_family(installation["family"]).plugin_env  # each plugin loader pointed at its staged directory
     for kind in plugins:
         if kind in plugin_env:
             env[plugin_env[kind]] = f"{LIBDIR}/{kind}"
-    notes += [f"bind: host {mpi['family']} {mpi['version']} ({len(libs)} libraries, plugins: "
+    notes += [f"bind: host {installation['family']} {installation['version']} ({len(libs)} libraries, plugins: "
              f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT} (read-only)"]
     for alias, target in aliases.items():
         notes.append(f"bind: {alias} provided as an alias of the host's {target} (same MPICH ABI)")
-    notes += cuda_notes(mpi, plugins)
+    notes += cuda_notes(installation, plugins)
 
     # Would the program's DT_RPATH pin the image's own MPI ahead of LD_LIBRARY_PATH?
     pinned = None

@@ -6,18 +6,18 @@ from .program import container_program
 
 
 def prepare(req):
-    image, family = req.image, req.mpi["family"]
+    image, family = req.image, req.installation["family"]
     if family not in image.mpis:
         have = ", ".join(image.mpis) or "no MPI"
         raise NearmetalError(f"hybrid mode needs {family} inside the image, but image '{image.name}' has {have}")
     path, _ = container_program(image, req.program, family)
     notes = []
     inner = (image.meta.get("mpi", {}).get(family) or {}).get("version", "")
-    host = req.mpi.get("version", "")
+    host = req.installation.get("version", "")
     from ..families import get as get_family
 
     warning = get_family(family).hybrid_warning(host, inner)
     if warning:
         notes.append(warning)
-    notes.append(f"hybrid: container {family} {inner or '?'} under host launcher {req.mpi['launcher']}")
+    notes.append(f"hybrid: container {family} {inner or '?'} under host launcher {req.installation['launcher']}")
     return ModelPlan([path] + list(req.args), notes=notes, program=path)

@@ -5,5 +5,5 @@ from .program import host_program
 
 
 def prepare(req):
-    path = host_program(req.program, req.mpi["family"])
+    path = host_program(req.program, req.installation["family"])
     return ModelPlan([path] + list(req.args), program=path)

@@ -2,9 +2,7 @@
 
 import math
 
-
-def is_num(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+from ..analysis.labels import fmt_size, is_num, point_label  # noqa: F401  (report modules use them as F.*)
 
 
 def fmt_num(v, digits=3):
@@ -21,17 +19,6 @@ def fmt_num(v, digits=3):
         return f"{v:,.0f}"
     decimals = max(0, digits - 1 - int(math.floor(math.log10(a))))
     return f"{v:.{decimals}f}"
-
-
-def fmt_size(n):
-    """Bytes in binary units: 8 B, 1 KiB, 64 KiB, 1 MiB, 1.5 MiB."""
-    if not is_num(n):
-        return str(n)
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= scale:
-            q = n / scale
-            return f"{q:.0f} {unit}" if q == int(q) else f"{q:.3g} {unit}"
-    return f"{n:.0f} B" if n == int(n) else f"{n:g} B"
 
 
 def fmt_ratio(c):
@@ -68,23 +55,6 @@ def placement_words(ranks, threads):
     if not ranks and not threads:
         return ""
     return f"{ranks} rank{'s' if ranks != 1 else ''} × {threads} thread{'s' if threads != 1 else ''}"
-
-
-def point_label(point):
-    """Human label of a point's parameters: '64 KiB', '0→3', 'rank total', 'phase halo'."""
-    if not point:
-        return "—"
-    parts = []
-    rest = dict(point)
-    if "size" in rest:
-        parts.append(fmt_size(rest.pop("size")))
-    if "src" in rest and "dst" in rest:
-        parts.append(f"{rest.pop('src')}→{rest.pop('dst')}")
-    if "rank" in rest:
-        parts.append(f"rank {rest.pop('rank')}")
-    for k, v in rest.items():
-        parts.append(f"{k} {v}")
-    return ", ".join(parts)
 
 
 def tail_lines(text, n=6):

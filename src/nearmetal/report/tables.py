@@ -35,7 +35,7 @@ def render_markdown(analysis):
     if found:
         out += ["## Findings", ""] + [f"- {_md(S.finding_line(f))}" for f in found] + [""]
     out += _markdown_answer(analysis)
-    if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/machine_check.py)
+    if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/execute/machine_check.py)
         out += [f"⚠ {_md(analysis['machine_check']['text'])}", ""]
     if study.get("description"):
         out += [_md(study["description"]), ""]

@@ -63,9 +63,9 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     if dropped:
         bits.append(f"variants shown without {dropped}")
     console.print(Text("; ".join(bits) + ".", style="dim"))
-    if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/contention.py)
+    if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/execute/contention.py)
         console.print(Text("⚠ " + analysis["contention"]["text"], style="bold yellow"))
-    if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/machine_check.py)
+    if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/execute/machine_check.py)
         console.print(Text("⚠ " + analysis["machine_check"]["text"], style="bold yellow"))
 
     noise_index = PT.noise_by_row(points)

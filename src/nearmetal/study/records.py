@@ -4,15 +4,15 @@ pipeline"): frozen, so a stage hands on what it decided and the next cannot chan
   config --Config--> plan --Cell, RunSpec, AnalysisSpec--> store --RunSpec--> execute
   execute --RunResult--> store --rows--> analysis
 
-How they are written to and read from the store is study/codec.py's business alone.
+How they are written to and read from the store is study/store/codec.py's business alone.
 """
 
 from dataclasses import dataclass, field
 
-from .ids import key_part, variant_id
+from .config.ids import key_part, variant_id
 
 # A stored run's status (runs.status): planned until it has run, then one of the others.
-# hung: ended by the hang limit its cell's earlier runs set (study/hang.py), then run once
+# hung: ended by the hang limit its cell's earlier runs set (study/execute/hang.py), then run once
 # more; skipped: never run, because its benchmark's first run showed that no run of it
 # could give results (its figures of merit or success line did not match). Only ok runs
 # are analysed; the reports count the others and say why.

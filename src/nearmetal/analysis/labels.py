@@ -1,0 +1,37 @@
+"""A point's parameters in words ('64 KiB', '0→3', 'rank total'): what the analysis' own
+sentences (mode_compare.answer_words) and every report format call a point. Here, below the
+report, because the analysis must not import what renders it."""
+
+import math
+
+
+def is_num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def fmt_size(n):
+    """Bytes in binary units: 8 B, 1 KiB, 64 KiB, 1 MiB, 1.5 MiB."""
+    if not is_num(n):
+        return str(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            q = n / scale
+            return f"{q:.0f} {unit}" if q == int(q) else f"{q:.3g} {unit}"
+    return f"{n:.0f} B" if n == int(n) else f"{n:g} B"
+
+
+def point_label(point):
+    """Human label of a point's parameters: '64 KiB', '0→3', 'rank total', 'phase halo'."""
+    if not point:
+        return "—"
+    parts = []
+    rest = dict(point)
+    if "size" in rest:
+        parts.append(fmt_size(rest.pop("size")))
+    if "src" in rest and "dst" in rest:
+        parts.append(f"{rest.pop('src')}→{rest.pop('dst')}")
+    if "rank" in rest:
+        parts.append(f"rank {rest.pop('rank')}")
+    for k, v in rest.items():
+        parts.append(f"{k} {v}")
+    return ", ".join(parts)

@@ -1,0 +1,97 @@
+"""Before any run of a study, and in its --dry-run: what would fail every run of a cell is
+refused in one line, at once, instead of after the native runs have been spent.
+
+- an image that cannot be found: a misspelt name (one close to an image there: the images
+  there are and the closest name) or a path that is not an image. A name nearmetal knows how
+  to build (a seed study's other Debian releases), or one like no image there (an image the
+  study file asks to be built first, as seed 001's nm-gromacs), is said, not refused: its
+  cells fail saying how to get it, as the study file may intend;
+- a container runtime that is not installed (with `[study] missing_runtimes = "skip"` its
+  cells are left out of the plan instead, and the plan says so: runner._say_left_out), or
+  that does not start a container here (doctor's check: a container of /bin/true).
+
+An unknown preset or kernel is refused earlier, when the file is validated. Runtimes are
+checked only where the runs start on this machine (scheduler "local"): a batch scheduler's
+nodes may have other ones.
+"""
+
+from collections import Counter
+
+from ...errors import NearmetalError
+from ..config.inputs import one_line
+
+
+def check(cfg, source="<study>", say=None):
+    """Raise one NearmetalError naming every problem found (joined by '; also '); say(line)
+    each image not built yet."""
+    found, notes = problems(cfg)
+    for line in notes if say else ():
+        say(line)
+    if found:
+        raise NearmetalError(one_line(f"{source}: cannot run: {'; also '.join(found)}"))
+
+
+def problems(cfg):
+    """(problems, notes): the problems (one phrase each) that would keep every run of some
+    cells from starting, and a note for each image that is not built yet."""
+    from ... import schedulers
+    from ..plan.plan import cells
+
+    contained = [c for c in cells(cfg) if c.variant["mode"] != "native"]
+    out, notes = [], []
+    for spec, n in Counter(c.variant.get("image") or "default" for c in contained).items():
+        why, build = image_problem(spec)
+        if why:
+            out.append(f"image '{spec}' of {_cells(n)}: {why}")
+        elif build:
+            notes.append(f"image '{spec}' is not here: its {_cells(n)} fail until {build}")
+    if schedulers.get(cfg.study.scheduler).job_is_child:
+        for name, n in Counter(c.variant["runtime"] for c in contained if c.variant.get("runtime")).items():
+            why = runtime_problem(name)
+            if why:
+                out.append(f"runtime {name} of {_cells(n)}: {why}")
+    return out, notes
+
+
+def _cells(n):
+    return f"{n} cell{'s' if n != 1 else ''}"
+
+
+def image_problem(spec):
+    """(why, None) when the image a study names cannot be found; (None, how to get it) when
+    it is one nearmetal knows how to build or a name like no image here (one to be built or
+    imported); (None, None) when it is there."""
+    from ...image import default_name, host_distro, list_images
+    from ...image.recipe import NAME_RE, build_command
+    from ...families import names as families
+    from ...resolve import Host
+
+    try:
+        Host().image(None if spec == "default" else spec)
+        return None, None
+    except NearmetalError as e:
+        build = build_command(default_name(host_distro(), families()) if spec == "default" else spec)
+        if build:
+            return None, f"`{build}`"
+        if "/" in spec or spec == "default" or not NAME_RE.match(spec):
+            return str(e), None  # a path: that error says what is wrong with it
+    from ...closest import closest, known_names
+
+    names = ["default", *(i.name for i in list_images())]  # "default": the machine's default image
+    if closest(spec, names):  # a misspelling of one that is there
+        return f"no such image ({known_names(spec, names, 'images')})", None
+    return None, (f"it is built (`nearmetal image build --name {spec} ...`) or imported "
+                  f"({known_names(spec, names, 'images')})")
+
+
+def runtime_problem(name):
+    """Why a container runtime cannot start the study's containers here, or None."""
+    from ... import doctor, runtimes
+
+    rt = runtimes.get(name)
+    if not rt.path():
+        hint = f" ({rt.install_hint})" if rt.install_hint else ""
+        return (f"{rt.binary} is not installed{hint}; [study] missing_runtimes = \"skip\" leaves such cells out "
+                f"instead")
+    works, detail = doctor.runtime_starts(rt)
+    return None if works else f"it does not start a container here: {detail} (`nearmetal doctor` checks each runtime)"

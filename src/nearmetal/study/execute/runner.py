@@ -1,0 +1,293 @@
+"""`nearmetal study`: plan a study into the store, then execute what is still pending."""
+
+import json
+import math
+import os
+import random
+import shlex
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ... import __version__
+from ...errors import NearmetalError
+from ..plan import analysis_spec
+from ..store import codec
+from ..plan import study_file
+from ..plan.plan import baseline_of, make_plan, variant_id
+from ..store.lock import lock_for_writing
+from ..store.store import Store
+
+
+def default_db(name):
+    """results/NAME/study.db; a name that could reach outside results/ is refused."""
+    from ..config.fields import study_name_problem
+
+    problem = study_name_problem(name)
+    if problem:
+        raise NearmetalError(f"study name '{name[:80]}': {problem}")
+    return Path("results") / name / "study.db"
+
+
+def load(path):
+    if path is None:
+        return study_file.builtin_quickstart()
+    return study_file.load(path)
+
+
+def open_study(cfg, text, db_path, resume, builtin=False, say=print):
+    """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
+
+    The returned store holds the database's writer lock (study/store/lock.py) until it is
+    closed or the process ends: opening, creating, planning and running all happen under
+    it, so a second runner of the same database is refused with the holder's PID.
+
+    For the built-in quickstart, a database planned from an older quickstart is kept aside
+    (renamed) rather than refused, so the README's first command always works."""
+    what = f"study '{cfg.study.name}'"
+    with lock_for_writing(db_path, what):   # held across the rename below; the store keeps its own hold
+        opened = [Store(db_path, what=what)]
+        try:
+            return _open_study(opened, cfg, text, db_path, resume, builtin, say, what)
+        except BaseException:
+            opened[-1].close()
+            raise
+
+
+def _open_study(opened, cfg, text, db_path, resume, builtin, say, what):
+    store = opened[-1]
+    row = store.study(cfg.study.name)
+    if builtin and row is not None and row["config_toml"] != text:
+        store.close()
+        kept = Path(db_path).with_name(f"{Path(db_path).stem}-{row['created'].replace(':', '')}.db")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(db_path) + suffix)
+            if src.exists():
+                src.rename(str(kept) + suffix)
+        say(f"the built-in quickstart changed since {row['created']}: previous results kept in {kept}")
+        store = Store(db_path, what=what)
+        opened.append(store)
+        row = None
+    if row is not None:
+        if not resume:
+            raise NearmetalError(f"study '{cfg.study.name}' already exists in {db_path}: use --resume to complete it, "
+                                 f"or --db for a new database")
+        if row["config_toml"] != text:
+            raise NearmetalError(f"study '{cfg.study.name}' in {db_path} was planned from a different study file; "
+                                 f"resume needs the same file (or use a new --db)")
+        return store, row["id"], False
+    seed = cfg.study.seed if cfg.study.seed is not None else random.SystemRandom().randrange(2**31)
+    _say_left_out(cfg, say)
+    runs = make_plan(cfg, seed)
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
+                                  __version__, created, planned=[codec.planned_row(r) for r in runs])
+    codec.store_analysis_spec(store, study_id, analysis_spec.decide(cfg))
+    return store, study_id, True
+
+
+def add_variants(cfg, store, study_id, variants, say=print):
+    """Plan further variants (variant dicts) into a planned study: their cells' warm-up and
+    first blocks after the runs already planned, and their baselines into its stored
+    analysis spec — the way a stage after the analysis (an explain stage's ablations) adds
+    runs. Idempotent by run key, so a stage interrupted and run again adds what is missing
+    and `run` (or --resume) runs them. Returns the number of runs planned."""
+    row = store.study(cfg.study.name)
+    runs = store.runs(study_id)
+    added = make_plan(cfg, row["seed"], variants=variants, position=max([r["position"] for r in runs] + [-1]) + 1)
+    have = {r["run_key"] for r in runs}
+    new = [r for r in added if r.key not in have]
+    stored = {r["variant"]: r["variant_json"] for r in runs}  # a study stored before analysis specs were
+    spec = analysis_spec.decide(cfg, [json.loads(v) for v in stored.values()] + [r.cell.variant for r in added],
+                                planned=False)
+    decided = codec.stored_analysis_spec(store, study_id)
+    if decided is not None:  # what was decided stays decided
+        spec = replace(decided, baselines={**spec.baselines, **decided.baselines})
+    if new:
+        store.add_planned(study_id, [codec.planned_row(r) for r in new])
+    codec.store_analysis_spec(store, study_id, spec)
+    say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")
+    return len(new)
+
+
+def _say_left_out(cfg, say):
+    """Which cells the plan leaves out, and why: those of runtimes not installed here
+    ([study] missing_runtimes = "skip"), those of GPU benchmarks on a machine without a GPU."""
+    from ..plan.gpu_cells import left_out, note
+    from ..plan.plan import cells, matrix_cells, missing_runtimes
+
+    if cfg.study.missing_runtimes == "skip":
+        from ... import runtimes
+
+        for name, n in missing_runtimes(cfg, matrix_cells(cfg)).items():
+            hint = runtimes.get(name).install_hint
+            say(f"{name} is not installed here: its {n} cells are left out of study '{cfg.study.name}'"
+                + (f" ({hint})" if hint else ""))
+    gone = left_out(cfg, cells(cfg, here=False))
+    if gone:
+        say(note(cfg, len(gone)))
+
+
+def run(cfg, store, study_id, executor, say=print):
+    """Run every planned run; for an adaptive study, then the next look's blocks, until
+    extend() says the study is complete. First the machine is checked (machine_check.py): a
+    busy one is said at once, and may stop the study before its first run. The number of
+    runs that did not succeed."""
+    executor.cancel_leftover_jobs(say=say)
+    failed, started = 0, time.monotonic()
+    try:
+        if not _machine_allows(cfg, store, study_id, say, started):
+            return 0
+        while True:
+            failed += executor.run_all()[1]
+            if not extend(cfg, store, study_id, say=say, started=started):
+                return failed
+    finally:
+        executor.close()
+
+
+def _machine_allows(cfg, store, study_id, say, started):
+    """The check before the runs (machine_check.precheck), kept with the study (a resumed
+    study's earlier stop is replaced); False when it stops the study. Only where the runs
+    start on this machine."""
+    from ... import schedulers
+    from . import machine_check
+
+    if not schedulers.get(cfg.study.scheduler).job_is_child or not store.counts(study_id).get("planned"):
+        return True
+    rec = machine_check.precheck(cfg, say)
+    if rec is None:
+        return True
+    machine_check.record(store, study_id, precheck=rec, stop=None)
+    if rec["action"] != "stop":
+        return True
+    machine_check.record(store, study_id, stop={"text": rec["text"], "elapsed_s": round(time.monotonic() - started, 1),
+                                                "blocks": 0})
+    return False
+
+
+def extend(cfg, store, study_id, say=print, started=None):
+    """An adaptive study's next look: when every planned run has finished, plan the blocks up
+    to the next look for the cells whose points are still open (and their baselines).
+    Returns the number of runs added; 0 when the study is complete: every point decided,
+    max_repetitions reached, or max_time spent on runs. Derived from the stored runs only,
+    so a resumed study takes the same decisions."""
+    if not cfg.study.adaptive:
+        return 0
+    from ..plan.plan import extend_plan
+    from ..plan.sequential import open_cells, looks_of
+
+    runs = store.runs(study_id)
+    if any(r["status"] == "planned" for r in runs):
+        return 0
+    blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
+    looks, _ = looks_of(cfg.study)
+    later = [n for n in looks if n > blocks]
+    spent = sum(r["wall_s"] or 0.0 for r in runs)
+    opened = open_cells(store, study_id, cfg, blocks)
+    if not opened:
+        say(f"every compared point is decided after {blocks} blocks")
+        return 0
+    if not later:
+        say(f"max_repetitions ({cfg.study.max_repetitions} blocks) reached with {len(opened)} cells still open")
+        return 0
+    if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
+        return 0
+    seed = store.study(cfg.study.name)["seed"]
+    position = max(r["position"] for r in runs) + 1
+    added = extend_plan(cfg, seed, range(blocks, later[0]), opened, position)
+    # The budget is checked before a look's blocks start, at what they are expected to take
+    # (each cell's mean run time so far), so a study stops within max_time, not one look past it.
+    expected = _expected_seconds(runs, added)
+    if spent + expected > cfg.study.max_time:
+        say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next look "
+            f"(blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it; {len(opened)} cells still open")
+        return 0
+    store.add_planned(study_id, [codec.planned_row(r) for r in added])
+    say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
+        f"({len(added)} runs)")
+    return len(added)
+
+
+def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
+    """At a look: True (said and kept with the study) when no open point can be decided
+    within what is left of the budget (budget_check.py)."""
+    from . import budget_check, machine_check
+    from ..plan.sequential import open_points
+
+    times = {}
+    for r in runs:
+        if r["wall_s"] is not None and not r["warmup"]:
+            times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
+    cell_s = {k: sum(v) / len(v) for k, v in times.items()}
+    p = budget_check.project(open_points(store, study_id, cfg, blocks), cell_s, blocks, cfg.study.margin,
+                             cfg.study.max_repetitions, max(0.0, cfg.study.max_time - spent))
+    if p["reachable"]:
+        return False
+    kept = machine_check.load(store, study_id) or {}
+    pre = (kept.get("precheck") or {}).get("sample") or {}
+    busy = machine_check.busy_sentence(pre) if pre.get("busy") else None
+    text = budget_check.stop_text(p, cfg, spent, blocks, machine=busy)
+    elapsed = None if started is None else round(time.monotonic() - started, 1)
+    machine_check.record(store, study_id, stop={"text": text, "elapsed_s": elapsed, "blocks": blocks,
+                                                "projection": {k: (v if v is None or math.isfinite(v) else None)
+                                                               for k, v in p.items() if not isinstance(v, bool)}})
+    say(f"⚠ study {cfg.study.name}: {text}")
+    return True
+
+
+def _expected_seconds(runs, added):
+    """Seconds the added runs should take: each cell's mean measured run time (all runs' mean
+    for a cell not measured yet)."""
+    from collections import defaultdict
+
+    times = defaultdict(list)
+    for r in runs:
+        if r["wall_s"] is not None and not r["warmup"]:
+            times[(r["benchmark"], r["variant"], r["ranks"], r["threads"])].append(r["wall_s"])
+    every = [t for ts in times.values() for t in ts]
+    fallback = sum(every) / len(every) if every else 0.0
+    total = 0.0
+    for a in added:
+        ts = times.get((a.cell.benchmark.label, variant_id(a.cell.variant), a.cell.ranks, a.cell.threads))
+        total += sum(ts) / len(ts) if ts else fallback
+    return total
+
+
+def dry_run(cfg, out):
+    """Print every run, in order, with its argv — without touching a database."""
+    from .executor import Executor
+
+    seed = cfg.study.seed if cfg.study.seed is not None else 0
+    runs = make_plan(cfg, seed)
+    ex = Executor(cfg, store=None, study_id=None, progress=False)
+    drawn = "" if cfg.study.seed is not None else " (a random seed is drawn at run time)"
+    out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
+        f"{cfg.study.first_blocks} randomized blocks, seed {seed}{drawn})")
+    if cfg.study.adaptive:
+        from ..plan.plan import cells
+        from ..plan.sequential import looks_of
+
+        looks, alpha = looks_of(cfg.study)
+        most = len(cells(cfg)) * (cfg.study.max_repetitions - cfg.study.min_repetitions)
+        out(f"# adaptive repetitions: these {cfg.study.min_repetitions} blocks first; then, for the cells whose "
+            f"points are still undecided (and their baselines), more blocks up to "
+            f"{', '.join(map(str, looks[1:]))} blocks (looks at {', '.join(map(str, looks))}, each at level "
+            f"{alpha:.4f}); budget: at most {cfg.study.max_repetitions} blocks (up to {most} more runs) or "
+            f"{cfg.study.max_time:g} s of runs")
+    _say_left_out(cfg, lambda line: out(f"# {line}"))
+    for bench in cfg.benchmark:  # shown resolved: a relative path was taken from the current directory
+        workdir = cfg.workdir_of(bench)
+        if workdir:
+            state = "exists" if os.path.isdir(workdir) else "created when the study runs; nothing is created now"
+            out(f"# benchmark {bench.label}: working directory {workdir} ({state})")
+    for r in runs:
+        launch = ex.launch_for(r.cell)
+        tag = "warmup" if r.warmup else f"block {r.block}"
+        vs = variant_id(baseline_of(cfg, r.cell.variant))
+        if launch.error is not None:
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      cannot run: {launch.error}")
+        else:
+            out(f"{r.position:5d} {tag:9s} {r.cell.key}  (vs {vs})\n      {shlex.join(launch.launch.argv)}")
+    return len(runs)
