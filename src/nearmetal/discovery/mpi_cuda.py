@@ -47,12 +47,12 @@ def _module_name(path):
     return os.path.basename(path).split(".so", 1)[0]
 
 
-def detect(mpi, libucs=None):
+def detect(installation, libucs=None):
     """{cuda, via: [what says so, in words], transports: [names], ucx_dir, ucx_modules} of a
     host MPI record (discovery.mpi); libucs: the path of the libucs its closure loads (None:
     it loads none, or it is looked up through the host's linker)."""
     if libucs is None:
-        libucs = _host_libucs(mpi)
+        libucs = _host_libucs(installation)
     ucx_dir, modules = ucx_modules(libucs)
     via, transports = [], []
     if modules:
@@ -63,7 +63,7 @@ def detect(mpi, libucs=None):
     from ..families import get as family
 
     try:
-        words, more = family(mpi["family"]).cuda_components(mpi)  # the family's own build marks
+        words, more = family(installation["family"]).cuda_components(installation)  # the family's own build marks
     except (KeyError, ValueError, NearmetalError):
         words, more = [], []
     via += words
@@ -83,14 +83,14 @@ def links_cuda(library):
         return []
 
 
-def _host_libucs(mpi):
+def _host_libucs(installation):
     """The libucs the host's linker gives the MPI's library (or one of its plugins), if any."""
     from ..elf import LinkerView, read_elf
     from ..errors import NearmetalError
 
     try:
         host = LinkerView("/")
-        lib = host.resolve("libucs.so.0", read_elf(mpi["library"])) if mpi.get("library") else None
+        lib = host.resolve("libucs.so.0", read_elf(installation["library"])) if installation.get("library") else None
     except (NearmetalError, OSError, KeyError):
         return None
     return str(lib.host_path) if lib is not None else None
