@@ -100,6 +100,10 @@ class StudySection(_Strict):
     # a cell whose container runtime is not installed here: a refused study ("fail"), or left
     # out of the plan with a note ("skip": studies meant to run on any machine, the quickstart)
     missing_runtimes: Literal["fail", "skip"] = "fail"
+    # after the runs, test the causes of every slower answer by ablation runs (explain/stage.py),
+    # for at most explain_budget seconds
+    explain: StrictBool = False
+    explain_budget: StrictFloat = Field(600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
 
     @field_validator("workdir")
     @classmethod

@@ -1,0 +1,155 @@
+"""The "Why" section of every report (analysis["why"], docs/explain.md "Reading the Why
+section"): per slower answer, its cause, the evidence, the share of the gap its fix recovered
+and the fix itself; per answer left undecided by launches that fall into modes, whether the
+baseline has the same modes. Computed here from the analysis, the evidence in the store and
+what `nearmetal explain` stored (its candidates and ablation variants); the report renders it."""
+
+import json
+
+from ..study.ids import variant_id
+from . import ablation as ab
+from .candidates import identical, rank, slower_answers
+from .evidence import gather
+from .share import recovered_share
+
+PLAN_KEY = "explain of study {}"
+RECOVERS = 0.5   # a tested cause that recovers at least this share of the gap explains it
+
+
+def stored_plan(store, study_id):
+    text = store.meta(PLAN_KEY.format(study_id))
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _series(analysis, vid, benches):
+    """{(benchmark, metric, point json, ranks, threads): (values by block, hib)} of a variant."""
+    out = {}
+    for p in analysis.get("points") or []:
+        if p.get("variant") != vid or (benches and p.get("benchmark") not in benches):
+            continue
+        if isinstance((p.get("point") or {}).get("rank"), int) or str(p.get("unit")).lower() in ("count", "bytes"):
+            continue
+        key = (p["benchmark"], p["metric"], json.dumps(p.get("point"), sort_keys=True), p.get("ranks"), p.get("threads"))
+        out[key] = (dict(zip(map(str, p.get("blocks") or []), p.get("values") or [])), bool(p.get("higher_is_better")))
+    return out
+
+
+def share_of(analysis, slow, base, ablation, benches):
+    s, b, a = (_series(analysis, v, benches) for v in (slow, base, ablation))
+    points = [{"slow": s[k][0], "base": b[k][0], "ablation": a[k][0], "hib": s[k][1]} for k in s if k in b and k in a]
+    return recovered_share(points)
+
+
+def _pct(x):
+    return f"{x * 100:.0f}%"
+
+
+def paragraph(entry):
+    """One short paragraph of an explained answer (entry: a `why` answer dict)."""
+    name, over = entry["name"], entry.get("overhead_pct")
+    head = f"{name} is {over:+.0f}% slower" if isinstance(over, (int, float)) else f"{name} is slower"
+    if entry["benchmarks"]:
+        head += f" ({', '.join(entry['benchmarks'][:4])})"
+    if entry.get("identical"):
+        return f"{name}: identical to its baseline — no difference to explain."
+    cause = entry.get("cause")
+    if cause and cause.get("share") and cause["share"].get("share") is not None:
+        sh = cause["share"]
+        interval = f" [{_pct(sh['low'])} to {_pct(sh['high'])}]" if sh.get("low") is not None else ""
+        return (f"{head}. Cause: {cause['fact']}. Changing only that ({cause['factor']}) recovered "
+                f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks. Fix: {cause['fix']}.")
+    tested = [c for c in entry["causes"] if c.get("share") and c["share"].get("share") is not None]
+    if tested:
+        best = tested[0]
+        text = (f"{head}. Nothing tested explains the gap: the best candidate, {best['fact']}, recovered "
+                f"{_pct(best['share']['share'])} of it.")
+    elif entry["causes"]:
+        c = entry["causes"][0]
+        text = (f"{head}. Likely cause: {c['fact']} (not tested yet: `nearmetal explain` runs its ablation). "
+                f"Fix: {c['fix']}.") if c.get("ablation") else (
+                f"{head}. Likely cause: {c['fact']} (nearmetal cannot change this factor alone). Fix: {c['fix']}.")
+    else:
+        text = f"{head}. Nothing in the recorded evidence explains the gap."
+    where = entry.get("where") or []
+    if where:
+        text += " Where the time went: " + "; ".join(w["fact"] for w in where) + "."
+    elif not entry.get("has_profile"):
+        text += " No MPI profile was recorded for its runs, so where the time went is not known."
+    return text
+
+
+def _noise(analysis):
+    """Answers undecided because launches fall into modes: do the baseline's launches too?"""
+    from ..analysis import modes
+
+    out = []
+    points = {(p.get("variant"), p.get("benchmark"), p.get("metric"), json.dumps(p.get("point"), sort_keys=True)): p
+              for p in analysis.get("points") or []}
+    for e in (analysis.get("answers") or {}).get("by_benchmark") or []:
+        if e.get("verdict") != "inconclusive" or not e.get("modes"):
+            continue
+        for (vid, bench, metric, pt), p in points.items():
+            if vid != e["variant"] or bench != e["benchmark"] or not (p.get("comparison") or {}).get("modes"):
+                continue
+            base = points.get((e["baseline"], bench, metric, pt))
+            both = base is not None and modes.detect(base.get("values") or []) is not None
+            where = ("the same modes appear in the baseline's launches: a property of the machine, not of the "
+                     "variant" if both else "the baseline's launches do not fall into these modes: the variant "
+                     "makes them")
+            out.append({"variant": vid, "benchmark": bench, "metric": metric, "machine": both,
+                        "text": f"{e['label']}: {e['modes']['text']}; {where}."})
+            break
+    return out
+
+
+def section(store, study_id, analysis):
+    """analysis["why"]: {"tested": bool, "answers": [...], "noise": [...]}."""
+    plan = stored_plan(store, study_id) or {}
+    planned = {a["variant"]: a for a in plan.get("answers") or []}
+    ablations = set(plan.get("ablations") or [])
+    evidence = None
+    vmeta = {v.get("id"): v for v in analysis.get("variants") or []}
+    answers = []
+    for entry, benches in slower_answers(analysis, skip=ablations):
+        vid, bid = entry["variant"], entry.get("baseline")
+        out = {"variant": vid, "baseline": bid, "name": entry.get("name") or vid, "verdict": entry.get("verdict"),
+               "overhead_pct": entry.get("overhead_pct"), "overhead_ci": entry.get("overhead_ci"),
+               "benchmarks": benches, "identical": identical(vmeta.get(vid), vmeta.get(bid)), "causes": [],
+               "where": [], "has_profile": False}
+        if not out["identical"]:
+            if vid in planned:
+                out["causes"], out["where"] = planned[vid]["causes"], planned[vid].get("where", [])
+                out["has_profile"] = planned[vid].get("has_profile", False)
+            else:
+                if evidence is None:
+                    evidence = gather(store, study_id, analysis)
+                if vid in evidence and bid in evidence:
+                    tested, untested, where = rank(evidence[vid], evidence[bid], processes=False)
+                    out["causes"] = [c.as_dict() for c in tested + untested]
+                    out["where"] = [c.as_dict() for c in where]
+                    out["has_profile"] = any(r.get("mpi_profile") for r in evidence[vid].every_rank())
+            for c in out["causes"]:
+                if c.get("ablation_id"):
+                    c["share"] = share_of(analysis, vid, bid, c["ablation_id"], benches)
+            out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
+            top = out["causes"][0] if out["causes"] else None
+            if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
+                out["cause"] = top
+            fixed = top if top and top.get("ablation") else None
+            if fixed:
+                shown = dict(fixed["ablation"])
+                shown["name"] = shown.get("name") or ab.name_for(vid, fixed.get("factor") or "fix")
+                out["fix_toml"], out["fix_flags"] = ab.toml_of(shown), ab.run_flags(shown)
+        out["text"] = paragraph(out)
+        answers.append(out)
+    return {"tested": bool(plan), "answers": answers, "noise": _noise(analysis),
+            "ablations": sorted(ablations)}
+
+
+def ablation_id(variant):
+    return variant_id(variant)
