@@ -48,7 +48,8 @@ def as_variant(ablation, name):
 def toml_of(variant):
     """A ready-to-paste [[variant]] table of a stored variant dict."""
     lines = ["[[variant]]"]
-    for key, value in variant.items():
+    first = ("name", "mode", "runtime", "mpi", "image")
+    for key, value in sorted(variant.items(), key=lambda kv: (first.index(kv[0]) if kv[0] in first else len(first))):
         if key in placement.DIMS or value in (None, "", False, {}, []):
             continue
         if isinstance(value, dict):

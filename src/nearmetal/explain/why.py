@@ -52,7 +52,12 @@ def _pct(x):
 def paragraph(entry):
     """One short paragraph of an explained answer (entry: a `why` answer dict)."""
     name, over = entry["name"], entry.get("overhead_pct")
-    head = f"{name} is {over:+.0f}% slower" if isinstance(over, (int, float)) else f"{name} is slower"
+    if isinstance(over, (int, float)) and over >= 100:
+        head = f"{name} is ×{1 + over / 100:.3g} slower"
+    elif isinstance(over, (int, float)):
+        head = f"{name} is {over:+.0f}% slower"
+    else:
+        head = f"{name} is slower"
     if entry["benchmarks"]:
         head += f" ({', '.join(entry['benchmarks'][:4])})"
     if entry.get("identical"):
@@ -143,7 +148,8 @@ def section(store, study_id, analysis):
             fixed = top if top and top.get("ablation") else None
             if fixed:
                 shown = dict(fixed["ablation"])
-                shown["name"] = shown.get("name") or ab.name_for(vid, fixed.get("factor") or "fix")
+                if not fixed.get("ablation_id"):  # not planned yet: the name explain would give it
+                    shown["name"] = ab.name_for(vid, fixed.get("factor") or "fix")
                 out["fix_toml"], out["fix_flags"] = ab.toml_of(shown), ab.run_flags(shown)
         out["text"] = paragraph(out)
         answers.append(out)
