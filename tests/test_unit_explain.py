@@ -309,3 +309,30 @@ def test_paragraph_of_a_tested_cause_an_untested_one_and_none():
     assert "Nothing in the recorded evidence explains the gap" in paragraph(nothing)
     assert "No MPI profile" in paragraph(nothing)
     assert paragraph({**entry, "identical": True}).endswith("no difference to explain.")
+
+
+# ------------------------------------------------------------------ the study keys and the command line
+
+STUDY_TEXT = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
+
+
+def test_study_explain_keys_are_validated():
+    from nearmetal.study.config import parse
+
+    cfg = parse(STUDY_TEXT.format("explain = true\nexplain_budget = 120.0"))
+    assert cfg.study.explain is True and cfg.study.explain_budget == 120
+    assert parse(STUDY_TEXT.format("")).study.explain is False
+    with pytest.raises(NearmetalError, match="explain_budget"):
+        parse(STUDY_TEXT.format("explain_budget = -1.0"))
+    with pytest.raises(NearmetalError, match="study.explain"):
+        parse(STUDY_TEXT.format('explain = "yes"'))
+
+
+def test_explain_command_line():
+    from nearmetal.cli_parser import build_parser
+
+    args = build_parser("explain").parse_args(["explain", "--db", "x.db", "--study", "s", "--budget", "30"])
+    assert (args.db, args.study, args.budget) == ("x.db", "s", 30.0)
+    for bad in ("0", "-5", "inf", "soon"):
+        with pytest.raises(SystemExit):
+            build_parser("explain").parse_args(["explain", "--budget", bad])
