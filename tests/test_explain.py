@@ -148,3 +148,19 @@ def test_a_study_still_running_is_refused_by_its_lock(tcp_study):
     with lock_for_writing(db, "study 'planted-tcp'"):  # as the runner holds it while it runs
         err = _refused(db)
     assert f"PID {os.getpid()}" in err
+
+
+def test_explain_true_in_the_study_runs_the_stage_after_the_main_runs(tmp_path):
+    path = tmp_path / "auto.toml"
+    text = STUDY.format(name="auto", slow="tcp", env='env = { OMPI_MCA_btl = "self,tcp" }').replace(
+        "seed = 7", "seed = 7\nexplain = true\nexplain_budget = 300.0")
+    path.write_text(text)
+    db = tmp_path / "auto" / "study.db"
+    out = nearmetal("study", path, "--db", db, "--no-progress", "--out", tmp_path / "auto", check=True, timeout=900)
+    assert "explain tcp: 1 candidate cause(s) to test (tcp--no-ompi-mca-btl)" in out.stderr, out.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT COUNT(*) FROM runs WHERE variant = 'tcp--no-ompi-mca-btl' AND status = 'ok'"
+                           ).fetchone()[0] >= 4
+    assert "Cause: OMPI_MCA_btl=self,tcp" in out.stdout.replace("\n", " ")
+    html = (tmp_path / "auto" / "report.html").read_text()
+    assert 'id="why"' in html and "recovered" in html

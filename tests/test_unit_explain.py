@@ -336,3 +336,11 @@ def test_explain_command_line():
     for bad in ("0", "-5", "inf", "soon"):
         with pytest.raises(SystemExit):
             build_parser("explain").parse_args(["explain", "--budget", bad])
+
+
+def test_io_layer_that_grew_most_is_named():
+    slow = ev(HYBRID, io_layers={"mpiio": 0.30, "posix": 0.25})
+    base = ev(NATIVE_OMPI, io_layers={"mpiio": 0.10, "posix": 0.09})
+    [c] = examine("io_layer", slow, base)
+    assert c.descriptive and c.details["top"] == "mpiio" and "mpiio +200.0 ms, posix +160.0 ms" in c.fact
+    assert not examine("io_layer", base, slow) and not examine("io_layer", ev(HYBRID), base)

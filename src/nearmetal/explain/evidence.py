@@ -23,6 +23,7 @@ class Evidence:
     startup: dict = field(default_factory=dict)    # metric -> median seconds (start-up kernel)
     busy_share: float | None = None                # share of its runs on a busy machine
     simd: dict | None = None                       # {level, counts, cpu, wider_image} (explain/simd.py)
+    io_layers: dict | None = None                  # {I/O layer: seconds per traced process} (explain/traces.py)
 
     @property
     def has_ranks(self):
@@ -89,6 +90,12 @@ def gather(store, study_id, analysis=None):
     for vid, ev in out.items():
         flags = [busy[r["id"]] for r in runs if r["variant"] == vid and r["id"] in busy]
         ev.busy_share = sum(flags) / len(flags) if flags else None
+    if (analysis or {}).get("traces"):
+        from .traces import by_variant
+
+        for vid, layers in by_variant(analysis["traces"]).items():
+            if vid in out:
+                out[vid].io_layers = layers
     for p in (analysis or {}).get("points") or []:
         if p.get("metric") in STARTUP_METRICS and p.get("variant") in out and p.get("values"):
             ev = out[p["variant"]]

@@ -191,8 +191,8 @@ def _decided(why):
     for a in why["answers"]:
         for c in a["causes"]:
             sh = c.get("share")
-            if not c.get("ablation_id") or sh is None:
-                continue
+            if not c.get("ablation_id") or sh is None or sh.get("share") is None:
+                continue  # nothing to compare (no gap in these blocks, or its runs failed): more blocks won't tell
             if sh.get("low") is None:
                 return False
             if sh["high"] - sh["low"] > DECIDED_WIDTH and sh["low"] < RECOVERS < sh["high"]:

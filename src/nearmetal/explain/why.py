@@ -73,6 +73,10 @@ def paragraph(entry):
         best = tested[0]
         text = (f"{head}. Nothing tested explains the gap: the best candidate, {best['fact']}, recovered "
                 f"{_pct(best['share']['share'])} of it.")
+    elif any(c.get("ablation_id") for c in entry["causes"]):
+        c = next(c for c in entry["causes"] if c.get("ablation_id"))
+        text = (f"{head}. Likely cause: {c['fact']}; its ablation ({c['ablation_id']}) gave no values to compare "
+                f"(see the failed runs). Fix: {c['fix']}.")
     elif entry["causes"]:
         c = entry["causes"][0]
         text = (f"{head}. Likely cause: {c['fact']} (not tested yet: `nearmetal explain` runs its ablation). "
