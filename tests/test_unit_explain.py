@@ -344,3 +344,23 @@ def test_io_layer_that_grew_most_is_named():
     [c] = examine("io_layer", slow, base)
     assert c.descriptive and c.details["top"] == "mpiio" and "mpiio +200.0 ms, posix +160.0 ms" in c.fact
     assert not examine("io_layer", base, slow) and not examine("io_layer", ev(HYBRID), base)
+
+
+def test_slow_launches_on_particular_cpus():
+    from nearmetal.analysis import modes
+    from nearmetal.explain.why import cpus_by_mode
+
+    values = [0.18, 0.19, 0.69, 0.18, 0.70, 0.68, 0.19, 0.18, 0.71, 0.185]
+    found = modes.detect(values)
+    assert found is not None
+    blocks = list(range(len(values)))
+    slow_runs = {2, 4, 5, 8}
+    ranks_of = {100 + b: [{"cpu_start": 0}, {"cpu_start": 0 if b in slow_runs else 1}] for b in blocks}
+    text = cpus_by_mode(values, blocks, {b: 100 + b for b in blocks}, ranks_of, found)
+    assert text == "the slow launches had their ranks on CPUs 0, 0 (one CPU shared) in 100% of cases, the fast ones in 0%"
+    same = {100 + b: [{"cpu_start": 0}, {"cpu_start": 1}] for b in blocks}
+    assert cpus_by_mode(values, blocks, {b: 100 + b for b in blocks}, same, found) is None
+    # a rate: the slow launches are the low ones
+    rates = [1 / v for v in values]
+    assert "100% of cases" in cpus_by_mode(rates, blocks, {b: 100 + b for b in blocks}, ranks_of, modes.detect(rates),
+                                           higher_is_better=True)

@@ -92,7 +92,33 @@ def paragraph(entry):
     return text
 
 
-def _noise(analysis):
+def cpus_by_mode(values, blocks, run_of_block, ranks_of, found, higher_is_better=False):
+    """Where the evidence allows: the CPUs the ranks started on in the slow launches against the
+    fast ones. values/blocks: one point's launches; run_of_block: {block: run id}; ranks_of: {run
+    id: [per-rank dict]}; found: modes.detect's result. A phrase, or None."""
+    from collections import Counter
+
+    from ..analysis import modes
+
+    best = len(found["bounds"]) if higher_is_better else 0
+    slow, fast = [], []
+    for block, mode in zip(blocks, modes.assign(values, found)):
+        ranks = ranks_of.get(run_of_block.get(block)) or []
+        cpus = tuple(sorted(r.get("cpu_start") for r in ranks if isinstance(r, dict) and r.get("cpu_start") is not None))
+        if cpus:
+            (slow if mode != best else fast).append(cpus)
+    if len(slow) < 2 or not fast:
+        return None
+    pair, n = Counter(slow).most_common(1)[0]
+    share_slow, share_fast = n / len(slow), sum(1 for c in fast if c == pair) / len(fast)
+    if share_slow - share_fast < 0.3:
+        return None
+    shared = " (one CPU shared)" if len(set(pair)) < len(pair) else ""
+    return (f"the slow launches had their ranks on CPUs {', '.join(map(str, pair))}{shared} in {share_slow:.0%} of "
+            f"cases, the fast ones in {share_fast:.0%}")
+
+
+def _noise(analysis, store=None, study_id=None):
     """Answers undecided because launches fall into modes: do the baseline's launches too?"""
     from ..analysis import modes
 
@@ -110,10 +136,29 @@ def _noise(analysis):
             where = ("the same modes appear in the baseline's launches: a property of the machine, not of the "
                      "variant" if both else "the baseline's launches do not fall into these modes: the variant "
                      "makes them")
-            out.append({"variant": vid, "benchmark": bench, "metric": metric, "machine": both,
-                        "text": f"{e['label']}: {e['modes']['text']}; {where}."})
+            text = f"{e['label']}: {e['modes']['text']}; {where}"
+            cpus = _cpus_of(store, study_id, p) if store is not None else None
+            if cpus:
+                text += f"; {cpus}"
+            out.append({"variant": vid, "benchmark": bench, "metric": metric, "machine": both, "text": text + "."})
             break
     return out
+
+
+def _cpus_of(store, study_id, point):
+    """cpus_by_mode for one analysis point of a variant, from the store's runs and per-rank evidence."""
+    from ..analysis import modes
+    from .evidence import per_rank
+
+    found = modes.detect(point.get("values") or [])
+    ranks_of = per_rank(store, study_id) if found else {}
+    if not ranks_of:
+        return None
+    run_of_block = {r["block"]: r["id"] for r in store.runs(study_id)
+                    if r["variant"] == point["variant"] and r["benchmark"] == point["benchmark"] and not r["warmup"]
+                    and r["ranks"] == point.get("ranks") and r["threads"] == point.get("threads")}
+    return cpus_by_mode(point["values"], point.get("blocks") or [], run_of_block, ranks_of, found,
+                        bool(point.get("higher_is_better")))
 
 
 def section(store, study_id, analysis):
@@ -157,7 +202,7 @@ def section(store, study_id, analysis):
                 out["fix_toml"], out["fix_flags"] = ab.toml_of(shown), ab.run_flags(shown)
         out["text"] = paragraph(out)
         answers.append(out)
-    return {"tested": bool(plan), "answers": answers, "noise": _noise(analysis),
+    return {"tested": bool(plan), "answers": answers, "noise": _noise(analysis, store, study_id),
             "ablations": sorted(ablations)}
 
 
