@@ -246,6 +246,8 @@ def test_recovered_share_on_the_log_scale_with_an_interval_around_it(abl, want):
     assert abs(out["share"] - want) < 0.05
     assert out["low"] < out["share"] < out["high"] and out["high"] - out["low"] < 0.2
     assert out["n_blocks"] == 10 and out["n_points"] == 1
+    assert abs(out["vs_baseline"]["ratio"] - abl) < 0.05 * abl and abs(out["vs_slow"]["ratio"] - abl / 2) < 0.05
+    assert out["vs_slow"]["low"] < out["vs_slow"]["ratio"] < out["vs_slow"]["high"]
 
 
 def test_recovered_share_for_a_rate_counts_a_lower_rate_as_the_gap():

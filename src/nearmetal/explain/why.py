@@ -66,8 +66,10 @@ def paragraph(entry):
     if cause and cause.get("share") and cause["share"].get("share") is not None:
         sh = cause["share"]
         interval = f" [{_pct(sh['low'])} to {_pct(sh['high'])}]" if sh.get("low") is not None else ""
+        vs = sh.get("vs_baseline") or {}
+        against = f"; it ran at ×{vs['ratio']:.3g} the baseline's cost" if vs.get("ratio") else ""
         return (f"{head}. Cause: {cause['fact']}. Changing only that ({cause['factor']}) recovered "
-                f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks. Fix: {cause['fix']}.")
+                f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks{against}. Fix: {cause['fix']}.")
     tested = [c for c in entry["causes"] if c.get("share") and c["share"].get("share") is not None]
     if tested:
         best = tested[0]

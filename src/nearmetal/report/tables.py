@@ -33,6 +33,9 @@ def render_markdown(analysis):
     if found:
         out += ["## Findings", ""] + [f"- {_md(S.finding_line(f))}" for f in found] + [""]
     out += _markdown_answer(analysis)
+    from .why import render_markdown as why_markdown
+
+    out += why_markdown(analysis.get("why"), _md)
     if study.get("description"):
         out += [_md(study["description"]), ""]
     facts = []

@@ -36,3 +36,17 @@ def render_html(why):
     from .templating import render as render_template
 
     return render_template("why_section.html", why=why)
+
+
+def render_markdown(why, escape):
+    """The section's Markdown lines ([] when empty); escape: the report's own escaping of text."""
+    if not why or not (why.get("answers") or why.get("noise")):
+        return []
+    out = ["## Why", ""]
+    for a in why.get("answers") or []:
+        out.append(f"- {escape(a['text'])}")
+        if a.get("fix_toml"):
+            out += ["", "  ```toml"] + [f"  {line}" for line in a["fix_toml"].splitlines()] + ["  ```", "",
+                                                                                            f"  `{a['fix_flags']}`"]
+    out += [f"- {escape(n['text'])}" for n in why.get("noise") or []]
+    return out + [""]
