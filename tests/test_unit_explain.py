@@ -366,3 +366,28 @@ def test_slow_launches_on_particular_cpus():
     rates = [1 / v for v in values]
     assert "100% of cases" in cpus_by_mode(rates, blocks, {b: 100 + b for b in blocks}, ranks_of, modes.detect(rates),
                                            higher_is_better=True)
+
+
+def test_gather_from_a_real_store_without_per_rank_evidence(tmp_path):
+    """A store of the schema as it is: contexts, env and argv read; no per-rank evidence, so the
+    explainers that need it say nothing rather than guess."""
+    import json
+
+    from nearmetal.explain.evidence import gather
+    from nearmetal.study.store import Store
+
+    with Store(tmp_path / "s.db") as store:
+        planned = [{"run_key": f"b|n=2|t=1|{v}#rep0", "position": i, "block": 0, "repetition": 0, "warmup": False,
+                    "benchmark": "b", "kernel": "latency", "variant": v, "variant_json": {"name": v, "mode": "native",
+                                                                                           "mpi": "openmpi"},
+                    "ranks": 2, "threads": 1} for i, v in enumerate(("base", "slow"))]
+        sid = store.create_study("s", "", 1, 0.03, {}, "0", "now", planned=planned)
+        ctx = store.context_id({"transport": {"tcp_within_node": True, "between_ranks": ["tcp"]}})
+        for r in store.runs(sid):
+            argv = ["mpirun", "-x", "OMPI_MCA_btl=self,tcp", "p"] if r["variant"] == "slow" else ["mpirun", "p"]
+            store.finish_run(r["id"], "ok", 0, argv, {}, ctx, "now", 1.5, "", [])
+        found = gather(store, sid)
+    assert set(found) == {"base", "slow"}
+    assert found["slow"].env == {"OMPI_MCA_btl": "self,tcp"} and found["slow"].context["transport"]["tcp_within_node"]
+    assert found["slow"].wall_s == [1.5] and not found["slow"].has_ranks
+    assert json.dumps(found["base"].variant) and examine("binding", found["slow"], found["base"]) == []

@@ -49,13 +49,17 @@ def launch_env(env_json, argv):
 
 def per_rank(store, study_id):
     """{run_id: [per-rank dict]} from nearmetal.evidence where it exists, else {}."""
+    import sqlite3
+
+    from ..errors import NearmetalError
+
     try:
         from ..evidence.read import evidence_of
-    except ImportError:
+    except ImportError:  # a nearmetal without per-rank evidence
         return {}
     try:
         return evidence_of(store, study_id) or {}
-    except Exception:  # noqa: BLE001 - a store without the evidence table: no per-rank evidence
+    except (NearmetalError, sqlite3.Error):  # a store written before the evidence table: none
         return {}
 
 
