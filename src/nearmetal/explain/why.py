@@ -196,7 +196,8 @@ def section(store, study_id, analysis):
             top = out["causes"][0] if out["causes"] else None
             if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
                 out["cause"] = top
-            fixed = top if top and top.get("ablation") else None
+            untested = top is not None and (top.get("share") or {}).get("share") is None
+            fixed = out.get("cause") or (top if untested and top.get("ablation") else None)  # never a refuted one
             if fixed:
                 shown = dict(fixed["ablation"])
                 if not fixed.get("ablation_id"):  # not planned yet: the name explain would give it
