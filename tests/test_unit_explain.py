@@ -391,3 +391,46 @@ def test_gather_from_a_real_store_without_per_rank_evidence(tmp_path):
     assert found["slow"].env == {"OMPI_MCA_btl": "self,tcp"} and found["slow"].context["transport"]["tcp_within_node"]
     assert found["slow"].wall_s == [1.5] and not found["slow"].has_ranks
     assert json.dumps(found["base"].variant) and examine("binding", found["slow"], found["base"]) == []
+
+
+def _why_of(tmp_path, ablation_values):
+    """The Why section of a stored explain plan with one tested candidate whose ablation measured these values."""
+    import json
+
+    from nearmetal.explain.why import PLAN_KEY, section
+    from nearmetal.study.store import Store
+
+    blocks = list(range(6))
+    point = lambda v, vals: {"variant": v, "benchmark": "lat", "metric": "latency", "unit": "us",  # noqa: E731
+                             "higher_is_better": False, "point": {"size": 8}, "ranks": 2, "threads": 1,
+                             "values": vals, "blocks": blocks}
+    rng = random.Random(11)
+    noisy = lambda x: [x * math.exp(rng.gauss(0, 0.02)) for _ in blocks]  # noqa: E731
+    analysis = {"variants": [{"id": "base", "mode": "native", "mpi": "openmpi"},
+                             {"id": "slow", "mode": "native", "mpi": "openmpi", "audit": True}],
+                "points": [point("base", noisy(1.0)), point("slow", noisy(2.0)), point("slow--no-audit", ablation_values)],
+                "answers": {"by_variant": [{"variant": "slow", "baseline": "base", "verdict": "slower", "name": "slow",
+                                            "overhead_pct": 100.0}], "by_benchmark": []}}
+    cause = {"explainer": "preload", "fact": "the ranks ran under the auditor", "strength": 0.8, "factor": "no-audit",
+             "ablation": {"name": "slow--no-audit", "mode": "native", "mpi": "openmpi"},
+             "ablation_id": "slow--no-audit", "fix": "unset LD_AUDIT", "descriptive": False, "details": {}}
+    plan = {"answers": [{"variant": "slow", "baseline": "base", "benchmarks": [], "causes": [cause], "where": [],
+                         "has_profile": False}], "ablations": ["slow--no-audit"], "next_block": 6, "rounds": 1}
+    with Store(tmp_path / "w.db") as store:
+        sid = store.create_study("w", "", 1, 0.03, {}, "0", "now")
+        store.set_meta(PLAN_KEY.format(sid), json.dumps(plan))
+        return section(store, sid, analysis)
+
+
+def test_why_section_of_a_cause_its_ablation_confirms(tmp_path):
+    why = _why_of(tmp_path, [1.0 * math.exp(0.01 * (i % 3)) for i in range(6)])
+    [a] = why["answers"]
+    assert why["tested"] and a["cause"]["explainer"] == "preload" and a["cause"]["share"]["share"] > 0.9
+    assert 'name = "slow--no-audit"' in a["fix_toml"] and a["text"].startswith("slow is ×2 slower. Cause:")
+
+
+def test_why_section_of_a_cause_its_ablation_refutes(tmp_path):
+    why = _why_of(tmp_path, [2.0 * math.exp(0.01 * (i % 3)) for i in range(6)])
+    [a] = why["answers"]
+    assert "cause" not in a and "fix_toml" not in a
+    assert "Nothing tested explains the gap" in a["text"]
