@@ -85,6 +85,7 @@ def gather(store, study_id, analysis=None):
         if not ev.context and r["context_id"] in contexts:
             ev.context = contexts[r["context_id"]]
             ev.env = launch_env(json.loads(r["env_json"] or "{}"), json.loads(r["argv_json"] or "[]"))
+            ev.env.update(ev.variant.get("env") or {})  # a container launch passes it its own way (cell_env.py)
         if r["warmup"]:
             continue
         if r["wall_s"] is not None:
