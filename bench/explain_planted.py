@@ -25,6 +25,7 @@ NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
 LATENCY = '[[benchmark]]\nkernel = "latency"\nargs = ["-m", "1024:1024", "-i", "2000", "-x", "200"]\n'
 ALLREDUCE = '[[benchmark]]\nkernel = "allreduce"\nargs = ["-m", "65536:65536", "-i", "200", "-x", "20"]\n'
 STARTUP = '[[benchmark]]\nkernel = "startup"\n'
+BW = '[[benchmark]]\nkernel = "bw"\nargs = ["-m", "1048576:1048576"]\n'  # large messages: the single-copy path
 
 # name: (MPI family, the slow variant's lines, benchmark, the explainer that should be named first)
 CASES = {
@@ -32,7 +33,7 @@ CASES = {
     "tcp-mpich": ("mpich", 'mode = "native"\nenv = { UCX_TLS = "self,tcp" }', LATENCY, "transport"),
     "audit-openmpi": ("openmpi", 'mode = "native"\naudit = true', STARTUP, "preload"),
     "audit-mpich": ("mpich", 'mode = "native"\naudit = true', STARTUP, "preload"),
-    "userns-mpich": ("mpich", 'mode = "hybrid"\nruntime = "apptainer"\nruntime_args = ["--userns"]', LATENCY,
+    "userns-mpich": ("mpich", 'mode = "hybrid"\nruntime = "apptainer"\nruntime_args = ["--userns"]', BW,
                      "namespaces"),
     "one-core-openmpi": ("openmpi", 'mode = "hybrid"\nruntime = "podman"\nruntime_args = ["--cpuset-cpus=0"]',
                          ALLREDUCE, "binding"),
