@@ -315,6 +315,30 @@ def _add_report(sub):
                    help=f"report format (default: {_report_formats()[0]})")
 
 
+def _add_explain(sub):
+    e = sub.add_parser("explain", help="test the causes of a finished study's slower answers by ablation runs",
+                       description="For each slower answer: rank the candidate causes from the runs' evidence, run "
+                                   "variants that change exactly one factor beside the slow variant and its baseline, "
+                                   "and report the share of the gap each recovers (docs/explain.md). Resumable: run "
+                                   "it again to go on.")
+    e.add_argument("--db", help="results database (default: results/quickstart/study.db)")
+    e.add_argument("--study", type=study_name_arg, help="study name (needed when the database holds several)")
+    e.add_argument("--budget", type=_positive_seconds, default=600.0, metavar="SECONDS",
+                   help="seconds of ablation runs at most (default: 600)")
+
+
+def _positive_seconds(text):
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, found {text!r:.40}") from None
+    if not math.isfinite(value) or value <= 0 or value > 1e7:
+        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 1e7, found {text!r:.40}")
+    return value
+
+
 def _add_import(sub):
     i = sub.add_parser("import", help="store results measured elsewhere (CSV) so the same statistics and reports apply",
                        description="CSV columns: variant, metric, value (one run per row) or mean|median, n, std "
@@ -374,7 +398,7 @@ def _add_io(sub):
 
 
 SUBCOMMANDS = {"doctor": _add_doctor, "image": _add_image, "run": _add_run, "bench": _add_bench,
-               "study": _add_study, "report": _add_report, "import": _add_import,
+               "study": _add_study, "report": _add_report, "explain": _add_explain, "import": _add_import,
                "kernels": _add_kernels, "cluster": _add_cluster, "io": _add_io, "trace": _add_trace,
                "presets": _add_presets}
 

@@ -147,7 +147,27 @@ def cmd_study(args):
         return _interrupt_status(e)
     if chain_job:
         submit.on_complete(cfg, store, study_id, chain_job, say)
+    if cfg.study.explain:  # the causes of each slower answer, tested by ablation runs (explain/stage.py)
+        from .explain.stage import run_stage
+
+        run_stage(cfg, store, study_id, cfg.study.explain_budget, say, err)
     return _report(store, cfg.study.name, out_dir, "html", failed)
+
+
+def cmd_explain(args):
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from .explain.stage import explain
+
+    db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
+    err = Console(stderr=True)
+    why = explain(db, args.study, args.budget, say=lambda m: err.print(m, highlight=False), console=err)
+    from .report.why import render_why
+
+    render_why(why, Console())
+    return 0
 
 
 def cmd_report(args):

@@ -73,6 +73,9 @@ class MpiFamily:
     # Environment that makes the ranks say which transport they use to each peer (parsed by
     # families/_transport.py); UCX's, for any family built on it.
     transport_env = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}  # UCX logs to stdout by default
+    # the ranks' environment that forces the shared-memory transport between ranks of a node
+    # (explain's transport ablation): UCX's shared-memory transports (Debian's MPICH is ch4:ucx)
+    shared_memory_env = {"UCX_TLS": "self,sm"}
     # What is known to go wrong when its ranks talk over TCP between nodes (said with an
     # isolated network's launch notes), or "".
     tcp_between_nodes_hazard = ""

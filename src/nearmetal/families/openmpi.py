@@ -22,6 +22,7 @@ class OpenMpi(MpiFamily):
     mpiio_components = ("romio", "ompio")  # OMPI_MCA_io=romio321 / ompio
     # ob1's BML names each peer's BTL at verbosity 1 (and nothing else); pml ucx: UCX's lines
     transport_env = {"OMPI_MCA_btl_base_verbose": "1", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
+    shared_memory_env = {"OMPI_MCA_btl": "self,vader"}  # ob1's shared-memory BTL (vader) and self
     image_packages = ("openmpi-bin", "libopenmpi-dev")
     pkgconfig = "ompi-c"
     library_pattern = r"^libmpi\.so\.\d+$"

@@ -361,6 +361,7 @@ def build_context(analysis):
         "dispersion": figs["dispersion"][0] if figs["dispersion"] else None,
         "phases": figs["phases"],
         "io_html": IO.render(io, figs["io"]),
+        "why_html": why_html(analysis.get("why")),
         "tables": tables,
         "npoints": len(points),
         "ratio_note": MW.ratio_note(analysis), "ratio_column": MW.ratio_column(analysis), "noise_note": MW.NOISE,
@@ -376,6 +377,12 @@ def build_context(analysis):
         "witness_cols": ("run by",) + WITNESS_COLS,
         "witness_rows": _witness_rows(analysis.get("environment") or [], flat_env),
     }
+
+
+def why_html(why):
+    from .why import render_html as render_why
+
+    return render_why(why)
 
 
 def render_html(analysis, path):

@@ -37,6 +37,9 @@ def render_markdown(analysis):
     out += _markdown_answer(analysis)
     if (analysis.get("machine_check") or {}).get("text"):  # busy at the start, or stopped early (study/execute/machine_check.py)
         out += [f"⚠ {_md(analysis['machine_check']['text'])}", ""]
+    from .why import render_markdown as why_markdown
+
+    out += why_markdown(analysis.get("why"), _md)
     if study.get("description"):
         out += [_md(study["description"]), ""]
     facts = []

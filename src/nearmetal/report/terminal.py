@@ -46,6 +46,9 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     """Print the report of an analysis dict (docs/analysis.md) on a rich Console."""
     _render_findings(analysis, console)
     _render_answer(analysis, console)
+    from .why import render_why
+
+    render_why(analysis.get("why"), console)
     study = analysis.get("study") or {}
     points = analysis.get("points") or []
     labels, dropped = PT.short_variant_labels(analysis)

@@ -107,6 +107,10 @@ class StudySection(_Strict):
     # merit do not match still runs the rest (study/execute/executor.py)
     hang_floor_s: StrictFloat = Field(30, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     keep_going: StrictBool = False
+    # after the runs, test the causes of every slower answer by ablation runs (explain/stage.py),
+    # for at most explain_budget seconds
+    explain: StrictBool = False
+    explain_budget: StrictFloat = Field(600, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
 
     @field_validator("workdir")
     @classmethod

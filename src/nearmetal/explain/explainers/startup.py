@@ -1,0 +1,41 @@
+"""Where the gap lies: in start-up (launch to the end of MPI_Init) or in the steady state after
+it. Evidence: the per-rank time to the end of MPI_Init (the slowest rank's, median over runs)
+against the runs' wall times, or the start-up kernel's points. Says where, tests nothing."""
+
+import statistics
+
+from . import EXPLAINERS
+from .base import Explainer
+
+
+def init_end(ev):
+    per_run = [max(r["t_init_end_s"] for r in run if isinstance(r.get("t_init_end_s"), (int, float)))
+               for run in ev.ranks if any(isinstance(r.get("t_init_end_s"), (int, float)) for r in run)]
+    if per_run:
+        return statistics.median(per_run)
+    return ev.startup.get("to_after_init")
+
+
+@EXPLAINERS.register
+class Startup(Explainer):
+    title = "start-up (to the end of MPI_Init) or steady state"
+
+    def examine(self, slow, base):
+        s, b = init_end(slow), init_end(base)
+        if s is None or b is None:
+            return []
+        startup_gap = s - b
+        if slow.wall_s and base.wall_s:
+            gap = statistics.median(slow.wall_s) - statistics.median(base.wall_s)
+        else:
+            gap = None
+        if gap is not None and gap > 0:
+            share = max(0.0, min(1.0, startup_gap / gap))
+            where = "start-up" if share >= 0.5 else "the steady state"
+            fact = (f"{startup_gap * 1e3:+.2f} ms to the end of MPI_Init per launch, {share:.0%} of the "
+                    f"{gap * 1e3:+.1f} ms wall-time gap: the difference lies in {where}")
+            return [self.cause(fact, share, descriptive=True, details={"startup_share": share})]
+        if abs(startup_gap) > 1e-4:
+            return [self.cause(f"{startup_gap * 1e3:+.2f} ms to the end of MPI_Init per launch", 0.3,
+                               descriptive=True)]
+        return []

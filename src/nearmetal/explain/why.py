@@ -1,0 +1,213 @@
+"""The "Why" section of every report (analysis["why"], docs/explain.md "Reading the Why
+section"): per slower answer, its cause, the evidence, the share of the gap its fix recovered
+and the fix itself; per answer left undecided by launches that fall into modes, whether the
+baseline has the same modes. Computed here from the analysis, the evidence in the store and
+what `nearmetal explain` stored (its candidates and ablation variants); the report renders it."""
+
+import json
+
+from ..study.config.ids import variant_id
+from . import ablation as ab
+from .candidates import identical, rank, slower_answers
+from .evidence import gather
+from .share import recovered_share
+
+PLAN_KEY = "explain of study {}"
+RECOVERS = 0.5   # a tested cause that recovers at least this share of the gap explains it
+
+
+def stored_plan(store, study_id):
+    text = store.meta(PLAN_KEY.format(study_id))
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _series(analysis, vid, benches):
+    """{(benchmark, metric, point json, ranks, threads): (values by block, hib)} of a variant."""
+    out = {}
+    for p in analysis.get("points") or []:
+        if p.get("variant") != vid or (benches and p.get("benchmark") not in benches):
+            continue
+        if isinstance((p.get("point") or {}).get("rank"), int) or str(p.get("unit")).lower() in ("count", "bytes"):
+            continue
+        key = (p["benchmark"], p["metric"], json.dumps(p.get("point"), sort_keys=True), p.get("ranks"), p.get("threads"))
+        out[key] = (dict(zip(map(str, p.get("blocks") or []), p.get("values") or [])), bool(p.get("higher_is_better")))
+    return out
+
+
+def share_of(analysis, slow, base, ablation, benches):
+    s, b, a = (_series(analysis, v, benches) for v in (slow, base, ablation))
+    points = [{"slow": s[k][0], "base": b[k][0], "ablation": a[k][0], "hib": s[k][1]} for k in s if k in b and k in a]
+    return recovered_share(points)
+
+
+def _pct(x):
+    return f"{x * 100:.0f}%"
+
+
+def paragraph(entry):
+    """One short paragraph of an explained answer (entry: a `why` answer dict)."""
+    name, over = entry["name"], entry.get("overhead_pct")
+    if isinstance(over, (int, float)) and over >= 100:
+        head = f"{name} is ×{1 + over / 100:.3g} slower"
+    elif isinstance(over, (int, float)):
+        head = f"{name} is {over:+.0f}% slower"
+    else:
+        head = f"{name} is slower"
+    if entry["benchmarks"]:
+        head += f" ({', '.join(entry['benchmarks'][:4])})"
+    if entry.get("identical"):
+        return f"{name}: identical to its baseline — no difference to explain."
+    cause = entry.get("cause")
+    if cause and cause.get("share") and cause["share"].get("share") is not None:
+        sh = cause["share"]
+        interval = f" [{_pct(sh['low'])} to {_pct(sh['high'])}]" if sh.get("low") is not None else ""
+        vs = sh.get("vs_baseline") or {}
+        against = f"; it ran at ×{vs['ratio']:.3g} the baseline's cost" if vs.get("ratio") else ""
+        return (f"{head}. Cause: {cause['fact']}. Changing only that ({cause['factor']}) recovered "
+                f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks{against}. Fix: {cause['fix']}.")
+    tested = [c for c in entry["causes"] if c.get("share") and c["share"].get("share") is not None]
+    if tested:
+        best = tested[0]
+        text = (f"{head}. Nothing tested explains the gap: the best candidate, {best['fact']}, recovered "
+                f"{_pct(best['share']['share'])} of it.")
+    elif any(c.get("ablation_id") for c in entry["causes"]):
+        c = next(c for c in entry["causes"] if c.get("ablation_id"))
+        text = (f"{head}. Likely cause: {c['fact']}; its ablation ({c['ablation_id']}) gave no values to compare "
+                f"(see the failed runs). Fix: {c['fix']}.")
+    elif entry["causes"]:
+        c = entry["causes"][0]
+        text = (f"{head}. Likely cause: {c['fact']} (not tested yet: `nearmetal explain` runs its ablation). "
+                f"Fix: {c['fix']}.") if c.get("ablation") else (
+                f"{head}. Likely cause: {c['fact']} (nearmetal cannot change this factor alone). Fix: {c['fix']}.")
+    else:
+        text = f"{head}. Nothing in the recorded evidence explains the gap."
+    where = entry.get("where") or []
+    if where:
+        text += " Where the time went: " + "; ".join(w["fact"] for w in where) + "."
+    elif not entry.get("has_profile"):
+        text += " No MPI profile was recorded for its runs, so where the time went is not known."
+    return text
+
+
+def cpus_by_mode(values, blocks, run_of_block, ranks_of, found, higher_is_better=False):
+    """Where the evidence allows: the CPUs the ranks started on in the slow launches against the
+    fast ones. values/blocks: one point's launches; run_of_block: {block: run id}; ranks_of: {run
+    id: [per-rank dict]}; found: modes.detect's result. A phrase, or None."""
+    from collections import Counter
+
+    from ..analysis import modes
+
+    best = len(found["bounds"]) if higher_is_better else 0
+    slow, fast = [], []
+    for block, mode in zip(blocks, modes.assign(values, found)):
+        ranks = ranks_of.get(run_of_block.get(block)) or []
+        cpus = tuple(sorted(r.get("cpu_start") for r in ranks if isinstance(r, dict) and r.get("cpu_start") is not None))
+        if cpus:
+            (slow if mode != best else fast).append(cpus)
+    if len(slow) < 2 or not fast:
+        return None
+    pair, n = Counter(slow).most_common(1)[0]
+    share_slow, share_fast = n / len(slow), sum(1 for c in fast if c == pair) / len(fast)
+    if share_slow - share_fast < 0.3:
+        return None
+    shared = " (one CPU shared)" if len(set(pair)) < len(pair) else ""
+    return (f"the slow launches had their ranks on CPUs {', '.join(map(str, pair))}{shared} in {share_slow:.0%} of "
+            f"cases, the fast ones in {share_fast:.0%}")
+
+
+def _noise(analysis, store=None, study_id=None):
+    """Answers undecided because launches fall into modes: do the baseline's launches too?"""
+    from ..analysis import modes
+
+    out = []
+    points = {(p.get("variant"), p.get("benchmark"), p.get("metric"), json.dumps(p.get("point"), sort_keys=True)): p
+              for p in analysis.get("points") or []}
+    for e in (analysis.get("answers") or {}).get("by_benchmark") or []:
+        if e.get("verdict") != "inconclusive" or not e.get("modes"):
+            continue
+        for (vid, bench, metric, pt), p in points.items():
+            if vid != e["variant"] or bench != e["benchmark"] or not (p.get("comparison") or {}).get("modes"):
+                continue
+            base = points.get((e["baseline"], bench, metric, pt))
+            both = base is not None and modes.detect(base.get("values") or []) is not None
+            where = ("the same modes appear in the baseline's launches: a property of the machine, not of the "
+                     "variant" if both else "the baseline's launches do not fall into these modes: the variant "
+                     "makes them")
+            text = f"{e['label']}: {e['modes']['text']}; {where}"
+            cpus = _cpus_of(store, study_id, p) if store is not None else None
+            if cpus:
+                text += f"; {cpus}"
+            out.append({"variant": vid, "benchmark": bench, "metric": metric, "machine": both, "text": text + "."})
+            break
+    return out
+
+
+def _cpus_of(store, study_id, point):
+    """cpus_by_mode for one analysis point of a variant, from the store's runs and per-rank evidence."""
+    from ..analysis import modes
+    from .evidence import per_rank
+
+    found = modes.detect(point.get("values") or [])
+    ranks_of = per_rank(store, study_id) if found else {}
+    if not ranks_of:
+        return None
+    run_of_block = {r["block"]: r["id"] for r in store.runs(study_id)
+                    if r["variant"] == point["variant"] and r["benchmark"] == point["benchmark"] and not r["warmup"]
+                    and r["ranks"] == point.get("ranks") and r["threads"] == point.get("threads")}
+    return cpus_by_mode(point["values"], point.get("blocks") or [], run_of_block, ranks_of, found,
+                        bool(point.get("higher_is_better")))
+
+
+def section(store, study_id, analysis):
+    """analysis["why"]: {"tested": bool, "answers": [...], "noise": [...]}."""
+    plan = stored_plan(store, study_id) or {}
+    planned = {a["variant"]: a for a in plan.get("answers") or []}
+    ablations = set(plan.get("ablations") or [])
+    evidence = None
+    vmeta = {v.get("id"): v for v in analysis.get("variants") or []}
+    answers = []
+    for entry, benches in slower_answers(analysis, skip=ablations):
+        vid, bid = entry["variant"], entry.get("baseline")
+        out = {"variant": vid, "baseline": bid, "name": entry.get("name") or vid, "verdict": entry.get("verdict"),
+               "overhead_pct": entry.get("overhead_pct"), "overhead_ci": entry.get("overhead_ci"),
+               "benchmarks": benches, "identical": identical(vmeta.get(vid), vmeta.get(bid)), "causes": [],
+               "where": [], "has_profile": False}
+        if not out["identical"]:
+            if vid in planned:
+                out["causes"], out["where"] = planned[vid]["causes"], planned[vid].get("where", [])
+                out["has_profile"] = planned[vid].get("has_profile", False)
+            else:
+                if evidence is None:
+                    evidence = gather(store, study_id, analysis)
+                if vid in evidence and bid in evidence:
+                    tested, untested, where = rank(evidence[vid], evidence[bid], processes=False)
+                    out["causes"] = [c.as_dict() for c in tested + untested]
+                    out["where"] = [c.as_dict() for c in where]
+                    out["has_profile"] = any(r.get("mpi_profile") for r in evidence[vid].every_rank())
+            for c in out["causes"]:
+                if c.get("ablation_id"):
+                    c["share"] = share_of(analysis, vid, bid, c["ablation_id"], benches)
+            out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
+            top = out["causes"][0] if out["causes"] else None
+            if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
+                out["cause"] = top
+            untested = top is not None and (top.get("share") or {}).get("share") is None
+            fixed = out.get("cause") or (top if untested and top.get("ablation") else None)  # never a refuted one
+            if fixed:
+                shown = dict(fixed["ablation"])
+                if not fixed.get("ablation_id"):  # not planned yet: the name explain would give it
+                    shown["name"] = ab.name_for(vid, fixed.get("factor") or "fix")
+                out["fix_toml"], out["fix_flags"] = ab.toml_of(shown), ab.run_flags(shown)
+        out["text"] = paragraph(out)
+        answers.append(out)
+    return {"tested": bool(plan), "answers": answers, "noise": _noise(analysis, store, study_id),
+            "ablations": sorted(ablations)}
+
+
+def ablation_id(variant):
+    return variant_id(variant)

@@ -1,0 +1,436 @@
+"""The explainers (explain/explainers/): evidence of a slow variant and its baseline in, the
+verdict (cause present, its fact, strength and ablation) out; the recovered share's interval;
+ablation variants valid as study variants; the Why paragraph."""
+
+import math
+import random
+
+import pytest
+
+from nearmetal.errors import NearmetalError
+from nearmetal.explain import ablation as ab
+from nearmetal.explain import simd
+from nearmetal.explain.candidates import identical, rank, slower_answers
+from nearmetal.explain.evidence import Evidence, launch_env
+from nearmetal.explain.explainers import EXPLAINERS
+from nearmetal.explain.share import recovered_share
+from nearmetal.explain.why import paragraph
+
+pytestmark = pytest.mark.unit
+
+NATIVE_OMPI = {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}
+HYBRID = {"name": "hyb", "mode": "hybrid", "runtime": "charliecloud", "mpi": "openmpi", "image": "default"}
+
+
+def ev(variant, context=None, env=None, ranks=None, wall=None, **kw):
+    return Evidence("x", dict(variant), context or {}, env or {}, ranks or [], wall or [], **kw)
+
+
+def rank_dict(rank, cpu, allowed=None, **kw):
+    return {"rank": rank, "cpu_start": cpu, "cpu_end": cpu, "cpus_allowed": allowed or [cpu], "migrations": 0,
+            "ns": {"user": 1, "ipc": 2}, **kw}
+
+
+def examine(name, slow, base):
+    return EXPLAINERS.get(name)().examine(slow, base)
+
+
+def test_every_explainer_is_registered_and_says_what_it_explains():
+    names = EXPLAINERS.names()
+    for want in ("transport", "binding", "namespaces", "preload", "image", "quota", "seccomp", "mpi_library", "simd",
+                 "startup", "mpi_profile"):
+        assert want in names
+    assert all(cls.title for cls in EXPLAINERS.all())
+
+
+def test_no_explainer_finds_a_cause_between_identical_evidence():
+    a = ev(HYBRID, {"transport": {"tcp_within_node": False, "between_ranks": ["vader"]}}, {"A": "1"},
+           [[rank_dict(0, 0), rank_dict(1, 1)]], [1.0, 1.1])
+    b = ev(HYBRID, {"transport": {"tcp_within_node": False, "between_ranks": ["vader"]}}, {"A": "1"},
+           [[rank_dict(0, 0), rank_dict(1, 1)]], [1.0, 1.1])
+    tested, untested, where = rank(a, b, processes=False)
+    assert not tested and not untested and not where
+
+
+# ------------------------------------------------------------------ transport
+
+def test_transport_tcp_set_in_the_variant_env_is_removed_by_its_ablation():
+    slow = ev({**NATIVE_OMPI, "name": "tcp", "env": {"OMPI_MCA_btl": "self,tcp", "X": "1"}},
+              env={"OMPI_MCA_btl": "self,tcp"})
+    [c] = examine("transport", slow, ev(NATIVE_OMPI))
+    assert "OMPI_MCA_btl=self,tcp" in c.fact and c.strength >= 0.9
+    assert c.ablation["env"] == {"X": "1"} and c.ablation["mode"] == "native"
+
+
+def test_transport_excluding_vader_by_caret_counts_but_a_shm_list_does_not():
+    base = ev(NATIVE_OMPI)
+    assert examine("transport", ev({**NATIVE_OMPI, "env": {"OMPI_MCA_btl": "^vader"}}, env={"OMPI_MCA_btl": "^vader"}), base)
+    assert not examine("transport", ev({**NATIVE_OMPI, "env": {"OMPI_MCA_btl": "self,vader,tcp"}},
+                                       env={"OMPI_MCA_btl": "self,vader,tcp"}), base)
+
+
+def test_transport_cma_off_is_a_weaker_cause():
+    key = "OMPI_MCA_btl_vader_single_copy_mechanism"
+    [c] = examine("transport", ev({**NATIVE_OMPI, "env": {key: "none"}}, env={key: "none"}), ev(NATIVE_OMPI))
+    assert "single-copy" in c.fact and c.strength < 0.9 and key not in c.ablation.get("env", {})
+
+
+def test_transport_fallback_reported_by_the_mpi_forces_shared_memory_per_family():
+    tcp = {"transport": {"tcp_within_node": True, "between_ranks": ["tcp"]}}
+    shm = {"transport": {"tcp_within_node": False, "between_ranks": ["vader"]}}
+    [c] = examine("transport", ev(HYBRID, tcp), ev(NATIVE_OMPI, shm))
+    assert "talked over tcp" in c.fact and "vader" in c.fact
+    assert c.ablation["env"] == {"OMPI_MCA_btl": "self,vader"}
+    [m] = examine("transport", ev({**HYBRID, "mpi": "mpich"}, tcp), ev(NATIVE_OMPI, shm))
+    assert m.ablation["env"] == {"UCX_TLS": "self,sm"}
+    [iso] = examine("transport", ev({**HYBRID, "network": "isolated"}, tcp), ev(NATIVE_OMPI, shm))
+    assert "network" not in iso.ablation and iso.factor == "host-network"
+    assert not examine("transport", ev(HYBRID, tcp), ev(NATIVE_OMPI, tcp))  # both fell back: no difference
+
+
+# ------------------------------------------------------------------ preload
+
+def test_audit_dimension_and_ld_audit_env_are_unset_by_their_ablations():
+    [c] = examine("preload", ev({**HYBRID, "audit": True}), ev(NATIVE_OMPI))
+    assert "audit" not in c.ablation and c.strength >= 0.8
+    slow = ev({**HYBRID, "env": {"LD_AUDIT": "/x/aud.so"}}, env={"LD_AUDIT": "/x/aud.so"})
+    [c] = examine("preload", slow, ev(NATIVE_OMPI))
+    assert "LD_AUDIT=/x/aud.so" in c.fact and "env" not in c.ablation
+
+
+def test_preload_seen_only_by_the_ranks_is_a_cause_without_an_ablation():
+    slow = ev(HYBRID, ranks=[[rank_dict(0, 0, ld_preload="/lib/x.so"), rank_dict(1, 1)]])
+    [c] = examine("preload", slow, ev(NATIVE_OMPI, ranks=[[rank_dict(0, 0), rank_dict(1, 1)]]))
+    assert "LD_PRELOAD=/lib/x.so" in c.fact and c.ablation is None
+
+
+def test_preload_in_both_is_no_cause():
+    env = {"LD_PRELOAD": "/lib/x.so"}
+    assert not examine("preload", ev(HYBRID, env=env), ev(NATIVE_OMPI, env=env))
+
+
+# ------------------------------------------------------------------ binding, quota, seccomp, namespaces
+
+def test_ranks_on_one_core_against_own_cores():
+    slow = ev(HYBRID, ranks=[[rank_dict(0, 0), rank_dict(1, 0)]] * 4)
+    base = ev(NATIVE_OMPI, ranks=[[rank_dict(0, 0), rank_dict(1, 1)]] * 4)
+    [c] = examine("binding", slow, base)
+    assert "shared one CPU" in c.fact and c.strength >= 0.9 and c.ablation is None and "--bind-to core" in c.fix
+
+
+def test_cpuset_option_is_dropped_with_its_value():
+    slow = ev({**HYBRID, "runtime": "podman", "runtime_args": ["--cpuset-cpus", "0", "--rm"]})
+    [c] = examine("binding", slow, ev(NATIVE_OMPI))
+    assert c.ablation["runtime_args"] == ["--rm"]
+    slow = ev({**HYBRID, "runtime": "podman", "runtime_args": ["--cpuset-cpus=0"]})
+    [c] = examine("binding", slow, ev(NATIVE_OMPI))
+    assert "runtime_args" not in c.ablation
+
+
+def test_cgroup_quota_below_the_ranks_is_strong():
+    r = lambda i, q: rank_dict(i, i, cgroup={"cpu_quota_cores": q, "memory_limit_bytes": None, "version": 1})  # noqa: E731
+    slow = ev({**HYBRID, "runtime_args": ["--cpus=1"]}, ranks=[[r(0, 1.0), r(1, 1.0)]])
+    base = ev(NATIVE_OMPI, ranks=[[r(0, None), r(1, None)]])
+    [c] = examine("quota", slow, base)
+    assert "allowed 1 CPUs' time for 2 ranks" in c.fact and c.strength >= 0.9 and "runtime_args" not in c.ablation
+    assert not examine("quota", ev(HYBRID, ranks=[[r(0, None)]]), base)
+
+
+def test_seccomp_filter_only_in_the_variant():
+    slow = ev(HYBRID, ranks=[[rank_dict(0, 0, seccomp=2)]])
+    [c] = examine("seccomp", slow, ev(NATIVE_OMPI, ranks=[[rank_dict(0, 0, seccomp=0)]]))
+    assert c.strength < 0.5 and c.ablation is None
+    slow = ev({**HYBRID, "runtime_args": ["--security-opt", "seccomp=/p.json"]})
+    [c] = examine("seccomp", slow, ev(NATIVE_OMPI))
+    assert "runtime_args" not in c.ablation
+
+
+def test_separate_namespaces_per_rank_and_the_runtime_option_that_makes_them():
+    sep = [[{**rank_dict(0, 0), "ns": {"user": 10, "ipc": 20}}, {**rank_dict(1, 1), "ns": {"user": 11, "ipc": 21}}]]
+    slow = ev({**HYBRID, "runtime": "apptainer", "mpi": "mpich", "runtime_args": ["--userns"]}, ranks=sep)
+    [c] = examine("namespaces", slow, ev(NATIVE_OMPI, ranks=[[rank_dict(0, 0), rank_dict(1, 1)]]))
+    assert "separate ipc and user namespaces" in c.fact and "runtime_args" not in c.ablation
+    assert not examine("namespaces", ev({**HYBRID, "runtime": "charliecloud"}), ev(NATIVE_OMPI))
+
+
+# ------------------------------------------------------------------ image, MPI library, simd
+
+def test_image_factors_one_ablation_each():
+    slow = ev({**HYBRID, "cold": True, "image_place": "/tmp/x", "image_format": "squashfs"})
+    causes = examine("image", slow, ev(NATIVE_OMPI))
+    assert [c.factor for c in causes] == ["warm", "image-in-place", "default-format"]
+    assert "cold" not in causes[0].ablation and causes[0].ablation["image_place"] == "/tmp/x"
+    assert "image_place" not in causes[1].ablation and causes[1].ablation["cold"] is True
+
+
+def test_hybrid_mode_suggests_bind_mode_and_names_the_libraries():
+    slow = ev(HYBRID, {"witness": [{"rank": "0", "library": "/img/libmpi.so.40", "version": "4.1.4"}]})
+    base = ev(NATIVE_OMPI, {"witness": [{"rank": "0", "library": "/usr/lib/libmpi.so.40", "version": "4.1.5"}]})
+    [c] = examine("mpi_library", slow, base)
+    assert c.ablation["mode"] == "bind" and "4.1.4" in c.fact and "4.1.5" in c.fact
+    assert not examine("mpi_library", ev({**HYBRID, "mode": "bind"}), ev(NATIVE_OMPI))
+
+
+def test_simd_widest_instruction_from_a_disassembly():
+    lines = ["  401000:\tadd    %rax,%rbx", "  401004:\tmulpd  %xmm1,%xmm0", "  401008:\tvaddpd %ymm1,%ymm2,%ymm0"]
+    assert simd.widest(lines)[0] == "avx"
+    assert simd.widest(lines[:2])[0] == "sse"
+    assert simd.widest(["  1:\tvaddsd %xmm1,%xmm2,%xmm0"])[0] == "avx128"
+    assert simd.widest(["  1:\tvaddpd %zmm1,%zmm2,%zmm0"])[0] == "avx512"
+    assert simd.cpu_level(["sse2", "avx", "avx2"]) == "avx" and simd.cpu_level(["avx512f"]) == "avx512"
+
+
+def test_simd_lower_build_is_a_cause():
+    slow, base = ev(HYBRID, simd={"level": "sse", "cpu": "avx512"}), ev(NATIVE_OMPI, simd={"level": "avx"})
+    [c] = examine("simd", slow, base)
+    assert "SSE" in c.fact and "AVX/AVX2" in c.fact and c.ablation is None
+    assert not examine("simd", base, slow)
+
+
+# ------------------------------------------------------------------ where the time went
+
+def test_startup_share_of_the_gap():
+    r = lambda i, t: rank_dict(i, i, t_init_end_s=t)  # noqa: E731
+    slow = ev(HYBRID, ranks=[[r(0, 0.30), r(1, 0.31)]] * 3, wall=[1.3, 1.3, 1.3])
+    base = ev(NATIVE_OMPI, ranks=[[r(0, 0.10), r(1, 0.11)]] * 3, wall=[1.0, 1.0, 1.0])
+    [c] = examine("startup", slow, base)
+    assert c.descriptive and "lies in start-up" in c.fact and math.isclose(c.details["startup_share"], 2 / 3)
+
+
+def test_mpi_profile_names_what_grew():
+    def prof(coll, out):
+        return {"classes": {"collective": {"calls": 10, "time_s": coll}, "p2p": {"calls": 1, "time_s": 0.0}},
+                "in_mpi_s": coll, "outside_mpi_s": out, "wall_s": coll + out}
+    slow = ev(HYBRID, ranks=[[rank_dict(0, 0, mpi_profile=prof(0.5, 1.0))]])
+    base = ev(NATIVE_OMPI, ranks=[[rank_dict(0, 0, mpi_profile=prof(0.1, 1.0))]])
+    [c] = examine("mpi_profile", slow, base)
+    assert c.descriptive and c.details["top"] == "collective" and c.fact.startswith("per rank and run: collectives +400.0 ms")
+
+
+# ------------------------------------------------------------------ ranking, evidence helpers
+
+def test_rank_puts_testable_causes_first_strongest_first_and_tests_one_change_once():
+    slow = ev({**HYBRID, "audit": True, "cold": True, "env": {"OMPI_MCA_btl": "self,tcp"}},
+              {"transport": {"tcp_within_node": True, "between_ranks": ["tcp"]}}, env={"OMPI_MCA_btl": "self,tcp"})
+    tested, untested, where = rank(slow, ev(NATIVE_OMPI), processes=False)
+    assert [c.explainer for c in tested][:2] == ["transport", "preload"]
+    assert len({repr(c.ablation) for c in tested}) == len(tested)
+
+
+def test_launch_env_reads_the_launchers_pairs():
+    argv = ["mpirun", "-x", "A=1", "-np", "2", "p"]
+    assert launch_env({"B": "2"}, argv) == {"A": "1", "B": "2"}
+    assert launch_env({}, ["mpiexec.hydra", "-genv", "C", "3", "-env", "D", "4", "p"]) == {"C": "3", "D": "4"}
+
+
+def test_identical_pairs_and_slower_answers():
+    assert identical({**NATIVE_OMPI, "name": "a"}, {**NATIVE_OMPI, "name": "b"})
+    assert not identical({**NATIVE_OMPI, "name": "a"}, {**NATIVE_OMPI, "name": "b", "audit": True})
+    analysis = {"answers": {"by_variant": [{"variant": "v", "verdict": "equivalent"}, {"variant": "w", "verdict": "slower"},
+                                           {"variant": "abl", "verdict": "slower"}],
+                            "by_benchmark": [{"variant": "v", "benchmark": "lat", "verdict": "slower"}]}}
+    assert [(e["variant"], b) for e, b in slower_answers(analysis, skip={"abl"})] == [("v", ["lat"]), ("w", [])]
+
+
+# ------------------------------------------------------------------ the recovered share
+
+def _points(rng, slow, base, abl, n=10, sd=0.02, hib=False):
+    noise = lambda: math.exp(rng.gauss(0, sd))  # noqa: E731
+    return [{"slow": {b: slow * noise() for b in range(n)}, "base": {b: base * noise() for b in range(n)},
+             "ablation": {b: abl * noise() for b in range(n)}, "hib": hib}]
+
+
+@pytest.mark.parametrize("abl, want", [(1.0, 1.0), (2.0, 0.0), (math.sqrt(2), 0.5)])
+def test_recovered_share_on_the_log_scale_with_an_interval_around_it(abl, want):
+    out = recovered_share(_points(random.Random(3), 2.0, 1.0, abl))
+    assert abs(out["share"] - want) < 0.05
+    assert out["low"] < out["share"] < out["high"] and out["high"] - out["low"] < 0.2
+    assert out["n_blocks"] == 10 and out["n_points"] == 1
+    assert abs(out["vs_baseline"]["ratio"] - abl) < 0.05 * abl and abs(out["vs_slow"]["ratio"] - abl / 2) < 0.05
+    assert out["vs_slow"]["low"] < out["vs_slow"]["ratio"] < out["vs_slow"]["high"]
+
+
+def test_recovered_share_for_a_rate_counts_a_lower_rate_as_the_gap():
+    out = recovered_share(_points(random.Random(4), 1.0, 2.0, 2.0, hib=True))
+    assert abs(out["share"] - 1.0) < 0.05
+
+
+def test_recovered_share_needs_a_positive_gap_and_two_common_blocks():
+    assert recovered_share(_points(random.Random(5), 1.0, 1.0, 1.0, sd=0.0))["share"] is None  # no gap
+    one = _points(random.Random(6), 2.0, 1.0, 1.0)
+    one[0]["ablation"] = {0: 1.0}
+    assert recovered_share(one)["share"] is None
+
+
+def test_recovered_share_interval_covers_the_truth_mostly():
+    rng, hits = random.Random(7), 0
+    for _ in range(40):
+        out = recovered_share(_points(rng, 2.0, 1.0, 1.2, n=8, sd=0.1), n_boot=400)
+        hits += out["low"] <= 1 - math.log(1.2) / math.log(2) <= out["high"]
+    assert hits >= 32  # a percentile bootstrap of 8 blocks covers a little under its 95%
+
+
+# ------------------------------------------------------------------ ablations as variants, the paragraph
+
+def test_ablation_name_is_a_valid_variant_name_and_says_the_factor():
+    name = ab.name_for("hybrid/charliecloud/openmpi/default+audit", "no-audit")
+    assert name == "hybrid-charliecloud-openmpi-default-audit--no-audit"
+    long = ab.name_for("x" * 100, "no-ld-audit")
+    assert len(long) <= 64 and long.endswith("--no-ld-audit") and long != ab.name_for("x" * 99, "no-ld-audit")
+
+
+def test_ablation_validated_by_the_variant_model():
+    v = ab.as_variant({**HYBRID, "env": {"OMPI_MCA_btl": "self,vader"}, "ranks_per_node": 2}, "h--shm")
+    assert v["name"] == "h--shm" and v["env"] == {"OMPI_MCA_btl": "self,vader"} and v["ranks_per_node"] == 2
+    native = ab.as_variant(NATIVE_OMPI, "n--x")
+    assert native["mode"] == "native" and native.get("runtime") is None
+    with pytest.raises(NearmetalError, match="ablation bad: mode"):
+        ab.as_variant({**HYBRID, "mode": "warp"}, "bad")
+
+
+def test_fix_as_toml_and_run_flags():
+    v = {"name": "h--shm", **{k: x for k, x in HYBRID.items() if k != "name"}, "env": {"OMPI_MCA_btl": "self,vader"}}
+    toml = ab.toml_of(v)
+    import tomllib
+
+    assert tomllib.loads(toml)["variant"][0] == {k: x for k, x in v.items() if x is not None}
+    assert ab.run_flags(v) == ("nearmetal run --mode hybrid --mpi openmpi --runtime charliecloud --image default "
+                               "--env OMPI_MCA_btl=self,vader -- PROGRAM")
+
+
+def test_paragraph_of_a_tested_cause_an_untested_one_and_none():
+    cause = {"fact": "LD_AUDIT=/a.so in the ranks", "factor": "no-ld-audit", "fix": "unset LD_AUDIT",
+             "ablation": {"mode": "native"}, "share": {"share": 0.93, "low": 0.8, "high": 1.05, "n_blocks": 10}}
+    entry = {"name": "Audited", "overhead_pct": 12.0, "benchmarks": ["latency"], "causes": [cause], "cause": cause}
+    text = paragraph(entry)
+    assert text.startswith("Audited is +12% slower (latency). Cause: LD_AUDIT=/a.so in the ranks.")
+    assert "recovered 93% [80% to 105%] of the gap over 10 blocks. Fix: unset LD_AUDIT." in text
+    untested = {**entry, "cause": None, "causes": [{**cause, "share": None}]}
+    assert "not tested yet" in paragraph(untested)
+    nothing = {**entry, "cause": None, "causes": [], "where": [], "has_profile": False}
+    assert "Nothing in the recorded evidence explains the gap" in paragraph(nothing)
+    assert "No MPI profile" in paragraph(nothing)
+    assert paragraph({**entry, "identical": True}).endswith("no difference to explain.")
+
+
+# ------------------------------------------------------------------ the study keys and the command line
+
+STUDY_TEXT = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
+
+
+def test_study_explain_keys_are_validated():
+    from nearmetal.study.plan.study_file import parse
+
+    cfg = parse(STUDY_TEXT.format("explain = true\nexplain_budget = 120.0"))
+    assert cfg.study.explain is True and cfg.study.explain_budget == 120
+    assert parse(STUDY_TEXT.format("")).study.explain is False
+    with pytest.raises(NearmetalError, match="explain_budget"):
+        parse(STUDY_TEXT.format("explain_budget = -1.0"))
+    with pytest.raises(NearmetalError, match="study.explain"):
+        parse(STUDY_TEXT.format('explain = "yes"'))
+
+
+def test_explain_command_line():
+    from nearmetal.cli_parser import build_parser
+
+    args = build_parser("explain").parse_args(["explain", "--db", "x.db", "--study", "s", "--budget", "30"])
+    assert (args.db, args.study, args.budget) == ("x.db", "s", 30.0)
+    for bad in ("0", "-5", "inf", "soon"):
+        with pytest.raises(SystemExit):
+            build_parser("explain").parse_args(["explain", "--budget", bad])
+
+
+def test_io_layer_that_grew_most_is_named():
+    slow = ev(HYBRID, io_layers={"mpiio": 0.30, "posix": 0.25})
+    base = ev(NATIVE_OMPI, io_layers={"mpiio": 0.10, "posix": 0.09})
+    [c] = examine("io_layer", slow, base)
+    assert c.descriptive and c.details["top"] == "mpiio" and "mpiio +200.0 ms, posix +160.0 ms" in c.fact
+    assert not examine("io_layer", base, slow) and not examine("io_layer", ev(HYBRID), base)
+
+
+def test_slow_launches_on_particular_cpus():
+    from nearmetal.analysis import modes
+    from nearmetal.explain.why import cpus_by_mode
+
+    values = [0.18, 0.19, 0.69, 0.18, 0.70, 0.68, 0.19, 0.18, 0.71, 0.185]
+    found = modes.detect(values)
+    assert found is not None
+    blocks = list(range(len(values)))
+    slow_runs = {2, 4, 5, 8}
+    ranks_of = {100 + b: [{"cpu_start": 0}, {"cpu_start": 0 if b in slow_runs else 1}] for b in blocks}
+    text = cpus_by_mode(values, blocks, {b: 100 + b for b in blocks}, ranks_of, found)
+    assert text == "the slow launches had their ranks on CPUs 0, 0 (one CPU shared) in 100% of cases, the fast ones in 0%"
+    same = {100 + b: [{"cpu_start": 0}, {"cpu_start": 1}] for b in blocks}
+    assert cpus_by_mode(values, blocks, {b: 100 + b for b in blocks}, same, found) is None
+    # a rate: the slow launches are the low ones
+    rates = [1 / v for v in values]
+    assert "100% of cases" in cpus_by_mode(rates, blocks, {b: 100 + b for b in blocks}, ranks_of, modes.detect(rates),
+                                           higher_is_better=True)
+
+
+def test_gather_from_a_real_store_without_per_rank_evidence(tmp_path):
+    """A store of the schema as it is: contexts, env and argv read; no per-rank evidence, so the
+    explainers that need it say nothing rather than guess."""
+    import json
+
+    from nearmetal.explain.evidence import gather
+    from nearmetal.study.store.store import Store
+
+    with Store(tmp_path / "s.db") as store:
+        planned = [{"run_key": f"b|n=2|t=1|{v}#rep0", "position": i, "block": 0, "repetition": 0, "warmup": False,
+                    "benchmark": "b", "kernel": "latency", "variant": v, "variant_json": {"name": v, "mode": "native",
+                                                                                           "mpi": "openmpi"},
+                    "ranks": 2, "threads": 1} for i, v in enumerate(("base", "slow"))]
+        sid = store.create_study("s", "", 1, 0.03, {}, "0", "now", planned=planned)
+        ctx = store.context_id({"transport": {"tcp_within_node": True, "between_ranks": ["tcp"]}})
+        for r in store.runs(sid):
+            argv = ["mpirun", "-x", "OMPI_MCA_btl=self,tcp", "p"] if r["variant"] == "slow" else ["mpirun", "p"]
+            store.finish_run(r["id"], "ok", 0, argv, {}, ctx, "now", 1.5, "", [])
+        found = gather(store, sid)
+    assert set(found) == {"base", "slow"}
+    assert found["slow"].env == {"OMPI_MCA_btl": "self,tcp"} and found["slow"].context["transport"]["tcp_within_node"]
+    assert found["slow"].wall_s == [1.5] and not found["slow"].has_ranks
+    assert json.dumps(found["base"].variant) and examine("binding", found["slow"], found["base"]) == []
+
+
+def _why_of(tmp_path, ablation_values):
+    """The Why section of a stored explain plan with one tested candidate whose ablation measured these values."""
+    import json
+
+    from nearmetal.explain.why import PLAN_KEY, section
+    from nearmetal.study.store.store import Store
+
+    blocks = list(range(6))
+    point = lambda v, vals: {"variant": v, "benchmark": "lat", "metric": "latency", "unit": "us",  # noqa: E731
+                             "higher_is_better": False, "point": {"size": 8}, "ranks": 2, "threads": 1,
+                             "values": vals, "blocks": blocks}
+    rng = random.Random(11)
+    noisy = lambda x: [x * math.exp(rng.gauss(0, 0.02)) for _ in blocks]  # noqa: E731
+    analysis = {"variants": [{"id": "base", "mode": "native", "mpi": "openmpi"},
+                             {"id": "slow", "mode": "native", "mpi": "openmpi", "audit": True}],
+                "points": [point("base", noisy(1.0)), point("slow", noisy(2.0)), point("slow--no-audit", ablation_values)],
+                "answers": {"by_variant": [{"variant": "slow", "baseline": "base", "verdict": "slower", "name": "slow",
+                                            "overhead_pct": 100.0}], "by_benchmark": []}}
+    cause = {"explainer": "preload", "fact": "the ranks ran under the auditor", "strength": 0.8, "factor": "no-audit",
+             "ablation": {"name": "slow--no-audit", "mode": "native", "mpi": "openmpi"},
+             "ablation_id": "slow--no-audit", "fix": "unset LD_AUDIT", "descriptive": False, "details": {}}
+    plan = {"answers": [{"variant": "slow", "baseline": "base", "benchmarks": [], "causes": [cause], "where": [],
+                         "has_profile": False}], "ablations": ["slow--no-audit"], "next_block": 6, "rounds": 1}
+    with Store(tmp_path / "w.db") as store:
+        sid = store.create_study("w", "", 1, 0.03, {}, "0", "now")
+        store.set_meta(PLAN_KEY.format(sid), json.dumps(plan))
+        return section(store, sid, analysis)
+
+
+def test_why_section_of_a_cause_its_ablation_confirms(tmp_path):
+    why = _why_of(tmp_path, [1.0 * math.exp(0.01 * (i % 3)) for i in range(6)])
+    [a] = why["answers"]
+    assert why["tested"] and a["cause"]["explainer"] == "preload" and a["cause"]["share"]["share"] > 0.9
+    assert 'name = "slow--no-audit"' in a["fix_toml"] and a["text"].startswith("slow is ×2 slower. Cause:")
+
+
+def test_why_section_of_a_cause_its_ablation_refutes(tmp_path):
+    why = _why_of(tmp_path, [2.0 * math.exp(0.01 * (i % 3)) for i in range(6)])
+    [a] = why["answers"]
+    assert "cause" not in a and "fix_toml" not in a
+    assert "Nothing tested explains the gap" in a["text"]
