@@ -127,6 +127,17 @@ def test_cpuset_option_is_dropped_with_its_value():
     assert "runtime_args" not in c.ablation
 
 
+def test_unbound_ranks_are_bound_by_their_ablation():
+    """A variant run with binding = "none" beside a bound baseline: its ablation is the same
+    variant with binding = "core" (the launchers bind each rank), nothing else changed."""
+    slow = ev({**HYBRID, "binding": "none"}, ranks=[[rank_dict(0, 0, [0, 1]), rank_dict(1, 0, [0, 1])]] * 4)
+    base = ev(NATIVE_OMPI, ranks=[[rank_dict(0, 0), rank_dict(1, 1)]] * 4)
+    [c] = examine("binding", slow, base)
+    assert 'binding = "none"' in c.fact and c.ablation == {**HYBRID, "binding": "core"}
+    assert 'binding = "core"' in c.fix
+    assert examine("binding", ev({**HYBRID, "binding": "none"}), ev({**NATIVE_OMPI, "binding": "none"})) == []
+
+
 def test_cgroup_quota_below_the_ranks_is_strong():
     r = lambda i, q: rank_dict(i, i, cgroup={"cpu_quota_cores": q, "memory_limit_bytes": None, "version": 1})  # noqa: E731
     slow = ev({**HYBRID, "runtime_args": ["--cpus=1"]}, ranks=[[r(0, 1.0), r(1, 1.0)]])

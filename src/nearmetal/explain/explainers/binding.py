@@ -1,8 +1,9 @@
 """Ranks that share a core, are not bound to one, or migrate. Evidence: the per-rank CPUs
 (cpus_allowed, the CPU at start and end, migrations) of each run, and the runtime options
-that confine the ranks' CPUs (--cpuset-cpus). Ablation: the confining option removed; where
-nothing in the variant confines them (the MPI's own placement), none: the fix is advice
-(bind each rank to its own core: mpirun --bind-to core, mpiexec.hydra -bind-to core)."""
+that confine the ranks' CPUs (--cpuset-cpus), the variant's `binding`. Ablation: the confining
+option removed, or a variant with `binding = "none"` run with `binding = "core"` (the
+launchers bind each rank to its own core); where nothing in the variant decides it, none: the
+fix is advice (mpirun --bind-to core, mpiexec.hydra -bind-to core)."""
 
 import statistics
 
@@ -70,8 +71,16 @@ class Binding(Explainer):
         if options:
             facts.append(f"the runtime confined the ranks' CPUs ({' '.join(options)})")
             strength = max(strength, 0.6)
+        unbound = slow.variant.get("binding") == "none" and base.variant.get("binding") != "none"
+        if unbound:
+            facts.append('the variant asks for unbound ranks (binding = "none"; the baseline\'s are bound)')
+            strength = max(strength, 0.5)
         if not facts:
             return []
-        return [self.cause("; ".join(facts), strength, factor="own-cores", ablation=ablation if options else None,
-                           fix=(f"drop {' '.join(options)}" if options else
-                                "bind each rank to its own core (mpirun --bind-to core; mpiexec.hydra -bind-to core)"))]
+        if options:
+            ablation, fix = ablation, f"drop {' '.join(options)}"
+        elif slow.variant.get("binding") == "none":  # the study's own binding, which the launchers apply
+            ablation, fix = {**slow.variant, "binding": "core"}, 'binding = "core" (each rank on a core of its own)'
+        else:
+            ablation, fix = None, "bind each rank to its own core (mpirun --bind-to core; mpiexec.hydra -bind-to core)"
+        return [self.cause("; ".join(facts), strength, factor="own-cores", ablation=ablation, fix=fix)]
