@@ -1,4 +1,4 @@
-"""Time per I/O layer of a study's traced runs (`trace = true` benchmarks, study/traced.py):
+"""Time per I/O layer of a study's traced runs (`trace = true` benchmarks, study/config/traced.py):
 each layer's calls' inclusive time (a layer's time holds the layers it calls, e.g. MPI-IO's
 holds its POSIX calls), the mean over the run's traced processes, median over runs."""
 
