@@ -151,12 +151,13 @@ def image_report(spec, programs=()):
     return report
 
 
-def _bind_check(img, path, family, mpi):
+def _bind_check(img, path, family, installation):
     from .models import bind
+    from .resolve import Resolved
     from .run import RunRequest
 
-    # bind.prepare reads a resolved component's fields: the image object and the MPI's installation
-    req = RunRequest(path, mode="bind", image=img, mpi=mpi)
+    # bind.prepare reads a resolved component: the image object and the host MPI's installation
+    req = Resolved(RunRequest(path, mode="bind", mpi=family), installation, None, img, None, None)
     try:
         plan = bind.prepare(req)
     except NearmetalError as e:
