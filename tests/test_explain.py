@@ -7,6 +7,7 @@ is a one-line error that writes nothing."""
 import json
 import os
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_planted_tcp_is_named_first_and_its_ablation_recovers_the_gap(tcp_study)
     assert ablation == {"name": "tcp--no-ompi-mca-btl", "mode": "native", "mpi": "openmpi"}  # only the env removed
     assert "[[variant]]" in answer["fix_toml"] and answer["fix_flags"].startswith("nearmetal run --mode native")
     # the ablation ran in the blocks after the study's, beside the slow variant and the baseline
-    with sqlite3.connect(db) as con:
+    with closing(sqlite3.connect(db)) as con:
         rows = con.execute("SELECT variant, block FROM runs WHERE warmup=0 AND block >= 4 AND status='ok'").fetchall()
     per_block = {}
     for variant, block in rows:
@@ -88,10 +89,10 @@ def test_planted_tcp_is_named_first_and_its_ablation_recovers_the_gap(tcp_study)
 
 def test_explain_again_resumes_and_adds_no_runs(tcp_study):
     _, db = tcp_study
-    with sqlite3.connect(db) as con:
+    with closing(sqlite3.connect(db)) as con:
         before = con.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
     out = nearmetal("explain", "--db", db, check=True, timeout=900)
-    with sqlite3.connect(db) as con:
+    with closing(sqlite3.connect(db)) as con:
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == before
     assert "Cause:" in out.stdout
 
@@ -100,7 +101,7 @@ def test_an_aa_pair_gets_no_cause(tmp_path):
     db = _study(tmp_path, "aa", "same", "")
     out = nearmetal("explain", "--db", db, check=True, timeout=900)
     assert "Cause:" not in out.stdout
-    with sqlite3.connect(db) as con:  # nothing to ablate: no runs added
+    with closing(sqlite3.connect(db)) as con:  # nothing to ablate: no runs added
         assert not con.execute("SELECT COUNT(*) FROM runs WHERE variant LIKE '%--%'").fetchone()[0]
     assert "no slower answer to explain" in out.stderr or "no difference to explain" in out.stdout
 
@@ -123,8 +124,9 @@ def test_unknown_study_name(tcp_study):
 
 def test_a_database_that_is_not_nearmetals(tmp_path):
     other = tmp_path / "other.db"
-    with sqlite3.connect(other) as con:
+    with closing(sqlite3.connect(other)) as con:
         con.execute("CREATE TABLE t (x)")
+        con.commit()
     assert "not a nearmetal results database" in _refused(other)
     text = tmp_path / "text.db"
     text.write_text("hello\n")
@@ -158,7 +160,7 @@ def test_explain_true_in_the_study_runs_the_stage_after_the_main_runs(tmp_path):
     db = tmp_path / "auto" / "study.db"
     out = nearmetal("study", path, "--db", db, "--no-progress", "--out", tmp_path / "auto", check=True, timeout=900)
     assert "explain tcp: 1 candidate cause(s) to test (tcp--no-ompi-mca-btl)" in out.stderr, out.stderr
-    with sqlite3.connect(db) as con:
+    with closing(sqlite3.connect(db)) as con:
         assert con.execute("SELECT COUNT(*) FROM runs WHERE variant = 'tcp--no-ompi-mca-btl' AND status = 'ok'"
                            ).fetchone()[0] >= 4
     assert "Cause: OMPI_MCA_btl=self,tcp" in out.stdout.replace("\n", " ")

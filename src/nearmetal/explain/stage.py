@@ -21,7 +21,7 @@ from ..study.store import codec
 from ..study.config.ids import variant_id
 from ..study.records import Cell, RunSpec
 from . import ablation as ab
-from .candidates import TOP, rank, slower_answers
+from .candidates import TOP, identical, rank, slower_answers
 from .evidence import gather
 from .why import PLAN_KEY, RECOVERS, section, stored_plan
 
@@ -78,6 +78,9 @@ def make_plan(cfg, store, study_id, analysis, say):
     for entry, benches in found:
         vid, bid = entry["variant"], entry.get("baseline")
         if vid not in evidence or bid not in evidence:
+            continue
+        if identical(evidence[vid].variant, evidence[bid].variant):  # an A/A pair: a chance verdict, no factor
+            say(f"explain {vid}: it launches exactly as its baseline {bid}: no difference to explain")
             continue
         tested, untested, where = rank(evidence[vid], evidence[bid])
         causes = []
