@@ -10,6 +10,8 @@ from . import CSRC
 
 SOURCES = ("nm-evidence.c", "nm-mpi-owner.c", "nm-profile.c")
 HEADERS = ("nm-evidence.h", "nm-evidence-fns.def")
+# the TSC check the I/O tracer shares (nm-evidence.c includes it from there)
+SHARED = (os.path.join(os.path.dirname(CSRC), "..", "trace", "csrc", "nm-tsc.h"),)
 FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
 # libdl.so.2 by name: images with a glibc older than 2.34 keep dlsym there
 LIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2"]
@@ -18,7 +20,7 @@ LIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2"]
 def built():
     """tools/nm-evidence.so in the nearmetal home, (re)built when older than any source."""
     path = os.path.join(home_str(), "tools", "nm-evidence.so")
-    newest = max(os.stat(os.path.join(CSRC, f)).st_mtime for f in SOURCES + HEADERS)
+    newest = max(os.stat(p).st_mtime for p in [os.path.join(CSRC, f) for f in SOURCES + HEADERS] + list(SHARED))
     try:
         if os.stat(path).st_mtime >= newest:
             return path

@@ -16,6 +16,7 @@
  */
 #include "nm-evidence.h"
 
+#include "../../trace/csrc/nm-tsc.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -32,23 +33,7 @@ static long long load_tick, load_mono;
 
 static int tsc_usable(void)
 {
-#if defined(__x86_64__)
-    const char *choice = getenv("NM_EVIDENCE_CLOCK");
-    if (choice && strcmp(choice, "monotonic") == 0) return 0;
-    unsigned a, b, c, d;
-    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
-    if (a < 0x80000007u) return 0;
-    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
-    if (!(d & (1u << 8))) return 0; /* invariant TSC: constant rate, runs in every C-state */
-    char source[32] = "";
-    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, source, sizeof source - 1);
-    close(fd);
-    return n >= 3 && strncmp(source, "tsc", 3) == 0 && (source[3] == '\n' || source[3] == '\0');
-#else
-    return 0;
-#endif
+    return nm_tsc_usable("NM_EVIDENCE_CLOCK");
 }
 
 /* ns per nm_ev_tick unit: 1, or the TSC's rate measured against CLOCK_MONOTONIC since load */

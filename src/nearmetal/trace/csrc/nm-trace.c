@@ -9,6 +9,7 @@
  */
 #include "nm-trace.h"
 
+#include "nm-tsc.h"
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -150,24 +151,7 @@ static void clock_pair(uint64_t *ticks, int64_t *ns)
 
 static int tsc_usable(void)
 {
-#if defined(__x86_64__)
-    const char *choice = getenv("NM_TRACE_CLOCK");
-    if (choice && strcmp(choice, "monotonic") == 0) return 0;
-    unsigned a, b, c, d;
-    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000000u), "c"(0));
-    if (a < 0x80000007u) return 0;
-    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000007u), "c"(0));
-    if (!(d & (1u << 8))) return 0; /* invariant TSC: constant rate, runs in every C-state */
-    char source[32] = "";
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                          O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    long n = syscall(SYS_read, fd, source, sizeof source - 1);
-    syscall(SYS_close, fd);
-    return n >= 3 && strncmp(source, "tsc", 3) == 0 && (source[3] == '\n' || source[3] == '\0');
-#else
-    return 0;
-#endif
+    return nm_tsc_usable("NM_TRACE_CLOCK");
 }
 
 static void warn(const char *what, const char *detail)
