@@ -259,6 +259,8 @@ def plan(req, more=(), check_paths=True, host=None):
 
 def _binding(req, components, cores):
     """The job's binding decision (launchers/_binding.py), None when the request asks for none."""
+    if req.binding is None:  # `nearmetal run`: the launcher's default, without importing the decision (run overhead)
+        return None
     from . import networks
     from .launchers._binding import decide
 
