@@ -5,7 +5,7 @@ simulation, from a study database's own per-cell values.
 Part 1, the detector (analysis/modes.py): how often it splits single-group samples (normal,
 heavy-tailed, with slow outliers) and how often it finds two real groups.
 Part 2, the comparison, as a study runs it (study/plan/sequential.py: randomized blocks, looks at
-fixed block counts, alpha/K per look): each replicate takes one baseline cell of the database
+fixed block counts, Pocock's level per look): each replicate takes one baseline cell of the database
 and draws both arms' launches from that cell's values (with replacement): A/A. "planted"
 multiplies the variant's launches by --effect (1.05: a 5% difference, both modes moved);
 "at margin" by 1 + the setting's margin, where "equivalent" is the false verdict (<= 5%).
@@ -93,7 +93,7 @@ def baseline_cells(db):
 def simulate(cells, setting, effect, replicates, seed):
     min_n, max_n, margin = setting
     looks = sequential.schedule(min_n, max_n)
-    alpha = sequential.ALPHA / len(looks)
+    alpha = sequential.alpha_per_look(tuple(looks))
     rng = np.random.default_rng(seed)
     keys = sorted(cells)
     out = defaultdict(lambda: defaultdict(int))

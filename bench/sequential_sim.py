@@ -23,13 +23,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nearmetal.study.plan.sequential import ALPHA, decide, schedule  # noqa: E402
+from nearmetal.study.plan.sequential import alpha_per_look, decide, schedule  # noqa: E402
 
 
 def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=0, n_boot=1000):
     rng = np.random.default_rng(seed)
     looks = schedule(min_n, max_n)
-    alpha = ALPHA / len(looks)
+    alpha = alpha_per_look(tuple(looks))
     verdicts, used = Counter(), []
     for _ in range(points):
         b = rng.normal(0, block, max_n)
@@ -56,7 +56,7 @@ def main():
     ap.add_argument("--margin", type=float, default=0.03, help="the equivalence margin (the study default: 0.03)")
     a = ap.parse_args()
     looks = schedule(5, a.max)
-    print(f"looks {looks}, alpha {ALPHA} / {len(looks)} per look, margin {a.margin:.0%}, "
+    print(f"looks {looks}, alpha {alpha_per_look(tuple(looks)):.4g} per look (Pocock), margin {a.margin:.0%}, "
           f"run noise {a.noise:.0%}, block effect {a.block:.0%}, {a.points} points each")
     for name, effect in (("A/A", 0.0), ("at the margin", a.margin), (f"slowdown {a.effect:.0%}", a.effect)):
         shares, blocks = simulate(a.points, a.noise, a.block, effect, max_n=a.max, margin=a.margin)

@@ -32,7 +32,44 @@ def test_fixed_repetitions_are_one_look_at_the_usual_level():
     text = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'
     assert looks_of(parse(text.format("repetitions = 7")).study) == ([7], 0.05)
     looks, alpha = looks_of(parse(text.format("")).study)
-    assert looks == [5, 8, 12, 18, 27, 41, 62, 93, 120] and alpha == pytest.approx(0.05 / 9)
+    assert looks == [5, 8, 12, 18, 27, 41, 62, 93, 120] and alpha == pytest.approx(0.007001)
+
+
+@pytest.mark.unit
+def test_the_level_per_look_is_pococks_for_the_schedule():
+    """Pocock's published constant for 5 equally spaced looks at 5% two-sided is 2.413
+    (Jennison & Turnbull 2000, table 2.1): nominal 1.58%. For any schedule the level lies
+    between Bonferroni's alpha/K and the boundary's 4%, never above the exact one."""
+    from scipy.special import ndtr
+
+    from nearmetal.study.plan.sequential import alpha_per_look, schedule
+
+    assert 0.0156 < alpha_per_look((1, 2, 3, 4, 5), 0.05) <= 2 * ndtr(-2.413)
+    assert alpha_per_look((5,)) == 0.05  # one look: the classic 5%
+    for looks in (tuple(schedule(5, 60)), tuple(schedule(5, 120)), (3, 5, 8, 10)):
+        assert 0.05 / len(looks) < alpha_per_look(looks) < 0.04
+    assert alpha_per_look((5, 8)) == 0.025  # two looks: Pocock at 4% (2.45%) is below Bonferroni at 5%
+
+
+@pytest.mark.unit
+def test_the_level_per_look_holds_the_overall_error_by_simulation():
+    """Sums of independent normal steps (one per block), looked at the quickstart's block
+    counts at Pocock's level: some look crosses in 4% of the null paths (the boundary's
+    share of the 5%), not more; Bonferroni's alpha/K gives ~3.3%: the room the boundary uses."""
+    import numpy as np
+    from scipy.special import ndtri
+
+    from nearmetal.study.plan.sequential import alpha_per_look, schedule
+
+    looks = schedule(5, 60)
+    c = ndtri(1 - alpha_per_look(tuple(looks)) / 2)
+    rng = np.random.default_rng(7)
+    steps = rng.standard_normal((200_000, len(looks))) * np.sqrt(np.diff([0] + looks))
+    z = np.abs(np.cumsum(steps, axis=1) / np.sqrt(looks))
+    crossed = float(np.mean(z.max(axis=1) >= c))
+    assert 0.035 < crossed <= 0.0415, crossed
+    bonferroni = float(np.mean(z.max(axis=1) >= ndtri(1 - 0.05 / (2 * len(looks)))))
+    assert bonferroni < 0.04
 
 
 @pytest.mark.unit
@@ -60,7 +97,7 @@ def test_simulated_error_rates_and_power():
     aa, aa_blocks = simulate(300, noise=0.02, block=0.02, effect=0.0, seed=1, max_n=120)
     assert aa["slower"] + aa["faster"] <= 0.05
     assert aa["equivalent"] >= 0.9 and aa_blocks < 30
-    edge, _ = simulate(400, noise=0.02, block=0.02, effect=0.03, seed=2, max_n=120)
+    edge, _ = simulate(1000, noise=0.02, block=0.02, effect=0.03, seed=2, max_n=120)
     assert edge["equivalent"] <= 0.05 and edge["faster"] == 0
     slow, slow_blocks = simulate(300, noise=0.02, block=0.02, effect=0.05, seed=3, max_n=120)
     assert slow["slower"] >= 0.8 and slow["equivalent"] <= 0.05 and slow_blocks < 60

@@ -2,7 +2,7 @@
 ('Bind mode on Charliecloud (Open MPI)'), benchmarks ('bandwidth', 'STREAM'), one phrase
 per answer and one top-line sentence per variant, as docs/reports.md shows them. Every
 number is said one way: the estimator (ESTIMATOR_ONE, or the geometric mean over points),
-the interval at the level the points were decided at, named ('98.9% interval (sequential,
+the interval at the level the points were decided at, named ('98.6% interval (sequential,
 9 looks)'), and one noise figure (the baseline's coefficient of variation)."""
 
 ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
@@ -14,7 +14,7 @@ RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
 
 
 def level_words(analysis):
-    """The level of every interval shown, labelled with what set it: '98.9% interval
+    """The level of every interval shown, labelled with what set it: '98.6% interval
     (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks."""
     seq = analysis.get("sequential") or {}
     level, looks = seq.get("ci_level"), seq.get("looks")
@@ -67,7 +67,7 @@ def noise_words(e):
 
 
 def _ratio_words(e):
-    """'cost ratio 1.003 [0.995–1.012], 98.9% interval (sequential, 9 looks), 1 point'."""
+    """'cost ratio 1.003 [0.995–1.012], 98.6% interval (sequential, 9 looks), 1 point'."""
     d = _ratio_decimals(max(e["cost_ratio"], e["ci_high"] or 0))
     n = e["n_points"]
     s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {e['cost_ratio']:.{d}f}"

@@ -134,7 +134,7 @@ def _share_cost(p_base, delta, ratio):
 
 def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_boot=2000, unit=""):
     """One look's mode-aware comparison, or None when the pooled values form one group.
-    alpha: the level of this look (sequential: alpha / K). baseline, variant: all values of
+    alpha: the level of this look (sequential: Pocock's alpha' per look, study/plan/sequential.py). baseline, variant: all values of
     each group; pairs: (baseline, variant) of each block that measured both."""
     if not baseline or not variant:
         return None

@@ -9,7 +9,7 @@ NOISE = "noise = the baseline's run-to-run coefficient of variation (std / mean)
 
 
 def level_short(analysis):
-    """'98.9%': the level of the intervals shown, for a column header."""
+    """'98.6%': the level of the intervals shown, for a column header."""
     return level_words(analysis).split(" ")[0]
 
 
