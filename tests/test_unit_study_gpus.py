@@ -206,3 +206,16 @@ def test_seed_001s_gpu_study_plans_every_cell_on_a_gpu_machine(two_gpus, monkeyp
     out = "# gpu=0000:18:00.0 name=NVIDIA_H100 cuda=12.4 visible=0\nCopy:   0  2901.3  0.1  0.1  0.1\n" \
           "Triad:  0  3012.5  0.000540  0.000535  0.000551\n"
     assert re.search(fom.regex.removeprefix("(?m)"), out, re.M).group(1) == "3012.5"
+
+
+def test_gpus_the_machine_lacks_are_refused_before_any_run(two_gpus):
+    """A count above the machine's two GPUs and an index it lacks: refused by the study's
+    preflight (and so by --dry-run) in one line with select.py's reasons, not by every run."""
+    from nearmetal.study.execute import preflight
+
+    native = GPU_STUDY.replace('mode = ["native", "hybrid"]', 'mode = ["native"]')
+    assert preflight.problems(parse(native.replace('gpus = ["all"]', 'gpus = ["all", "2", "1,"]'))) == ([], [])
+    with pytest.raises(NearmetalError) as e:
+        preflight.check(parse(native.replace('gpus = ["all"]', 'gpus = ["3", "0,5", "1,"]')), "s.toml")
+    assert str(e.value) == ("s.toml: cannot run: gpus '3' of 1 cell: this machine has 2 GPUs; also gpus '0,5' of "
+                            "1 cell: no GPU 5 on this machine (GPUs: 0, 1)")

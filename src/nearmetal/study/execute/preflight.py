@@ -8,7 +8,9 @@ refused in one line, at once, instead of after the native runs have been spent.
   cells fail saying how to get it, as the study file may intend;
 - a container runtime that is not installed (with `[study] missing_runtimes = "skip"` its
   cells are left out of the plan instead, and the plan says so: runner._say_left_out), or
-  that does not start a container here (doctor's check: a container of /bin/true).
+  that does not start a container here (doctor's check: a container of /bin/true);
+- GPUs this machine does not have: a `gpus` count above its GPUs, an index or UUID it lacks
+  (a machine without any GPU leaves GPU benchmarks out of the plan instead: plan/gpu_cells.py).
 
 An unknown preset or kernel is refused earlier, when the file is validated. Runtimes are
 checked only where the runs start on this machine (scheduler "local"): a batch scheduler's
@@ -50,7 +52,26 @@ def problems(cfg):
             why = runtime_problem(name)
             if why:
                 out.append(f"runtime {name} of {_cells(n)}: {why}")
+        out += gpus_problems(cells(cfg))
     return out, notes
+
+
+def gpus_problems(planned):
+    """One phrase per `gpus` value this machine's GPUs cannot give (a count above what it has,
+    an index or UUID it lacks): gpu/select.py's reason, as `run --gpus` gives it. On a machine
+    without any GPU the cells of GPU benchmarks are not planned at all (plan/gpu_cells.py)."""
+    from ...gpu.select import choose
+    from ..plan.gpu_cells import asks, machine_gpus
+
+    wanted = Counter(c.variant["gpus"] for c in planned if asks(c))
+    found = machine_gpus() if wanted else []
+    out = []
+    for value, n in wanted.items():
+        try:
+            choose(value, found)
+        except NearmetalError as e:
+            out.append(f"gpus '{value}' of {_cells(n)}: {str(e).split(': ', 1)[-1]}")
+    return out
 
 
 def _cells(n):

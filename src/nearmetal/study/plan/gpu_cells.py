@@ -4,9 +4,9 @@ A benchmark that asks for GPUs in any of its cells is a GPU benchmark: its cells
 `gpus` are there to be compared with those that have them (the set-up cost of a container
 with and without its GPU switch), so on a machine without an NVIDIA GPU all of its cells are
 left out, and nothing of it is planned. A study of GPU benchmarks only then plans nothing:
-runner.open_study refuses it in that one line. What the GPUs named are (a count above what
-the machine has, an index it lacks) is not asked here: each run of such a cell fails with
-gpu/select.py's one-line reason, as `run --gpus` would refuse it.
+runner.open_study refuses it in that one line. GPUs named that a machine with GPUs lacks (a
+count above what it has, an index it lacks) are refused before any run, in the study's
+preflight (execute/preflight.py), with gpu/select.py's one-line reason.
 
 Only where the runs start on this machine (scheduler = "local"): a batch system's nodes may
 have the GPUs its login node lacks.
