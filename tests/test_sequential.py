@@ -232,6 +232,35 @@ kernel = "latency"
 
 
 @pytest.mark.unit
+def test_a_resumed_study_keeps_the_level_it_was_planned_with(tmp_path, monkeypatch):
+    """A study planned with Bonferroni's alpha/K (stored in its analysis spec before Pocock's
+    level came in) is extended at that level, as its report analyses it, not at this version's."""
+    from dataclasses import replace
+
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan import sequential
+    from nearmetal.study.plan.study_file import parse
+    from nearmetal.study.store import codec
+
+    cfg = parse('[study]\nname = "x"\nwarmup = 0\nseed = 1\nmin_repetitions = 5\nmax_repetitions = 8\n'
+                '[[benchmark]]\nkernel = "latency"\n[matrix]\nmode = ["native", "hybrid"]\n'
+                'runtime = ["charliecloud"]\nmpi = ["mpich"]\n')
+    store, study_id, _ = runner.open_study(cfg, "text", tmp_path / "x.db", resume=False)
+    spec = codec.stored_analysis_spec(store, study_id)
+    assert spec.alpha_per_look == sequential.alpha_per_look((5, 8))
+    codec.store_analysis_spec(store, study_id, replace(spec, alpha_per_look=0.05 / 7))
+    for row in store.pending(study_id):
+        store.finish_run(row["id"], "ok", 0, [], {}, None, "t", 0.1, None,
+                         [{"metric": "latency", "unit": "us", "value": 10.0 + row["block"], "point": {"size": 8}}])
+    levels = []
+    real = sequential.decide
+    monkeypatch.setattr(sequential, "decide", lambda *a, **k: levels.append(a[3]) or real(*a, **k))
+    runner.extend(cfg, store, study_id, say=lambda line: None)
+    assert levels and set(levels) == {0.05 / 7}
+    store.close()
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("max_time, adds", [(10.0, True), (2.0, False)])
 def test_max_time_is_checked_against_what_the_next_look_will_take(tmp_path, max_time, adds):
     """5 blocks of 3 cells at 0.1 s each have spent 1.5 s; the next look (blocks 6-8 of the 3

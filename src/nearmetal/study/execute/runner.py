@@ -185,7 +185,7 @@ def extend(cfg, store, study_id, say=print, started=None):
     looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)
-    opened = open_cells(store, study_id, cfg, blocks)
+    opened = open_cells(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
     if not opened:
         say(f"every compared point is decided after {blocks} blocks")
         return 0
@@ -210,6 +210,13 @@ def extend(cfg, store, study_id, say=print, started=None):
     return len(added)
 
 
+def _planned_alpha(store, study_id):
+    """The level per look the study was planned with (a study planned before Pocock's level
+    keeps Bonferroni's when resumed), None for one stored without an analysis spec."""
+    spec = codec.stored_analysis_spec(store, study_id)
+    return spec.alpha_per_look if spec is not None else None
+
+
 def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
     """At a look: True (said and kept with the study) when no open point can be decided
     within what is left of the budget (budget_check.py)."""
@@ -221,7 +228,7 @@ def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
         if r["wall_s"] is not None and not r["warmup"]:
             times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
     cell_s = {k: sum(v) / len(v) for k, v in times.items()}
-    p = budget_check.project(open_points(store, study_id, cfg, blocks), cell_s, blocks, cfg.study.margin,
+    p = budget_check.project(open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id)), cell_s, blocks, cfg.study.margin,
                              cfg.study.max_repetitions, max(0.0, cfg.study.max_time - spent))
     if p["reachable"]:
         return False

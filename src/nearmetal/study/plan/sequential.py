@@ -10,11 +10,12 @@ difference crosses it at some look with probability alpha overall: Pocock's boun
 as a Gaussian process with independent increments (Jennison & Turnbull 2000, ch. 2-3),
 and the crossing probability integrated numerically (Armitage, McPherson & Rowe 1969).
 For the quickstart's 7 looks alpha' is 0.875% where Bonferroni's alpha/K was 0.71%:
-intervals 3% narrower for the same 5% overall error (BOUNDARY_ALPHA says why 4% of it). So the chance that a point with no real
-difference is ever called slower/faster stays below alpha, and a point exactly at the
-margin is called equivalent with probability below alpha too: at each look, equivalence
-is TOST at alpha' (the 1 - 2 alpha' interval within the margin), a difference needs the
-exact rank test at alpha'.
+intervals 3% narrower for the same 5% overall error (BOUNDARY_ALPHA says why 4% of it).
+So the chance that a point with no real difference is ever called slower/faster stays
+below alpha, and a point exactly at the margin is called equivalent with probability below
+alpha too: at each look, equivalence is TOST at alpha' (the 1 - 2 alpha' interval within
+the margin), a difference needs the exact rank test at alpha'. A study keeps the level it
+was planned with (records.AnalysisSpec.alpha_per_look, stored with it).
 
 A point's verdict is the one of the first look that decides it (using the blocks up to that
 look only); undecided points report the last look. Everything is derived from the stored
@@ -54,7 +55,7 @@ BOUNDARY_ALPHA = 0.04
 
 @functools.lru_cache(maxsize=32)
 def alpha_per_look(looks, alpha=BOUNDARY_ALPHA):
-    """Pocock's nominal two-sided level for looks at these block counts: the level a which,
+    """Pocock's nominal two-sided level for looks at these block counts: the level at which,
     tested at every look, a null statistic passes at some look with probability alpha (one
     look: ALPHA itself). Rounded down to 4 significant digits: never above the exact value;
     never below Bonferroni's ALPHA / K either."""
@@ -67,7 +68,7 @@ def alpha_per_look(looks, alpha=BOUNDARY_ALPHA):
                xtol=1e-6)
     nominal = float(2 * ndtr(-(c + 2e-3)))  # + 2e-3: the 201-point grid's error (~1e-4) and more
     digits = 3 - math.floor(math.log10(nominal))
-    # With two or three looks Pocock at 4% is stricter than Bonferroni at 5%, the rule before.
+    # With few looks Pocock at 4% is stricter than Bonferroni at 5%, the rule before: never less.
     return max(math.floor(nominal * 10 ** digits) / 10 ** digits, ALPHA / len(looks))
 
 
@@ -131,26 +132,28 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes
     return last
 
 
-def open_cells(store, study_id, config, blocks_done):
+def open_cells(store, study_id, config, blocks_done, alpha=None):
     """Cell keys (as planned: benchmark|n=|t=|variant) with a compared point still undecided
     at the looks up to blocks_done, and the cells they are compared with. A cell whose runs
     all failed has no point: more blocks would not decide it, so it is not reopened."""
     opened = set()
-    for _, cell_keys, _ in open_points(store, study_id, config, blocks_done):
+    for _, cell_keys, _ in open_points(store, study_id, config, blocks_done, alpha):
         opened.update(cell_keys)
     return opened
 
 
-def open_points(store, study_id, config, blocks_done):
+def open_points(store, study_id, config, blocks_done, alpha=None):
     """The compared points still undecided at the looks up to blocks_done: (point key
     (benchmark, metric, point_json, ranks, threads), (variant's cell key, its baseline's),
-    decide()'s result at the last look) each."""
+    decide()'s result at the last look) each. alpha: the level per look the study was planned
+    with (its stored AnalysisSpec; None: this version's)."""
     from collections import defaultdict
 
     from .plan import baseline_of, cells, variant_id
     from ..records import Cell
 
-    looks, alpha = looks_of(config.study)
+    looks, level = looks_of(config.study)
+    alpha = level if alpha is None else alpha
     looks = [n for n in looks if n <= blocks_done]
     by_variant = {}
     for c in cells(config):
