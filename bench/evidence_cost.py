@@ -18,6 +18,9 @@ program's own timer: nearmetal's start-up is not the profile's cost.
   direct cost of one wrapped call in ns, with the least noise (no partner, no network, and
   time other processes take from the CPU is not counted).
 
+- `gromacs-openmpi`: a real application through its preset: Debian's gmx_mpi mdrun on a water
+  box (221 SPC/E waters, --gromacs-steps steps, 2 ranks, 1 OpenMP thread each), as
+  `nearmetal bench --command --preset gromacs`; its figures of merit ns/day and mdrun's wall time.
 - `startup-openmpi`, `startup-mpich`: nm-startup (2 ranks): the mean over ranks of the time
   from the launch to main and to the end of MPI_Init, and the CPU time to main: what the
   library's loading and its constructor (the /proc and cgroup files it reads) add to a start.
@@ -48,7 +51,7 @@ import numpy as np
 
 NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
 CASES = ("allreduce-openmpi", "allreduce-mpich", "latency-openmpi", "latency-mpich", "percall-openmpi",
-         "percall-mpich", "startup-openmpi", "startup-mpich")
+         "percall-mpich", "startup-openmpi", "startup-mpich", "gromacs-openmpi")
 PERCALL_C = r"""
 #include <mpi.h>
 #include <stdio.h>
@@ -87,6 +90,12 @@ def program(case, a, scratch):
         return family, 2, [os.path.join(host_bin(family), "nm-latency"), "-m", "8:8", "-i", "20000", "-x", "2000"]
     if kind == "startup":
         return family, 2, [os.path.join(host_bin(family), "nm-startup")]
+    if kind == "gromacs":  # Debian's gmx_mpi (Open MPI) through its preset: tests/app_inputs.py's water box
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+        from app_inputs import gromacs_tpr
+
+        tpr = gromacs_tpr(os.path.join(scratch, "gromacs"), nsteps=a.gromacs_steps)
+        return family, 2, ["gmx_mpi", "mdrun", "-s", tpr, "-ntomp", "1"]
     src, exe = os.path.join(scratch, "percall.c"), os.path.join(scratch, f"percall-{family}")
     with open(src, "w") as f:
         f.write(PERCALL_C)
@@ -110,8 +119,25 @@ def figures(text):
     return out
 
 
+def preset_figures(text):
+    """{metric: value} of `nearmetal bench --command --preset P --json`'s records."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("{") and '"metric"' in line:
+            r = json.loads(line)
+            out[r["metric"]] = float(r["value"])
+    if not out:
+        raise RuntimeError(f"no figures of merit in:\n{text}")
+    return out
+
+
 def run(argv, profiled, family, ranks, scratch, clock="tsc"):
     cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)]
+    preset = argv[0] == "gmx_mpi"
+    if preset:  # its figures of merit read from md.log by the preset, in a working directory of its own
+        work = tempfile.mkdtemp(prefix="gmx-", dir=scratch)
+        cmd = [NEARMETAL, "bench", "--command", "--preset", "gromacs", "--json", "--workdir", work,
+               "--mpi", family, "-n", str(ranks)]
     out = None
     if profiled:
         out = tempfile.mkdtemp(prefix="ev-", dir=scratch)
@@ -119,12 +145,27 @@ def run(argv, profiled, family, ranks, scratch, clock="tsc"):
     p = subprocess.run(cmd + ["--"] + argv, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    calls = None
     if out:
         files = os.listdir(out)
         if len(files) != ranks:  # the profile really ran: one file per rank
             raise RuntimeError(f"{len(files)} evidence files for {ranks} ranks in {out}")
+        calls = max(_profiled_calls(os.path.join(out, f)) for f in files)
         shutil.rmtree(out, ignore_errors=True)
-    return figures(p.stdout)
+    if preset:
+        shutil.rmtree(work, ignore_errors=True)
+    found = preset_figures(p.stdout) if preset else figures(p.stdout)
+    return found if calls is None else {**found, CALLS: calls}
+
+
+CALLS = "wrapped_calls"  # a profiled run's figure: the most MPI calls one rank's profile counted, and its wall time
+
+
+def _profiled_calls(path):
+    """(calls, wall seconds) of one rank's evidence file's MPI profile."""
+    with open(path) as f:
+        prof = json.load(f).get("mpi_profile") or {}
+    return (sum(c.get("calls", 0) for c in (prof.get("classes") or {}).values()), prof.get("wall_s") or 0.0)
 
 
 def busy_s():
@@ -145,14 +186,15 @@ def bootstrap_median(x, resamples=2000, seed=0):
     return float(np.median(x)), float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
 
 
-def report(case, pairs):
+def report(case, pairs, per_call_ns):
     keys = sorted(pairs[0]["plain"])
     for k in keys:
         plain = np.array([p["plain"][k] for p in pairs])
         prof = np.array([p["profiled"][k] for p in pairs])
         med, lo, hi = bootstrap_median(prof / plain)
         added = np.median(prof - plain)
-        unit = "ns" if k == "ns_per_call" else "s" if k.endswith("_s") else "us"
+        unit = ("ns" if k == "ns_per_call" else "s" if k.endswith(("_s", "_time", "_wall")) else
+                "ns/day" if k == "ns_per_day" else "us")
         line = (f"{case:18s} {k:11s} unprofiled {np.median(plain):9.4g} {unit}  profiled {np.median(prof):9.4g} {unit}  "
                 f"ratio median {med:.4f}  95% CI [{lo:.4f}, {hi:.4f}]  (n={len(pairs)})")
         if k == "ns_per_call":
@@ -160,6 +202,12 @@ def report(case, pairs):
         elif case.startswith("latency"):
             line += f"  added {added * 1000 / 2:+.1f} ns per wrapped call (2 on the one-way path)"
         print(line, flush=True)
+    counted = [p["profiled"][CALLS] for p in pairs if CALLS in p["profiled"]]
+    if counted:  # what the per-call cost comes to for this program: computed, not measured
+        calls, wall = np.median([c for c, _ in counted]), np.median([w for _, w in counted])
+        if wall > 0:
+            print(f"{case:18s} estimate    {calls:.0f} wrapped calls in a rank's {wall:.3g} s: at {per_call_ns:g} ns each "
+                  f"(percall) {calls * per_call_ns * 1e-9 / wall:.3%} of the run", flush=True)
     foreign = [p["foreign_cpu_s"] for p in pairs]
     print(f"  CPU-s used by other processes during the pairs: median {np.median(foreign):.2f}, max {max(foreign):.2f}",
           flush=True)
@@ -171,6 +219,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="the order within each pair")
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma list of: {', '.join(CASES)}")
     ap.add_argument("--calls", type=int, default=200000, help="percall: MPI_Allreduce calls timed")
+    ap.add_argument("--gromacs-steps", type=int, default=2000, help="gromacs: MD steps of the water box")
+    ap.add_argument("--per-call-ns", type=float, default=13.0,
+                    help="the wrapped call's cost (percall's figure) for the estimate printed per case")
     ap.add_argument("--clock", default="tsc", choices=("tsc", "monotonic"), help="the profile's clock (profiled side)")
     ap.add_argument("--json", help="write every pair's figures here")
     a = ap.parse_args()
@@ -182,7 +233,8 @@ def main():
             if case not in CASES:
                 ap.error(f"unknown case {case}")
             family, ranks, argv = program(case, a, scratch)
-            print(f"## {case} (profile clock: {a.clock}): nearmetal run [--evidence DIR] --mpi {family} -n {ranks} -- "
+            how = "bench --command --preset gromacs" if case.startswith("gromacs") else "run"
+            print(f"## {case} (profile clock: {a.clock}): nearmetal {how} [--evidence DIR] --mpi {family} -n {ranks} -- "
                   f"{' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache
                 run(argv, profiled, family, ranks, scratch, a.clock)
@@ -194,7 +246,7 @@ def main():
                 got["foreign_cpu_s"] = round((busy_s() - b) - (children_s() - c), 3)
                 pairs.append(got)
             raw[case] = pairs
-            report(case, pairs)
+            report(case, pairs, a.per_call_ns)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if a.json:
