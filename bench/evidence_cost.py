@@ -206,8 +206,9 @@ def report(case, pairs, per_call_ns):
     if counted:  # what the per-call cost comes to for this program: computed, not measured
         calls, wall = np.median([c for c, _ in counted]), np.median([w for _, w in counted])
         if wall > 0:
-            print(f"{case:18s} estimate    {calls:.0f} wrapped calls in a rank's {wall:.3g} s: at {per_call_ns:g} ns each "
-                  f"(percall) {calls * per_call_ns * 1e-9 / wall:.3%} of the run", flush=True)
+            share = calls * per_call_ns * 1e-9 / wall
+            print(f"{case:18s} estimate    {calls:.0f} wrapped calls in a rank's {wall:.3g} s: "
+                  f"at {per_call_ns:g} ns each (percall) {share:.3%} of the run", flush=True)
     foreign = [p["foreign_cpu_s"] for p in pairs]
     print(f"  CPU-s used by other processes during the pairs: median {np.median(foreign):.2f}, max {max(foreign):.2f}",
           flush=True)
@@ -234,8 +235,8 @@ def main():
                 ap.error(f"unknown case {case}")
             family, ranks, argv = program(case, a, scratch)
             how = "bench --command --preset gromacs" if case.startswith("gromacs") else "run"
-            print(f"## {case} (profile clock: {a.clock}): nearmetal {how} [--evidence DIR] --mpi {family} -n {ranks} -- "
-                  f"{' '.join(argv)}", flush=True)
+            print(f"## {case} (profile clock: {a.clock}): nearmetal {how} [--evidence DIR] --mpi {family} "
+                  f"-n {ranks} -- {' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache
                 run(argv, profiled, family, ranks, scratch, a.clock)
             pairs = []

@@ -334,7 +334,7 @@ def test_a_real_difference_at_the_margin_is_rarely_called_equivalent():
         var = mixture(rng, 60, [0.18, 0.69], [1 - p, p], sd=0.05) * 1.10
         # n_boot as studies use it (2000 there; 200 keeps this quick): 50 draws made the
         # intervals themselves noisy enough to add a point or two of false equivalence
-        c = sequential.decide(dict(enumerate(base)), dict(enumerate(var)), looks, sequential.alpha_per_look(tuple(looks)),
-                              0.10, False, n_boot=200)
+        c = sequential.decide(dict(enumerate(base)), dict(enumerate(var)), looks,
+                              sequential.alpha_per_look(tuple(looks)), 0.10, False, n_boot=200)
         wrong += c["verdict"] == "equivalent"
     assert wrong / 300 <= 0.05

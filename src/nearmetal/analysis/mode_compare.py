@@ -134,8 +134,9 @@ def _share_cost(p_base, delta, ratio):
 
 def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_boot=2000, unit=""):
     """One look's mode-aware comparison, or None when the pooled values form one group.
-    alpha: the level of this look (sequential: Pocock's alpha' per look, study/plan/sequential.py). baseline, variant: all values of
-    each group; pairs: (baseline, variant) of each block that measured both."""
+    alpha: the level of this look (sequential: Pocock's alpha' per look, study/plan/sequential.py).
+    baseline, variant: all values of each group; pairs: (baseline, variant) of each block that
+    measured both."""
     if not baseline or not variant:
         return None
     modes = detect(list(baseline) + list(variant))

@@ -228,7 +228,8 @@ def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
         if r["wall_s"] is not None and not r["warmup"]:
             times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
     cell_s = {k: sum(v) / len(v) for k, v in times.items()}
-    p = budget_check.project(open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id)), cell_s, blocks, cfg.study.margin,
+    still_open = open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
+    p = budget_check.project(still_open, cell_s, blocks, cfg.study.margin,
                              cfg.study.max_repetitions, max(0.0, cfg.study.max_time - spent))
     if p["reachable"]:
         return False

@@ -84,8 +84,8 @@ def _crossing(c, looks, points=201):
     density = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     for k in range(1, len(n)):
         step = math.sqrt(n[k] - n[k - 1])
-        kernel = np.sqrt(n[k]) / step * np.exp(
-            -((z[:, None] * math.sqrt(n[k]) - z[None, :] * math.sqrt(n[k - 1])) / step) ** 2 / 2) / math.sqrt(2 * math.pi)
+        moved = (z[:, None] * math.sqrt(n[k]) - z[None, :] * math.sqrt(n[k - 1])) / step
+        kernel = np.sqrt(n[k]) / step * np.exp(-moved ** 2 / 2) / math.sqrt(2 * math.pi)
         density = kernel @ (weight * density)
     return 1 - float(weight @ density)
 
