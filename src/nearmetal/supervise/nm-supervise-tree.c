@@ -5,6 +5,12 @@
 enum { MAX_PROCS = 65536, HASH = 1 << 17 };
 static int pids[MAX_PROCS], ppids[MAX_PROCS], n_procs;
 static char comms[MAX_PROCS][16];
+/* Zombies stay in the table for their parent links, never counted or signalled: a
+ * multi-threaded launcher (Open MPI's mpirun) killed shows its leader as a zombie while
+ * its other threads still exit, and its ranks still name it as their parent until the
+ * last thread is gone; skipped, the chain from a rank up to the keeper would break there
+ * and the keeper would see an empty tree and leave the ranks behind. */
+static char zombie[MAX_PROCS];
 static int slots[HASH]; /* index + 1 of a pid in pids[], 0: empty */
 
 static unsigned slot_of(int pid)
@@ -20,7 +26,7 @@ static int index_of(int pid)
     return -1;
 }
 
-/* Every live (not zombie) process: pid, parent, command name. */
+/* Every process: pid, parent, command name, whether it is a zombie. */
 static void scan(void)
 {
     for (int i = 0; i < n_procs; i++) /* clear only what the last scan used */
@@ -48,8 +54,9 @@ static void scan(void)
         char *open_paren = strchr(buf, '('), *close_paren = strrchr(buf, ')'); /* a name may hold anything */
         int ppid;
         if (!open_paren || !close_paren || close_paren < open_paren ||
-            sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2 || state == 'Z' || state == 'X')
+            sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2)
             continue;
+        zombie[n_procs] = state == 'Z' || state == 'X';
         size_t len = (size_t)(close_paren - open_paren - 1);
         if (len > 15)
             len = 15;
@@ -101,7 +108,7 @@ static int signal_tree(int root, int sig)
     mark_below(root, below_keeper);
     int found = 0;
     for (int i = 0; i < n_procs; i++)
-        if (below_keeper[i] && kill(pids[i], sig) == 0)
+        if (below_keeper[i] && !zombie[i] && kill(pids[i], sig) == 0)
             found++;
     return found;
 }
@@ -121,11 +128,11 @@ static int daemons_only(int job, int sig)
     mark_below(getpid(), below_keeper);
     mark_below(job, below_job);
     for (int i = 0; i < n_procs; i++)
-        if (below_keeper[i] && below_job[i] && !is_helper(comms[i]))
+        if (below_keeper[i] && below_job[i] && !zombie[i] && !is_helper(comms[i]))
             return 0; /* a rank (or what runs it) is still there */
     int found = 0;
     for (int i = 0; i < n_procs; i++)
-        if (below_keeper[i] && !below_job[i] && pids[i] != job && (sig == 0 || kill(pids[i], sig) == 0))
+        if (below_keeper[i] && !below_job[i] && !zombie[i] && pids[i] != job && (sig == 0 || kill(pids[i], sig) == 0))
             found++;
     return found;
 }
