@@ -57,13 +57,10 @@ unit = "s"
 
 
 def _pcts(text):
-    """The signed percentages of a phrase, as numbers ('−1.5' -> -1.5)."""
-    return [float(x.replace("−", "-")) for x in re.findall(r"([+−-]\d+(?:\.\d+)?)%", text)]
-
-
-def _decimals(text):
-    m = re.search(r"[+−-]\d+(?:\.(\d+))?%", text)
-    return len(m.group(1) or "") if m else 0
+    """The signed percentages of a phrase, each with half a unit of its own last printed digit
+    ('−4.4% to +15%' -> [(-4.4, 0.05), (15.0, 0.5)]): numbers are said to 2 significant digits."""
+    return [(float(x.replace("−", "-")), 0.5 * 10 ** -len(d) + 1e-9)
+            for x, d in re.findall(r"([+−-]\d+(?:\.(\d+))?)%", text)]
 
 
 def test_three_figures_of_merit_two_answers_the_same_numbers_everywhere(tmp_path, default_image):
@@ -122,8 +119,8 @@ def test_three_figures_of_merit_two_answers_the_same_numbers_everywhere(tmp_path
             want = [e["overhead_pct"], *e["overhead_ci"]] if e["verdict"] != "inconclusive" else list(e["overhead_ci"])
             if e["verdict"] == "equivalent" and not (e["ci_low"] > 1 or e["ci_high"] < 1):
                 continue  # 'no measurable cost, within ±x%': the resolution, checked below
-            tol = 0.5 * 10 ** -_decimals(phrase) + 1e-9
-            assert len(nums) >= len(want) and all(abs(x - w) <= tol for x, w in zip(nums, want)), (fmt, phrase, want)
+            assert len(nums) >= len(want) and all(abs(x - w) <= tol for (x, tol), w in zip(nums, want)), \
+                (fmt, phrase, want)
         # the overall ratio and its interval, to 3 decimals, at the level named
         m = re.search(r"cost ratio (\d+\.\d+) \[(\d+\.\d+)–(\d+\.\d+)\], ([^,]+),", text[text.index(v["name"]):])
         assert m, (fmt, text[:2000])
