@@ -3,7 +3,8 @@
 
 For each MPI: the launcher argv comes from `nearmetal run --dry-run`; then both are timed
 interleaved (nearmetal, direct, nearmetal, ...) for N rounds with 2 ranks of /bin/true.
-Discovery is cached by the first call. Prints medians, the difference and the ratio.
+Discovery is cached by the first call. Prints medians, the difference and the ratio (with
+--against also each side's median CPU time: nearmetal's, its launcher's and its ranks').
 --against SRC also times another checkout's package (its src/ directory, run by this
 interpreter) in the same rounds: before/after figures measured side by side. Both are then
 also started the same way (python -c, the package on PYTHONPATH, a home each), so the
@@ -16,6 +17,7 @@ import argparse
 import compileall
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -26,10 +28,17 @@ import time
 NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
 
 
-def timed(argv, env):
+def timed(argv, env, cpu=None):
+    """Wall seconds of one run; its CPU seconds (the process and everything it waited for:
+    launcher and ranks too) appended to `cpu` when given."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
-    return time.perf_counter() - t
+    wall = time.perf_counter() - t
+    if cpu is not None:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return wall
 
 
 def main():
@@ -76,14 +85,18 @@ def main():
         kinds = [("nm", nm, env, n), ("direct", direct, env, d)]
         if a.against:
             kinds += [("other", by_path, other_env, o), ("this", by_path, this_env, t)]
+        cpu = {name: [] for name, _, _, _ in kinds}
         for _ in range(a.rounds):
-            for _, argv, e, out in rng.sample(kinds, len(kinds)):
-                out.append(timed(argv, e))
+            for name, argv, e, out in rng.sample(kinds, len(kinds)):
+                out.append(timed(argv, e, cpu[name]))
         md, mn = statistics.median(d) * 1e3, statistics.median(n) * 1e3
         line = f"{mpi:8s} {md:10.1f} {mn:13.1f} {mn - md:9.1f} {mn / md:6.2f}"
         if a.against:
             mo, mt = statistics.median(o) * 1e3, statistics.median(t) * 1e3
             line += f" {mt:9.1f} {mo:9.1f} {mt - mo:+10.1f}"
+            # CPU time moves less with the machine's noise than wall time does
+            ct, co = statistics.median(cpu["this"]) * 1e3, statistics.median(cpu["other"]) * 1e3
+            line += f"  CPU ms {ct:.2f} vs {co:.2f} ({ct - co:+.2f})"
         print(line)
 
 
