@@ -131,12 +131,17 @@ def preset_figures(text):
     return out
 
 
+def _preset_of(argv):
+    """The preset that reads this program's figures of merit (None: the program prints them)."""
+    return "gromacs" if argv[0] == "gmx_mpi" else None
+
+
 def run(argv, profiled, family, ranks, scratch, clock="tsc"):
     cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)]
-    preset = argv[0] == "gmx_mpi"
+    preset = _preset_of(argv)
     if preset:  # its figures of merit read from md.log by the preset, in a working directory of its own
         work = tempfile.mkdtemp(prefix="gmx-", dir=scratch)
-        cmd = [NEARMETAL, "bench", "--command", "--preset", "gromacs", "--json", "--workdir", work,
+        cmd = [NEARMETAL, "bench", "--command", "--preset", preset, "--json", "--workdir", work,
                "--mpi", family, "-n", str(ranks)]
     out = None
     if profiled:
@@ -234,7 +239,7 @@ def main():
             if case not in CASES:
                 ap.error(f"unknown case {case}")
             family, ranks, argv = program(case, a, scratch)
-            how = "bench --command --preset gromacs" if case.startswith("gromacs") else "run"
+            how = f"bench --command --preset {_preset_of(argv)}" if _preset_of(argv) else "run"
             print(f"## {case} (profile clock: {a.clock}): nearmetal {how} [--evidence DIR] --mpi {family} "
                   f"-n {ranks} -- {' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache

@@ -39,7 +39,8 @@ def problems(cfg):
     from ... import schedulers
     from ..plan.plan import cells
 
-    contained = [c for c in cells(cfg) if c.variant["mode"] != "native"]
+    planned = cells(cfg)
+    contained = [c for c in planned if c.variant["mode"] != "native"]
     out, notes = [], []
     for spec, n in Counter(c.variant.get("image") or "default" for c in contained).items():
         why, build = image_problem(spec)
@@ -52,7 +53,7 @@ def problems(cfg):
             why = runtime_problem(name)
             if why:
                 out.append(f"runtime {name} of {_cells(n)}: {why}")
-        out += gpus_problems(cells(cfg))
+        out += gpus_problems(planned)
     return out, notes
 
 

@@ -176,7 +176,7 @@ def extend(cfg, store, study_id, say=print, started=None):
     if not cfg.study.adaptive:
         return 0
     from ..plan.plan import extend_plan
-    from ..plan.sequential import open_cells, looks_of
+    from ..plan.sequential import looks_of, open_points
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
@@ -185,14 +185,15 @@ def extend(cfg, store, study_id, say=print, started=None):
     looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)
-    opened = open_cells(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
+    still_open = open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
+    opened = {key for _, cell_keys, _ in still_open for key in cell_keys}
     if not opened:
         say(f"every compared point is decided after {blocks} blocks")
         return 0
     if not later:
         say(f"max_repetitions ({cfg.study.max_repetitions} blocks) reached with {len(opened)} cells still open")
         return 0
-    if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
+    if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still_open):
         return 0
     seed = store.study(cfg.study.name)["seed"]
     position = max(r["position"] for r in runs) + 1
@@ -217,18 +218,16 @@ def _planned_alpha(store, study_id):
     return spec.alpha_per_look if spec is not None else None
 
 
-def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started):
-    """At a look: True (said and kept with the study) when no open point can be decided
-    within what is left of the budget (budget_check.py)."""
+def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still_open):
+    """At a look: True (said and kept with the study) when none of the open points
+    (sequential.open_points) can be decided within what is left of the budget (budget_check.py)."""
     from . import budget_check, machine_check
-    from ..plan.sequential import open_points
 
     times = {}
     for r in runs:
         if r["wall_s"] is not None and not r["warmup"]:
             times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
     cell_s = {k: sum(v) / len(v) for k, v in times.items()}
-    still_open = open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
     p = budget_check.project(still_open, cell_s, blocks, cfg.study.margin,
                              cfg.study.max_repetitions, max(0.0, cfg.study.max_time - spent))
     if p["reachable"]:
