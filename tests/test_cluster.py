@@ -131,20 +131,32 @@ def test_direct_launch_with_each_mpis_pmi(slurm, family):
     assert parse_ranks(out) == [(0, 2), (1, 2)], out
 
 
+def srun_teardown_fault(out):
+    """srun aborted by glibc's heap check after the step ended (Slurm 22.05 + PMIx, het steps)."""
+    return out.returncode == -6 and "double free or corruption" in out.stderr
+
+
 @pytest.mark.parametrize("family", ["openmpi", "mpich"])
 def test_heterogeneous_step_shares_comm_world(slurm, family):
-    """Up to 3 attempts: Open MPI 4.1.4 het steps under --mpi=pmix hang at start about one
-    time in ten here (upstream, documented in docs/slurm-cluster.md)."""
+    """Up to 5 attempts: with Open MPI 4.1.4 under --mpi=pmix, srun of a het step hangs after
+    both components have exited 0 about one time in six here, and rarely aborts ("double free
+    or corruption") at the same point (upstream, documented in docs/slurm-cluster.md). A
+    normal step takes 1-2 s."""
     prog = mpi_info(family)
-    for attempt in (1, 2, 3):
+    for attempt in range(1, 6):
         try:
-            out = srun(slurm, f"--mpi={PMI[family]}", "-n1", prog, ":", "-n1", prog, timeout=40)
-            break
+            out = subprocess.run(["srun", f"--mpi={PMI[family]}", "-n1", prog, ":", "-n1", prog],
+                                 env=client_env(slurm), capture_output=True, text=True, timeout=20,
+                                 stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             subprocess.run(["scancel", "--user", "root"], env=client_env(slurm), capture_output=True)
-            if attempt == 3:
+            if attempt == 5:
                 raise
-    assert parse_ranks(out) == [(0, 2), (1, 2)], out
+            continue
+        if not srun_teardown_fault(out) or attempt == 5:
+            break
+    assert out.returncode == 0, f"srun failed ({out.returncode}):\n{out.stdout}\n{out.stderr}"
+    assert parse_ranks(out.stdout) == [(0, 2), (1, 2)], out.stdout
 
 
 def test_cli_up_again_is_a_noop_and_status(slurm):
