@@ -198,6 +198,18 @@ def test_simd_lower_build_is_a_cause():
     assert not examine("simd", base, slow)
 
 
+def test_simd_ablation_is_the_study_image_with_the_widest_build_of_the_same_mpi():
+    slow_variant = {**HYBRID, "image": "portable"}
+    others = [({**HYBRID, "image": "avx2"}, "avx"), ({**HYBRID, "image": "skx"}, "avx512"),
+              ({**HYBRID, "mpi": "mpich", "image": "mpich-skx"}, "avx512"), ({**HYBRID, "image": "old"}, "sse")]
+    assert simd.wider_image(slow_variant, "sse", others) == "skx"
+    assert simd.wider_image(slow_variant, "avx512", others) is None
+    assert simd.wider_image(slow_variant, "sse", others[3:]) is None  # no wider build: advice only
+    slow = ev(slow_variant, simd={"level": "sse", "cpu": "avx512", "wider_image": "skx"})
+    [c] = examine("simd", slow, ev(NATIVE_OMPI, simd={"level": "avx512"}))
+    assert c.ablation == {**slow_variant, "image": "skx"} and "skx" in c.fact and c.fix.startswith("use the image skx")
+
+
 # ------------------------------------------------------------------ where the time went
 
 def test_startup_share_of_the_gap():

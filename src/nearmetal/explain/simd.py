@@ -74,3 +74,17 @@ def scan(path, timeout=120):
     if not lines:
         return None
     return widest(lines)
+
+
+def wider_image(slow_variant, slow_level, others):
+    """The image to try in place of the slow variant's: among `others` ((variant, level) of the
+    study's other variants that ran the same benchmark), one of the same MPI family in a
+    container whose build of the program is wider than `slow_level`, the widest first; None
+    when there is none. Only the image changes in the ablation, so the same MPI and mode are
+    asked of the image that offers the wider build."""
+    rank = LEVELS.index
+    mine = slow_variant.get("image")
+    found = [(rank(level), v["image"]) for v, level in others
+             if v.get("image") and v["image"] != mine and v.get("mpi") == slow_variant.get("mpi")
+             and level in LEVELS and rank(level) > rank(slow_level)]
+    return max(found)[1] if found else None

@@ -33,8 +33,10 @@ def _save(store, study_id, plan):
     store.set_meta(PLAN_KEY.format(study_id), json.dumps(plan, sort_keys=True))
 
 
-def _fill_simd(cfg, store, study_id, evidence, vids):
-    """Evidence.simd of these variants: their program file's widest vector instructions."""
+def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
+    """Evidence.simd of these variants: their program file's widest vector instructions; for a
+    slow variant whose build is narrower than its baseline's, `wider_image`: another variant's
+    image (same MPI, same benchmark) holding a wider build, the ablation's image."""
     import os
 
     from ..study.execute.executor import Executor
@@ -48,21 +50,41 @@ def _fill_simd(cfg, store, study_id, evidence, vids):
     benches = {b.label: b for b in cfg.benchmark}
     runs = {r["variant"]: r for r in store.runs(study_id) if r["status"] == "ok"}
     ex = Executor(cfg, store, study_id, progress=False)
+    scanned = {}  # host file: (level, counts) or None
+
+    def scan(vid, bench_label):
+        ev = evidence.get(vid)
+        if ev is None or bench_label not in benches:
+            return None
+        try:
+            launch = ex.launch_for(Cell(benches[bench_label], ev.variant, runs[vid]["ranks"], runs[vid]["threads"]))
+            if launch.error is not None:
+                return None
+            _, host = program_file(launch.launch.components[0], launch.request.program)
+        except (NearmetalError, OSError, ValueError, AttributeError):
+            return None
+        if not host or not os.path.isfile(str(host)):
+            return None
+        if str(host) not in scanned:
+            scanned[str(host)] = simd.scan(str(host))
+        return scanned[str(host)]
+
     try:
-        for vid in vids:
-            row, ev = runs.get(vid), evidence.get(vid)
-            if row is None or ev is None or row["benchmark"] not in benches:
+        for vid in set(slow_vids) | set(base_vids):
+            if vid in runs and (found := scan(vid, runs[vid]["benchmark"])):
+                evidence[vid].simd = {"level": found[0], "counts": found[1], "cpu": simd.cpu_level(flags)}
+        for vid, bid in zip(slow_vids, base_vids):
+            mine, theirs = getattr(evidence.get(vid), "simd", None), getattr(evidence.get(bid), "simd", None)
+            if not mine or not theirs or simd.LEVELS.index(mine["level"]) >= simd.LEVELS.index(theirs["level"]):
                 continue
-            try:
-                launch = ex.launch_for(Cell(benches[row["benchmark"]], ev.variant, row["ranks"], row["threads"]))
-                if launch.error is not None:
+            label, others = runs[vid]["benchmark"], []
+            for other, row in runs.items():
+                if other in (vid, bid) or row["benchmark"] != label or not evidence[other].variant.get("image"):
                     continue
-                _, host = program_file(launch.launch.components[0], launch.request.program)
-            except (NearmetalError, OSError, ValueError, AttributeError):
-                continue
-            found = simd.scan(str(host)) if host and os.path.isfile(str(host)) else None
-            if found:
-                ev.simd = {"level": found[0], "counts": found[1], "cpu": simd.cpu_level(flags)}
+                found = scan(other, label)
+                if found:
+                    others.append((evidence[other].variant, found[0]))
+            mine["wider_image"] = simd.wider_image(evidence[vid].variant, mine["level"], others)
     finally:
         ex.close()
 
@@ -72,8 +94,8 @@ def make_plan(cfg, store, study_id, analysis, say):
     evidence = gather(store, study_id, analysis)
     found = slower_answers(analysis)
     if found:
-        vids = {e["variant"] for e, _ in found} | {e.get("baseline") for e, _ in found}
-        _fill_simd(cfg, store, study_id, evidence, [v for v in vids if v])
+        pairs = [(e["variant"], e["baseline"]) for e, _ in found if e.get("baseline")]
+        _fill_simd(cfg, store, study_id, evidence, [v for v, _ in pairs], [b for _, b in pairs])
     plan = {"answers": [], "ablations": [], "next_block": None, "rounds": 0}
     for entry, benches in found:
         vid, bid = entry["variant"], entry.get("baseline")

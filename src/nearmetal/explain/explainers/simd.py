@@ -28,5 +28,8 @@ class Simd(Explainer):
         better = mine.get("wider_image")
         if better:
             ablation = {**slow.variant, "image": better}
-        return [self.cause(fact, 0.7, factor="native-build", ablation=ablation,
-                           fix="build the program for this CPU (-march=native, or the application's SIMD option)")]
+        fix = "build the program for this CPU (-march=native, or the application's SIMD option)"
+        if better:
+            fact += f"; the study's image {better} holds a wider build"
+            fix = f"use the image {better}, or {fix}"
+        return [self.cause(fact, 0.7, factor="native-build", ablation=ablation, fix=fix)]
