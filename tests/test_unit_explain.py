@@ -334,6 +334,11 @@ def test_paragraph_of_a_tested_cause_an_untested_one_and_none():
     assert "Nothing in the recorded evidence explains the gap" in paragraph(nothing)
     assert "No MPI profile" in paragraph(nothing)
     assert paragraph({**entry, "identical": True}).endswith("no difference to explain.")
+    # slower on one quantity, not overall: the head names that quantity and its own figure
+    partial = {**entry, "verdict": "inconclusive", "overhead_pct": 0.25,
+               "slower_on": ["start-up cpu_to_main +64% [+37 to +97%]"]}
+    assert paragraph(partial).startswith("Audited is slower on start-up cpu_to_main +64% [+37 to +97%]. Cause:")
+    assert paragraph({**entry, "overhead_pct": 0.25}).startswith("Audited is +0.2% slower (latency).")
 
 
 # ------------------------------------------------------------------ the study keys and the command line

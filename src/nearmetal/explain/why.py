@@ -51,14 +51,17 @@ def _pct(x):
 
 def paragraph(entry):
     """One short paragraph of an explained answer (entry: a `why` answer dict)."""
-    name, over = entry["name"], entry.get("overhead_pct")
-    if isinstance(over, (int, float)) and over >= 100:
+    name, over, slower_on = entry["name"], entry.get("overhead_pct"), entry.get("slower_on") or []
+    if entry.get("verdict") != "slower" and slower_on:  # slower on some quantities, not overall: name those
+        more = f" and {len(slower_on) - 3} more" if len(slower_on) > 3 else ""
+        head = f"{name} is slower on {'; '.join(slower_on[:3])}{more}"
+    elif isinstance(over, (int, float)) and over >= 100:
         head = f"{name} is ×{1 + over / 100:.3g} slower"
     elif isinstance(over, (int, float)):
-        head = f"{name} is {over:+.0f}% slower"
+        head = f"{name} is {over:+.0f}% slower" if abs(over) >= 10 else f"{name} is {over:+.1f}% slower"
     else:
         head = f"{name} is slower"
-    if entry["benchmarks"]:
+    if entry["benchmarks"] and not (entry.get("verdict") != "slower" and slower_on):
         head += f" ({', '.join(entry['benchmarks'][:4])})"
     if entry.get("identical"):
         return f"{name}: identical to its baseline — no difference to explain."
@@ -176,7 +179,10 @@ def section(store, study_id, analysis):
         out = {"variant": vid, "baseline": bid, "name": entry.get("name") or vid, "verdict": entry.get("verdict"),
                "overhead_pct": entry.get("overhead_pct"), "overhead_ci": entry.get("overhead_ci"),
                "benchmarks": benches, "identical": identical(vmeta.get(vid), vmeta.get(bid)), "causes": [],
-               "where": [], "has_profile": False}
+               "where": [], "has_profile": False,
+               "slower_on": [e.get("text") or e.get("label") or e["benchmark"]
+                             for e in (analysis.get("answers") or {}).get("by_benchmark") or []
+                             if e.get("variant") == vid and e.get("verdict") == "slower"]}
         if not out["identical"]:
             if vid in planned:
                 out["causes"], out["where"] = planned[vid]["causes"], planned[vid].get("where", [])
