@@ -218,6 +218,10 @@ def test_startup_share_of_the_gap():
     base = ev(NATIVE_OMPI, ranks=[[r(0, 0.10), r(1, 0.11)]] * 3, wall=[1.0, 1.0, 1.0])
     [c] = examine("startup", slow, base)
     assert c.descriptive and "lies in start-up" in c.fact and math.isclose(c.details["startup_share"], 2 / 3)
+    assert c.fact.startswith("MPI_Init ends 200.00 ms later per launch than the baseline's, 67% of its 300.0 ms")
+    early = ev(HYBRID, ranks=[[r(0, 0.05), r(1, 0.06)]] * 3, wall=[1.3, 1.3, 1.3])
+    [c] = examine("startup", early, base)
+    assert c.fact.startswith("MPI_Init ends 50.00 ms earlier per launch") and "lies in what follows MPI_Init" in c.fact
 
 
 def test_mpi_profile_names_what_grew():

@@ -1,5 +1,5 @@
-"""Where the gap lies: in start-up (launch to the end of MPI_Init) or in the steady state after
-it. Evidence: the per-rank time to the end of MPI_Init (the slowest rank's, median over runs)
+"""Where the gap lies: in start-up (launch to the end of MPI_Init) or in what follows it (the
+program's work, MPI_Finalize, the exit). Evidence: the per-rank time to the end of MPI_Init (the slowest rank's, median over runs)
 against the runs' wall times, or the start-up kernel's points. Says where, tests nothing."""
 
 import statistics
@@ -18,7 +18,7 @@ def init_end(ev):
 
 @EXPLAINERS.register
 class Startup(Explainer):
-    title = "start-up (to the end of MPI_Init) or steady state"
+    title = "start-up (to the end of MPI_Init) or what follows it"
 
     def examine(self, slow, base):
         s, b = init_end(slow), init_end(base)
@@ -29,13 +29,15 @@ class Startup(Explainer):
             gap = statistics.median(slow.wall_s) - statistics.median(base.wall_s)
         else:
             gap = None
+        ms = abs(startup_gap) * 1e3
+        lead = f"MPI_Init ends {ms:.2f} ms {'later' if startup_gap >= 0 else 'earlier'} per launch than the baseline's"
         if gap is not None and gap > 0:
             share = max(0.0, min(1.0, startup_gap / gap))
-            where = "start-up" if share >= 0.5 else "the steady state"
-            fact = (f"{startup_gap * 1e3:+.2f} ms to the end of MPI_Init per launch, {share:.0%} of the "
-                    f"{gap * 1e3:+.1f} ms wall-time gap: the difference lies in {where}")
+            where = ("start-up" if share >= 0.5 else
+                     "what follows MPI_Init (the program's own work, MPI_Finalize, the exit)")
+            fact = (f"{lead}, {share:.0%} of its {gap * 1e3:.1f} ms longer wall time per run: the difference "
+                    f"lies in {where}")
             return [self.cause(fact, share, descriptive=True, details={"startup_share": share})]
         if abs(startup_gap) > 1e-4:
-            return [self.cause(f"{startup_gap * 1e3:+.2f} ms to the end of MPI_Init per launch", 0.3,
-                               descriptive=True)]
+            return [self.cause(lead, 0.3, descriptive=True)]
         return []
