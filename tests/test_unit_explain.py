@@ -38,7 +38,7 @@ def examine(name, slow, base):
 def test_every_explainer_is_registered_and_says_what_it_explains():
     names = EXPLAINERS.names()
     for want in ("transport", "binding", "namespaces", "preload", "image", "quota", "seccomp", "mpi_library", "simd",
-                 "startup", "mpi_profile"):
+                 "startup", "mpi_profile", "runtime_setup"):
         assert want in names
     assert all(cls.title for cls in EXPLAINERS.all())
 
@@ -208,6 +208,17 @@ def test_simd_ablation_is_the_study_image_with_the_widest_build_of_the_same_mpi(
     slow = ev(slow_variant, simd={"level": "sse", "cpu": "avx512", "wider_image": "skx"})
     [c] = examine("simd", slow, ev(NATIVE_OMPI, simd={"level": "avx512"}))
     assert c.ablation == {**slow_variant, "image": "skx"} and "skx" in c.fact and c.fix.startswith("use the image skx")
+
+
+def test_runtime_setup_in_the_rank_process_explains_cpu_before_main():
+    slow = ev(HYBRID, startup={"cpu_to_main": 0.0042})
+    [c] = examine("runtime_setup", slow, ev(NATIVE_OMPI, startup={"cpu_to_main": 0.0022}))
+    assert c.fact.startswith("ch-run sets up the container") and "+2.0 ms of CPU per rank before main" in c.fact
+    assert c.ablation is None and not c.descriptive and c.fix.startswith("none needed")
+    assert not examine("runtime_setup", slow, ev(NATIVE_OMPI, startup={"cpu_to_main": 0.0041}))  # within 0.5 ms
+    podman = ev({**HYBRID, "runtime": "podman"}, startup={"cpu_to_main": 0.0042})  # conmon/runc: other processes
+    assert not examine("runtime_setup", podman, ev(NATIVE_OMPI, startup={"cpu_to_main": 0.0022}))
+    assert not examine("runtime_setup", ev(HYBRID), ev(NATIVE_OMPI))  # no start-up kernel: no evidence
 
 
 # ------------------------------------------------------------------ where the time went

@@ -9,7 +9,7 @@ import json
 import statistics
 from dataclasses import dataclass, field
 
-STARTUP_METRICS = ("to_after_init", "wall_to_main")
+STARTUP_METRICS = ("to_after_init", "wall_to_main", "cpu_to_main")
 
 
 @dataclass

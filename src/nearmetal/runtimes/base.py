@@ -72,6 +72,10 @@ class Runtime(ABC):
     formats = {"dir": ("userns",)}
     # The privilege.Account the ranks run as (resolve sets it); None: as the caller.
     account = None
+    # True when the runtime builds the container in the process that then execs the program
+    # (its CPU time survives execve and counts as the rank's: the start-up kernel's cpu_to_main;
+    # explain/explainers/runtime_setup.py)
+    setup_in_rank_process = False
 
     def unprivileged_needs(self):
         """{format: needs} this installation starts as an unprivileged account."""

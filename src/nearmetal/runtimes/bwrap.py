@@ -7,6 +7,7 @@ from .base import Runtime
 @RUNTIMES.register
 class Bubblewrap(Runtime):
     binary = "bwrap"
+    setup_in_rank_process = True  # it execs the program in place (docs/kernels-probes.md)
     # Unprivileged (Debian's bwrap is not setuid) every rank gets a user namespace of its own.
     formats = {"dir": ("userns",)}
 

@@ -7,6 +7,7 @@ from .base import Runtime
 @RUNTIMES.register
 class Charliecloud(Runtime):
     binary = "ch-run"
+    setup_in_rank_process = True  # it execs the program in place (docs/kernels-probes.md)
     # Unprivileged: a user namespace per node (ch-run --join); a SquashFS file is mounted
     # with squashfuse, which needs /dev/fuse.
     formats = {"dir": ("userns",), "squashfs": ("userns", "fuse")}
