@@ -52,7 +52,8 @@ def _pct(x):
 def paragraph(entry):
     """One short paragraph of an explained answer (entry: a `why` answer dict)."""
     name, over, slower_on = entry["name"], entry.get("overhead_pct"), entry.get("slower_on") or []
-    if entry.get("verdict") != "slower" and slower_on:  # slower on some quantities, not overall: name those
+    partly = entry.get("verdict") != "slower" and bool(slower_on)  # slower on some quantities, not overall
+    if partly:  # name those quantities with their own figures
         more = f" and {len(slower_on) - 3} more" if len(slower_on) > 3 else ""
         head = f"{name} is slower on {'; '.join(slower_on[:3])}{more}"
     elif isinstance(over, (int, float)) and over >= 100:
@@ -61,7 +62,7 @@ def paragraph(entry):
         head = f"{name} is {over:+.0f}% slower" if abs(over) >= 10 else f"{name} is {over:+.1f}% slower"
     else:
         head = f"{name} is slower"
-    if entry["benchmarks"] and not (entry.get("verdict") != "slower" and slower_on):
+    if entry["benchmarks"] and not partly:
         head += f" ({', '.join(entry['benchmarks'][:4])})"
     if entry.get("identical"):
         return f"{name}: identical to its baseline — no difference to explain."
