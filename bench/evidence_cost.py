@@ -239,7 +239,8 @@ def main():
             if case not in CASES:
                 ap.error(f"unknown case {case}")
             family, ranks, argv = program(case, a, scratch)
-            how = f"bench --command --preset {_preset_of(argv)}" if _preset_of(argv) else "run"
+            preset = _preset_of(argv)
+            how = f"bench --command --preset {preset}" if preset else "run"
             print(f"## {case} (profile clock: {a.clock}): nearmetal {how} [--evidence DIR] --mpi {family} "
                   f"-n {ranks} -- {' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache

@@ -39,9 +39,14 @@ def client_env(cl, **extra):
     return env | cl.env() | extra
 
 
+def srun_process(cl, *args, timeout=60, **extra_env):
+    """srun's CompletedProcess (its output as text), whatever its exit status."""
+    return subprocess.run(["srun", *map(str, args)], env=client_env(cl, **extra_env), capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
 def srun(cl, *args, timeout=60, **extra_env):
-    out = subprocess.run(["srun", *map(str, args)], env=client_env(cl, **extra_env), capture_output=True,
-                         text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    out = srun_process(cl, *args, timeout=timeout, **extra_env)
     assert out.returncode == 0, f"srun {' '.join(map(str, args))} failed ({out.returncode}):\n{out.stdout}\n{out.stderr}"
     return out.stdout
 
@@ -145,9 +150,7 @@ def test_heterogeneous_step_shares_comm_world(slurm, family):
     prog = mpi_info(family)
     for attempt in range(1, 6):
         try:
-            out = subprocess.run(["srun", f"--mpi={PMI[family]}", "-n1", prog, ":", "-n1", prog],
-                                 env=client_env(slurm), capture_output=True, text=True, timeout=20,
-                                 stdin=subprocess.DEVNULL)
+            out = srun_process(slurm, f"--mpi={PMI[family]}", "-n1", prog, ":", "-n1", prog, timeout=20)
         except subprocess.TimeoutExpired:
             subprocess.run(["scancel", "--user", "root"], env=client_env(slurm), capture_output=True)
             if attempt == 5:
