@@ -58,9 +58,10 @@ unit = "s"
 
 def _pcts(text):
     """The signed percentages of a phrase, each with half a unit of its own last printed digit
-    ('−4.4% to +15%' -> [(-4.4, 0.05), (15.0, 0.5)]): numbers are said to 2 significant digits."""
+    ('−4.4% to +15%' -> [(-4.4, 0.05), (15.0, 0.5)]; an interval's low end carries no sign of its own:
+    '−23% [−32 to −13%]' -> -23, -32, -13): numbers are said to 2 significant digits."""
     return [(float(x.replace("−", "-")), 0.5 * 10 ** -len(d) + 1e-9)
-            for x, d in re.findall(r"([+−-]\d+(?:\.(\d+))?)%", text)]
+            for x, d in re.findall(r"([+−-]\d+(?:\.(\d+))?)(?=%| to [+−-])", text)]
 
 
 def test_three_figures_of_merit_two_answers_the_same_numbers_everywhere(tmp_path, default_image):
