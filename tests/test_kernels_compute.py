@@ -1,4 +1,4 @@
-"""The compute proxies nm-stream, nm-cg and nm-phases: real MPI ranks natively (both MPIs)
+"""The compute proxies nm-stream, nm-cg, nm-phases and nm-flops: real MPI ranks natively (both MPIs)
 and in containers (hybrid and bind on the default image), their --json records, the SIMD
 level and build flavour every record carries, and self-verification that fails on
 NM_CORRUPT=1. Small problems: every run takes well under a second of compute.
@@ -15,7 +15,8 @@ from conftest import REPO, nearmetal
 SCHEMA = json.loads((REPO / "src/nearmetal/schemas/bench-record.schema.json").read_text())
 ARGS = {"stream": ["-s", "200000", "-n", "3"],
         "cg": ["-x", "16", "-y", "16", "-z", "16"],
-        "phases": ["-x", "32", "-y", "32", "-z", "8", "-s", "5"]}
+        "phases": ["-x", "32", "-y", "32", "-z", "8", "-s", "5"],
+        "flops": ["-i", "200000"]}
 LEVELS = ("scalar", "sse2", "avx", "avx2", "avx512")
 
 
@@ -152,11 +153,34 @@ def test_human_tables():
     assert "# build=portable simd=sse2 ranks=1 threads=2 " in out.stdout  # OMP_NUM_THREADS reached the rank
 
 
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_flops_both_builds_pair_as_one_point(mpi):
+    """nm-flops: one figure, GFLOP/s summed over the ranks, with no parameter naming the build
+    (a portable image's run and a native one are one point); the build is in its program file,
+    where explain's SIMD scan reads it: SSE for the portable build, the CPU's width natively."""
+    from nearmetal.explain import simd
+    from nearmetal.kernels.build import host_bin
+
+    points = set()
+    for kernel in ("flops", "flops-portable"):
+        recs = bench(kernel, "--mpi", mpi, "-n", 2)
+        assert [(r["metric"], r["unit"]) for r in recs] == [("gflops", "GFLOP/s")] and recs[0]["value"] > 0
+        points.add(json.dumps({k: v for k, v in recs[0]["params"].items() if k != "kernel"}, sort_keys=True))
+        assert "simd" not in recs[0]["params"] and "build" not in recs[0]["params"]
+    assert len(points) == 1, points
+    flags = next(l.split(":", 1)[1].split() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                 if l.startswith("flags"))
+    binaries = Path(host_bin(mpi))
+    assert simd.scan(str(binaries / "nm-flops-portable"))[0] == "sse"
+    assert simd.scan(str(binaries / "nm-flops"))[0] == simd.cpu_level(flags)
+
+
 # ------------------------------------------------------------------- verification
 
 @pytest.mark.parametrize("kernel,ranks,message", [("stream", 2, "Failed Validation"), ("cg", 2, "verification FAILED"),
                                                   ("cg-portable", 1, "verification FAILED"),
-                                                  ("phases", 2, "verification FAILED")])
+                                                  ("phases", 2, "verification FAILED"),
+                                                  ("flops", 2, "verification FAILED")])
 def test_corruption_is_detected(kernel, ranks, message):
     out = bench(kernel, "--mpi", "mpich", "-n", ranks, "--env", "NM_CORRUPT=1", expect_ok=False)
     assert out.returncode != 0, out.stdout
@@ -164,7 +188,8 @@ def test_corruption_is_detected(kernel, ranks, message):
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("kernel,kargs", [("stream", ["-n", "1"]), ("cg", ["-x", "0"]), ("phases", ["-X", "64", "-x", "8"])])
+@pytest.mark.parametrize("kernel,kargs", [("stream", ["-n", "1"]), ("cg", ["-x", "0"]), ("phases", ["-X", "64", "-x", "8"]),
+                                          ("flops", ["-s", "4"])])
 def test_bad_arguments_fail(kernel, kargs):
     out = bench(kernel, "--mpi", "mpich", "-n", 1, kargs=kargs, expect_ok=False)
     assert out.returncode != 0
