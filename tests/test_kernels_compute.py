@@ -175,6 +175,24 @@ def test_flops_both_builds_pair_as_one_point(mpi):
     assert simd.scan(str(binaries / "nm-flops"))[0] == simd.cpu_level(flags)
 
 
+def test_the_portable_switch_builds_every_compute_kernel_portable_under_its_own_name(tmp_path):
+    """`make KERNELS=portable` (what `image build --portable-kernels` runs in the image): the
+    host-optimized names hold SSE code and say build=portable."""
+    import subprocess
+
+    from nearmetal.explain import simd
+    from nearmetal.home import KERNELS_SRC_STR
+
+    done = subprocess.run(["make", "-s", "-C", KERNELS_SRC_STR, "MPI=mpich", f"PREFIX={tmp_path}", "KERNELS=portable",
+                           str(tmp_path / "bin/nm-flops"), str(tmp_path / "bin/nm-cg")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for program in ("nm-flops", "nm-cg"):
+        assert simd.scan(str(tmp_path / "bin" / program))[0] == "sse", program
+    out = subprocess.run(["mpirun.mpich", "-n", "1", str(tmp_path / "bin/nm-flops"), "-i", "1000"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "# build=portable simd=sse2 " in out.stdout, out.stdout + out.stderr
+
+
 # ------------------------------------------------------------------- verification
 
 @pytest.mark.parametrize("kernel,ranks,message", [("stream", 2, "Failed Validation"), ("cg", 2, "verification FAILED"),

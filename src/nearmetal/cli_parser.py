@@ -164,6 +164,10 @@ def _add_image(sub):
                    help="the generic variant: the MPIs' shared-memory transports left out of the image, as a portable "
                         "build without the host's fabric support (hybrid then talks TCP within a node, bind does "
                         "not); kept when the image is built again without --generic")
+    b.add_argument("--portable-kernels", action="store_true", default=None,
+                   help="build nearmetal's compute kernels for any x86-64 CPU (-march=x86-64: SSE2) instead of this "
+                        "one, as an image made to run anywhere ships its programs; needs --name; kept when the image "
+                        "is built again without it")
     b.add_argument("--packages", type=lambda v: v.split(","), default=None,
                    metavar="P1,P2", help="also install these Debian packages (an application: gromacs, hpcc, ...); "
                                          "needs --name; kept when the image is built again without --packages")

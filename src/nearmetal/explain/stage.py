@@ -35,10 +35,12 @@ def _save(store, study_id, plan):
 
 def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
     """Evidence.simd of these variants: their program file's widest vector instructions; for a
-    slow variant whose build is narrower than its baseline's, `wider_image`: another variant's
-    image (same MPI, same benchmark) holding a wider build, the ablation's image."""
+    slow variant whose build is narrower than its baseline's, `wider_image`: the image (same
+    MPI, same benchmark) holding the widest build, the ablation's image — among the study's
+    other variants' images and the images in nearmetal's store (`image list`)."""
     import os
 
+    from ..image import list_images
     from ..study.execute.executor import Executor
     from ..study.execute.provenance import program_file
     from . import simd
@@ -52,12 +54,11 @@ def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
     ex = Executor(cfg, store, study_id, progress=False)
     scanned = {}  # host file: (level, counts) or None
 
-    def scan(vid, bench_label):
-        ev = evidence.get(vid)
-        if ev is None or bench_label not in benches:
+    def scan(variant, row):
+        if row["benchmark"] not in benches:
             return None
         try:
-            launch = ex.launch_for(Cell(benches[bench_label], ev.variant, runs[vid]["ranks"], runs[vid]["threads"]))
+            launch = ex.launch_for(Cell(benches[row["benchmark"]], variant, row["ranks"], row["threads"]))
             if launch.error is not None:
                 return None
             _, host = program_file(launch.launch.components[0], launch.request.program)
@@ -71,20 +72,22 @@ def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
 
     try:
         for vid in set(slow_vids) | set(base_vids):
-            if vid in runs and (found := scan(vid, runs[vid]["benchmark"])):
+            if vid in runs and vid in evidence and (found := scan(evidence[vid].variant, runs[vid])):
                 evidence[vid].simd = {"level": found[0], "counts": found[1], "cpu": simd.cpu_level(flags)}
         for vid, bid in zip(slow_vids, base_vids):
             mine, theirs = getattr(evidence.get(vid), "simd", None), getattr(evidence.get(bid), "simd", None)
             if not mine or not theirs or simd.LEVELS.index(mine["level"]) >= simd.LEVELS.index(theirs["level"]):
                 continue
-            label, others = runs[vid]["benchmark"], []
-            for other, row in runs.items():
-                if other in (vid, bid) or row["benchmark"] != label or not evidence[other].variant.get("image"):
-                    continue
-                found = scan(other, label)
-                if found:
-                    others.append((evidence[other].variant, found[0]))
-            mine["wider_image"] = simd.wider_image(evidence[vid].variant, mine["level"], others)
+            slow = evidence[vid].variant
+            if not slow.get("image"):
+                continue  # a native build: the fix is to build it wider, nothing to swap
+            others = [evidence[o].variant for o, row in runs.items() if o not in (vid, bid)
+                      and row["benchmark"] == runs[vid]["benchmark"] and evidence[o].variant.get("image")]
+            named = {v["image"] for v in others}
+            others += [{**slow, "image": img.name} for img in list_images()
+                       if img.name not in named and slow.get("mpi") in img.mpis]
+            levels = [(v, found[0]) for v in others if (found := scan(v, runs[vid]))]
+            mine["wider_image"] = simd.wider_image(slow, mine["level"], levels)
     finally:
         ex.close()
 

@@ -21,13 +21,13 @@ from .store import IN_IMAGE_JSON, Image, ImageRef, images_dir, list_images, reso
 
 
 def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
-          source=None, generic=None) -> Image:
+          source=None, generic=None, portable_kernels=None) -> Image:
     """builder.build: build (or reuse) an image; imported on first use, since resolving an
     image sits on every `nearmetal run` and building does not."""
     from .builder import build as build_image
 
     return build_image(distro=distro, mpis=mpis, fmt=fmt, name=name, progress=progress, packages=packages,
-                       recipe=recipe, source=source, generic=generic)
+                       recipe=recipe, source=source, generic=generic, portable_kernels=portable_kernels)
 
 
 __all__ = ["DISTROS", "FORMATS", "IN_IMAGE_JSON", "MOUNT_POINTS", "Image", "ImageRef", "build", "default_name", "host_distro",

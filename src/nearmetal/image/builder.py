@@ -23,14 +23,14 @@ from . import chroot, formats
 from .chroot import BuildLog, remove_tree
 from .inspect import dpkg_versions, metadata, timestamp
 from .progress import Reporter
-from .recipe import (MOUNT_POINTS, check_generic, check_inputs, check_packages, digest, io_packages, kernel_bin,
-                     kernel_files, kernel_prefix, kernel_programs, mirror)
+from .recipe import (MOUNT_POINTS, check_generic, check_inputs, check_packages, check_portable_kernels, digest,
+                     io_packages, kernel_bin, kernel_files, kernel_prefix, kernel_programs, mirror)
 from .recipe import packages as recipe_packages
 from .store import Image, image_from_dir, images_dir, read_json, recorded_formats, write_meta
 
 
 def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=None, recipe=None,
-          source=None, generic=None) -> Image:
+          source=None, generic=None, portable_kernels=None) -> Image:
     """Build (or reuse) an image. `fmt` is a format's name (formats.names()) or a list of
     them; "dir" is always built. mpis: MPI family names (None: every family).
 
@@ -42,6 +42,9 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     generic=True: the generic variant (generic.py: no shared-memory transport in the image's
     MPIs), named nm-DISTRO-generic-MPIS by default; None: as the image of that name is (kept
     when it is built again to add a format), else not generic.
+    portable_kernels=True: the compute kernels built for any x86-64 CPU (-march=x86-64) under
+    their usual names, as an image made to run anywhere ships them; needs a name of its own;
+    None: as the image of that name is.
     """
     from . import app_build
 
@@ -49,14 +52,18 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     if recipe and name is None:
         raise NearmetalError("--recipe needs --name: the application's image is an image of its own")
     extra = check_packages(packages, name_given=name is not None)
+    name_given = name is not None
     distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names(), generic=bool(generic))
     if generic is None:
         generic = bool((read_json(images_dir() / name / "image.json") or {}).get("generic"))
     generic = check_generic(name, generic)
+    if portable_kernels is None:
+        portable_kernels = (read_json(images_dir() / name / "image.json") or {}).get("kernels") == "portable"
+    portable_kernels = check_portable_kernels(name, portable_kernels, name_given)
     if packages is None:  # not given: an existing image keeps its extra packages (adding a format)
         extra = list((read_json(images_dir() / name / "image.json") or {}).get("extra_packages", {}))
     package_list = recipe_packages(mpis, extra)
-    image_digest = digest(distro, mpis, package_list, generic)
+    image_digest = digest(distro, mpis, package_list, generic, portable_kernels)
     app = None
     if recipe:
         app = {"recipe": recipe, "source": source, "digest": app_build.digest(recipe, source)}
@@ -98,9 +105,10 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
         if app and app.get("gone"):
             raise NearmetalError(f"image '{name}' must be rebuilt, but its recipe {app['recipe']} or source "
                                  f"{app['source']} is gone: give --recipe and --source again")
-        with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)}{', generic' if generic else ''})"):
+        what = "".join([", generic" if generic else "", ", portable kernels" if portable_kernels else ""])
+        with report.session(f"building image '{name}' ({distro}, {' + '.join(mpis)}{what})"):
             return _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta=meta,
-                               extra=extra, app=app, generic=generic)
+                               extra=extra, app=app, generic=generic, portable_kernels=portable_kernels)
 
 
 def _native_app(name, mpis, app, progress):
@@ -120,7 +128,7 @@ def _native_app(name, mpis, app, progress):
 
 
 def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, report, old_meta, extra=(), app=None,
-                generic=False):
+                generic=False, portable_kernels=False):
     base = images_dir()
     log = BuildLog(base / f"{name}.build.log", truncate=True)
     log.note(f"nearmetal image build {name}: distro={distro} mpis={mpis} formats={wanted} generic={generic} "
@@ -144,7 +152,7 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
                                           *io_list], log, "apt-get install")
                 chroot.in_chroot(rootfs, ["apt-get", "clean"], log, "apt-get clean")
             with report.step("building the kernels", timings, "kernels"):
-                _build_kernels(rootfs, mpis, log)
+                _build_kernels(rootfs, mpis, log, portable_kernels)
             if app:
                 from ..families import get as get_family
                 from .app_build import build_in_image
@@ -168,6 +176,8 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
                 meta["app"] = {k: v for k, v in app.items() if k != "gone"}
             if removed:
                 meta["generic"] = removed
+            if portable_kernels:
+                meta["kernels"] = "portable"
             meta["timings"] = timings
             write_meta(tmp, meta, ["dir"])
         for f in formats.names():
@@ -200,8 +210,9 @@ def _full_build(name, distro, mpis, wanted, package_list, image_digest, final, r
             remove_tree(tmp)
 
 
-def _build_kernels(rootfs: Path, mpis, log):
-    """nearmetal's kernel sources copied into the image and built there once per MPI family."""
+def _build_kernels(rootfs: Path, mpis, log, portable=False):
+    """nearmetal's kernel sources copied into the image and built there once per MPI family
+    (portable: every compute kernel for any x86-64 CPU, the Makefile's KERNELS=portable)."""
     src = rootfs / "opt/nearmetal/src"
     src.mkdir(parents=True)
     for path in kernel_files():
@@ -210,7 +221,8 @@ def _build_kernels(rootfs: Path, mpis, log):
         shutil.copy2(path, dest)
     for mpi in mpis:
         chroot.in_chroot(rootfs, ["make", "-C", "/opt/nearmetal/src", f"MPI={mpi}", f"PREFIX={kernel_prefix(mpi)}",
-                                  "install"], log, f"building the kernels for {mpi}")
+                                  *(["KERNELS=portable"] if portable else []), "install"], log,
+                         f"building the kernels for {mpi}")
         for prog in kernel_programs(src):
             if not (rootfs / kernel_bin(mpi).lstrip("/") / prog).is_file():
                 raise NearmetalError(f"building the kernels for {mpi} produced no {prog} (log: {log.path})")

@@ -7,10 +7,13 @@ def command(args):
     if args.image_command == "build":
         img = image.build(distro=args.distro, mpis=tuple(args.mpi), fmt=args.format, name=args.name,
                           packages=args.packages, recipe=args.recipe, source=args.source,
-                          generic=getattr(args, "generic", None))
+                          generic=getattr(args, "generic", None),
+                          portable_kernels=getattr(args, "portable_kernels", None))
         copies = [f"{f}: {v}" for f, v in _format_copies(img)]
         if img.meta.get("generic"):
             copies.append("generic: no shared-memory transport in its MPIs")
+        if img.meta.get("kernels") == "portable":
+            copies.append("kernels built for any x86-64 CPU")
         print(f"image {img.name}: {img.rootfs}" + (f" ({'; '.join(copies)})" if copies else ""))
     elif args.image_command == "import":
         from .importer import import_image, what_changed
@@ -32,6 +35,8 @@ def command(args):
             source = f"imported from {img.meta['imported']['from']}" if img.meta.get("imported") else "built"
             if img.meta.get("generic"):
                 source += ", generic (no shared-memory transport)"
+            if img.meta.get("kernels") == "portable":
+                source += ", portable kernels (-march=x86-64)"
             print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{extra}\t{img.rootfs}\t{source}")
     return 0
 

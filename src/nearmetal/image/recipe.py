@@ -109,6 +109,24 @@ def check_packages(extra, name_given) -> list[str]:
     return extra
 
 
+def check_portable_kernels(name, portable, name_given) -> bool:
+    """Whether the image's compute kernels are built portable (-march=x86-64, SSE2) rather than
+    for this CPU; a one-line error for such an image without a name of its own: the default
+    images' kernels are the tuned ones every study compares against."""
+    if portable and (not name_given or name in _default_names()):
+        raise NearmetalError("--portable-kernels makes an image of its own: give it a --name that is not a default "
+                             "image's (the default images keep kernels built for this CPU)")
+    return bool(portable)
+
+
+def _default_names():
+    import itertools
+
+    names = families.names()
+    subsets = [c for k in range(1, len(names) + 1) for c in itertools.combinations(names, k)]
+    return {default_name(d, m, g) for d in DISTROS for m in subsets for g in (False, True)}
+
+
 def check_generic(name, generic) -> bool:
     """Whether the image is the generic variant; a one-line error when the name says otherwise:
     a generic image under a default (tuned) image's name, which runs without --image use, or a
@@ -177,9 +195,10 @@ def kernel_programs(src=None) -> list[str]:
     return programs(src) if src is not None else programs()
 
 
-def digest(distro, mpis, package_list, generic=False) -> str:
+def digest(distro, mpis, package_list, generic=False, portable_kernels=False) -> str:
     """sha256 over everything that makes the image: equal digests, equal images. The generic
-    variant adds what its step does (generic.recipe()); other images' digests are unchanged."""
+    variant adds what its step does (generic.recipe()), portable kernels their build; other
+    images' digests are unchanged."""
     import hashlib
     import json
 
@@ -191,6 +210,8 @@ def digest(distro, mpis, package_list, generic=False) -> str:
         from .generic import recipe as generic_recipe
 
         inputs["generic"] = generic_recipe()
+    if portable_kernels:
+        inputs["kernels_build"] = "portable"
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
