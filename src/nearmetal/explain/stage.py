@@ -84,7 +84,8 @@ def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
             others = [evidence[o].variant for o, row in runs.items() if o not in (vid, bid)
                       and row["benchmark"] == runs[vid]["benchmark"] and evidence[o].variant.get("image")]
             named = {v["image"] for v in others}
-            others += [{**slow, "image": img.name} for img in list_images()
+            unnamed = {k: v for k, v in slow.items() if k != "name"}  # its own cell: launches are cached by variant
+            others += [{**unnamed, "image": img.name} for img in list_images()
                        if img.name not in named and slow.get("mpi") in img.mpis]
             levels = [(v, found[0]) for v in others if (found := scan(v, runs[vid]))]
             mine["wider_image"] = simd.wider_image(slow, mine["level"], levels)

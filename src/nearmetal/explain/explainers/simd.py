@@ -1,7 +1,7 @@
 """A program built for a lower SIMD level than the baseline's build or the CPU offers (seed
 001). Evidence: the widest vector instructions in each variant's program file (explain/simd.py:
 its .text disassembled) against the CPU's flags. Ablation: the variant with the image whose
-build is the widest, where the study has such an image (its variants name it); otherwise the fix
+build is the widest (among the study's variants' images and the images in nearmetal's store); otherwise the fix
 is advice: build the program for this CPU (-march=native, or the application's own SIMD option)."""
 
 from . import EXPLAINERS
@@ -30,6 +30,6 @@ class Simd(Explainer):
             ablation = {**slow.variant, "image": better}
         fix = "build the program for this CPU (-march=native, or the application's SIMD option)"
         if better:
-            fact += f"; the study's image {better} holds a wider build"
+            fact += f"; the image {better} holds a wider build of it"
             fix = f"use the image {better}, or {fix}"
         return [self.cause(fact, 0.7, factor="native-build", ablation=ablation, fix=fix)]
