@@ -284,3 +284,54 @@ def test_under_mpi_thread_multiple_concurrent_calls_are_all_counted(family, tmp_
         assert r["mpi_profile"]["thread_multiple"] is True
         assert r["mpi_profile"]["functions"]["MPI_Allreduce"]["calls"] == 2 * 2000
         assert r["mpi_profile"]["functions"]["MPI_Comm_dup"]["calls"] == 2
+
+
+SAMPLED = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    int rank;
+    double x = 1, y;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < 20000; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
+    double loop = MPI_Wtime() - t0;
+    for (int i = 0; i < 5; i++) {
+        if (rank == 1) usleep(20000);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    printf("loop %d %.9f\n", rank, loop);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("family", ["openmpi", "mpich"])
+def test_short_calls_are_sampled_and_few_long_ones_timed_each(family, tmp_path):
+    """20,000 short allreduces: every one counted, a random 1 in 16 timed after the first 64,
+    and their time estimated from those, within reason of the program's own timing of the loop;
+    5 barriers in which rank 0 waits 20 ms each: few calls, each timed."""
+    from nearmetal.evidence.collect import collect
+
+    src, exe = tmp_path / "sampled.c", tmp_path / f"sampled-{family}"
+    src.write_text(SAMPLED)
+    subprocess.run([f"mpicc.{family}", "-o", str(exe), str(src)], check=True)
+    out = tmp_path / "ev"
+    got = nearmetal("run", "--evidence", str(out), "--mpi", family, "-n", "2", "--", str(exe))
+    assert got.returncode == 0, got.stderr
+    loops = {int(r): float(s) for _, r, s in (line.split() for line in got.stdout.splitlines() if line.startswith("loop"))}
+    ranks = collect(str(out))
+    assert sorted(ranks) == sorted(loops) == [0, 1]
+    for rank, r in ranks.items():
+        short, barrier = r["mpi_profile"]["functions"]["MPI_Allreduce"], r["mpi_profile"]["functions"]["MPI_Barrier"]
+        assert short["calls"] == 20000
+        expected = 64 + (20000 - 64) / 16
+        assert 0.8 * expected < short["timed_calls"] < 1.2 * expected, short
+        assert 0.2 * loops[rank] < short["time_s"] < 1.5 * loops[rank], (short, loops[rank])
+        assert barrier["calls"] == barrier["timed_calls"] >= 5, barrier
+        if rank == 0:
+            assert barrier["time_s"] >= 0.09, barrier  # five waits of 20 ms, each timed

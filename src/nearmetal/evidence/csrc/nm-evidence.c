@@ -330,6 +330,7 @@ void nm_ev_write(const char *why)
         long long end_mono = nm_ev_finalize_mono ? nm_ev_finalize_mono : nm_ev_now();
         double scale = ns_per_tick();
         double wall = (double)(end_mono - nm_ev_init_end_mono), in_mpi = nm_ev_profile_ticks() * scale;
+        if (in_mpi > wall) in_mpi = wall; /* sampled calls' time is an estimate */
         put(",\"mpi_profile\":{\"finalized\":%s,\"thread_multiple\":%s,\"clock\":\"%s\",\"wall_s\":%.9f,"
             "\"in_mpi_s\":%.9f,\"outside_mpi_s\":%.9f,",
             nm_ev_finalize_mono ? "true" : "false", nm_ev_multi ? "true" : "false", nm_ev_tsc ? "tsc" : "monotonic",

@@ -22,7 +22,13 @@ enum { NM_EV_P2P, NM_EV_COLL, NM_EV_WAIT, NM_EV_IO, NM_EV_OTHER, NM_EV_NCLASSES 
 extern __thread int nm_ev_depth __attribute__((tls_model("initial-exec")));
 extern int nm_ev_multi; /* MPI_THREAD_MULTIPLE was provided: counters are added atomically */
 
-typedef struct { long long calls, ns; } nm_ev_count; /* ns: in nm_ev_tick's unit */
+/* One function's counts (nm-profile.c). Its calls are timed one by one while it has had fewer
+ * than NM_EV_EXACT_CALLS or its calls are long; after that, a random 1 in NM_EV_SAMPLE of them
+ * on average (ns: in nm_ev_tick's unit): exact_* are the calls timed by the first rule, the
+ * others are `sampled` calls of which `timed` were timed, and their time is estimated as
+ * sampled_ns * sampled / timed (every call of the sampled kind had the same chance); `sample`:
+ * whether its calls are sampled now. */
+typedef struct { long long exact, exact_ns, sampled, timed, sampled_ns; int sample; } nm_ev_count;
 
 static inline long long nm_ev_now(void)
 {
@@ -46,7 +52,7 @@ static inline long long nm_ev_tick(void)
 
 void *nm_ev_next(const char *name);                        /* the next definition after this library */
 int nm_ev_profile_json(char *out, int room, double ns_per_tick); /* "classes"/"functions" members */
-long long nm_ev_profile_ticks(void);                       /* all top-level ticks in timed MPI calls */
+long long nm_ev_profile_ticks(void);                       /* top-level ticks in MPI calls (estimated) */
 
 /* the MPI start and end, for nm-evidence.c */
 extern long long nm_ev_init_end_mono, nm_ev_finalize_mono, nm_ev_init_end_real;
