@@ -136,6 +136,13 @@ def _unit_starts_no_process(request, monkeypatch):
     assert not tried, f"a unit test started processes: {tried}"
 
 
+@pytest.fixture
+def nm_home(tmp_path, monkeypatch):
+    """An empty nearmetal home of the test's own (NEARMETAL_HOME), not yet created."""
+    monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
 def planned_variants(matrix_lines, extra=""):
     """(config, sorted variant ids) of a start-up study on native and hybrid MPICH whose
     [matrix] also has `matrix_lines` (and `extra` tables after it): planning, nothing run."""

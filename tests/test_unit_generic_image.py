@@ -16,12 +16,6 @@ pytestmark = pytest.mark.unit
 FAMILIES = ("openmpi", "mpich")
 
 
-@pytest.fixture
-def nm_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
-
-
 # ------------------------------------------------------------------ name, digest, inputs
 
 
@@ -92,12 +86,15 @@ def test_a_missing_default_image_names_the_command_that_builds_it(nm_home):
 # ------------------------------------------------------------------ command line
 
 
-def test_image_build_takes_generic_and_passes_it_on(monkeypatch, capsys):
+@pytest.mark.parametrize("flag, key", [("--generic", "generic"), ("--portable-kernels", "portable_kernels")])
+def test_image_build_takes_the_image_options_and_passes_them_on(flag, key, monkeypatch, capsys):
+    """--generic, and --portable-kernels (tests/test_unit_portable_kernels.py): given, True;
+    not given, None (as the named image is)."""
     parser = build_parser("image")
-    assert parser.parse_args(["image", "build", "--generic"]).generic is True
-    assert parser.parse_args(["image", "build"]).generic is None  # not given: as the named image is
+    assert getattr(parser.parse_args(["image", "build", flag]), key) is True
+    assert getattr(parser.parse_args(["image", "build"]), key) is None
     with pytest.raises(SystemExit):
-        parser.parse_args(["image", "build", "--generic=yes"])
+        parser.parse_args(["image", "build", f"{flag}=yes"])
     capsys.readouterr()
     seen = {}
 
@@ -106,10 +103,10 @@ def test_image_build_takes_generic_and_passes_it_on(monkeypatch, capsys):
         raise NearmetalError("stop here")
 
     monkeypatch.setattr(image, "build", fake_build)
-    assert cli.main(["image", "build", "--generic", "--mpi", "mpich"]) == 2
-    assert seen["generic"] is True and seen["mpis"] == ("mpich",)
+    assert cli.main(["image", "build", flag, "--mpi", "mpich", "--name", "anywhere"]) == 2
+    assert seen[key] is True and seen["mpis"] == ("mpich",) and seen["name"] == "anywhere"
     assert cli.main(["image", "build", "--mpi", "mpich"]) == 2
-    assert seen["generic"] is None
+    assert seen[key] is None
 
 
 @pytest.mark.parametrize("argv, words", [

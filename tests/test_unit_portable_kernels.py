@@ -1,24 +1,16 @@
 """Images whose compute kernels are built portable (`image build --portable-kernels`) without
-building one: the command line, the digest, the refusals, and the make line the build runs in
-the image (the real build is bench/explain_planted.py's simd cases; the Makefile's
+building one: the digest, the refusals, and the make line the build runs in the image (the
+option's parsing: tests/test_unit_generic_image.py) (the real build is bench/explain_planted.py's simd cases; the Makefile's
 KERNELS=portable itself is tests/test_kernels_compute.py)."""
 
 import pytest
 
-from nearmetal import cli, image
-from nearmetal.cli_parser import build_parser
-from nearmetal.errors import NearmetalError
+from nearmetal import cli
 from nearmetal.image import builder, recipe
 
 pytestmark = pytest.mark.unit
 
 FAMILIES = ("mpich", "openmpi")
-
-
-@pytest.fixture
-def nm_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("NEARMETAL_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
 
 
 def test_the_digest_changes_with_the_option_only():
@@ -27,22 +19,6 @@ def test_the_digest_changes_with_the_option_only():
     assert recipe.digest("bookworm", FAMILIES, packages, False, False) == tuned  # images built before stay
     portable = recipe.digest("bookworm", FAMILIES, packages, False, True)
     assert portable != tuned and portable != recipe.digest("bookworm", FAMILIES, packages, True, True)
-
-
-def test_image_build_takes_the_option_and_passes_it_on(monkeypatch, capsys):
-    parser = build_parser("image")
-    assert parser.parse_args(["image", "build", "--portable-kernels", "--name", "x"]).portable_kernels is True
-    assert parser.parse_args(["image", "build"]).portable_kernels is None  # not given: as the named image is
-    seen = {}
-
-    def fake_build(**kwargs):  # the builder itself is tested with real builds
-        seen.update(kwargs)
-        raise NearmetalError("stop here")
-
-    monkeypatch.setattr(image, "build", fake_build)
-    assert cli.main(["image", "build", "--portable-kernels", "--name", "anywhere"]) == 2
-    assert seen["portable_kernels"] is True and seen["name"] == "anywhere"
-    capsys.readouterr()
 
 
 @pytest.mark.parametrize("argv", [["--portable-kernels"], ["--portable-kernels", "--name", "nm-bookworm-mpich"],
