@@ -134,6 +134,22 @@ def test_an_undecided_answer_states_its_interval_against_the_margin():
     assert could_be_words(e, 0.05) == "×0.9 to ×2.6: could be 2.6 times as slow or 10% faster; the margin is ±5%"
 
 
+@pytest.mark.parametrize("lo, hi, said", [
+    (1.69, 2.44, "×1.69 to ×2.44: slower throughout this interval, but its test over these repetitions does not "
+                 "confirm it yet (more repetitions would decide); the margin is ±3%"),
+    (1.015, 1.21, "+1.5% to +21%: slower throughout this interval, but not shown to be by more than the margin; "
+                  "the margin is ±3%"),
+    (0.70, 0.90, "−30% to −10%: faster throughout this interval, but its test over these repetitions does not confirm "
+                 "it yet (more repetitions would decide); the margin is ±3%"),
+])
+def test_an_undecided_interval_on_one_side_says_which_and_why_not_decided(lo, hi, said):
+    """Not 'could be 2.44 times as slow' for an interval whose low end is already ×1.69."""
+    r = (lo * hi) ** 0.5
+    e = {"cost_ratio": r, "ci_low": lo, "ci_high": hi, "overhead_pct": (r - 1) * 100,
+         "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100]}
+    assert could_be_words(e, 0.03) == said
+
+
 @pytest.mark.parametrize("seq, words", [
     ({"ci_level": 1 - 0.1 / 9, "looks": [4, 6, 9, 14, 21, 32, 48, 72, 100]}, "98.9% interval (sequential, 9 looks)"),
     ({"ci_level": 0.9, "looks": [10]}, "90% interval (one look)"),

@@ -90,8 +90,17 @@ def interval_words(e):
 
 def could_be_words(e, margin):
     """An undecided answer against the margin: '−1.5% to +3.9%: could be 3.9% slower or
-    1.5% faster; the margin is ±3%'."""
+    1.5% faster; the margin is ±3%'. An interval on one side of 1 left undecided says so
+    rather than 'could be': the point's own test did not confirm it at these repetitions
+    (a rank test over few launches, one of them far off), or it is not beyond the margin."""
     lo, hi = e["ci_low"], e["ci_high"]
+    if lo > 1 or hi < 1:
+        side = "slower" if lo > 1 else "faster"
+        if lo > 1 + margin or hi < 1 - margin:
+            why = "its test over these repetitions does not confirm it yet (more repetitions would decide)"
+        else:
+            why = "not shown to be by more than the margin"
+        return f"{interval_words(e)}: {side} throughout this interval, but {why}; the margin is ±{margin * 100:g}%"
     sides = []
     if hi > 1:
         sides.append(f"{_pct((hi - 1) * 100)} slower" if hi < 2 else f"{hi:.3g} times as slow")
