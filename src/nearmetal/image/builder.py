@@ -51,8 +51,8 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     recipe, source = app_build.check(recipe, source)
     if recipe and name is None:
         raise NearmetalError("--recipe needs --name: the application's image is an image of its own")
-    extra = check_packages(packages, name_given=name is not None)
     name_given = name is not None
+    extra = check_packages(packages, name_given=name_given)
     distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names(), generic=bool(generic))
     if generic is None:
         generic = bool((read_json(images_dir() / name / "image.json") or {}).get("generic"))

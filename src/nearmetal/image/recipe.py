@@ -113,32 +113,30 @@ def check_portable_kernels(name, portable, name_given) -> bool:
     """Whether the image's compute kernels are built portable (-march=x86-64, SSE2) rather than
     for this CPU; a one-line error for such an image without a name of its own: the default
     images' kernels are the tuned ones every study compares against."""
-    if portable and (not name_given or name in _default_names()):
+    if portable and (not name_given or name in _default_names(False) | _default_names(True)):
         raise NearmetalError("--portable-kernels makes an image of its own: give it a --name that is not a default "
                              "image's (the default images keep kernels built for this CPU)")
     return bool(portable)
 
 
-def _default_names():
+def _default_names(generic):
+    """Every default image name of the tuned (generic=False) or the generic variant: each
+    distro with each set of MPI families."""
     import itertools
 
     names = families.names()
     subsets = [c for k in range(1, len(names) + 1) for c in itertools.combinations(names, k)]
-    return {default_name(d, m, g) for d in DISTROS for m in subsets for g in (False, True)}
+    return {default_name(d, m, generic) for d in DISTROS for m in subsets}
 
 
 def check_generic(name, generic) -> bool:
     """Whether the image is the generic variant; a one-line error when the name says otherwise:
     a generic image under a default (tuned) image's name, which runs without --image use, or a
     tuned one under a generic default name."""
-    import itertools
-
-    names = families.names()
-    subsets = [c for k in range(1, len(names) + 1) for c in itertools.combinations(names, k)]
-    if generic and name in {default_name(d, m) for d in DISTROS for m in subsets}:
+    if generic and name in _default_names(False):
         raise NearmetalError(f"--generic: '{name}' is a default image's name, and a default image keeps its MPI's "
                              f"shared memory; give the generic image another --name")
-    if not generic and name in {default_name(d, m, True) for d in DISTROS for m in subsets}:
+    if not generic and name in _default_names(True):
         raise NearmetalError(f"image '{name}': that name is the generic variant's: add --generic")
     return bool(generic)
 
