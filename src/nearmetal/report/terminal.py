@@ -114,8 +114,10 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
                      "ratio": F.fmt_ratio(c), "overhead": F.fmt_pct(c.get("overhead_pct")) if c else "—",
                      "verdict": _verdict_text(p, vid in bases), "noise": PT.row_noise(p, noise_index)}
             body.append(cells)
-        # narrow consoles: leave out n, then noise, then overhead, rather than cutting cells short
-        for drop in ("n", "noise", "overhead"):
+        # narrow consoles: leave out a point column that names no point, then n, noise and
+        # overhead, rather than cutting cells short; a variant's label is never folded
+        empty_point = all(c["point"] in ("", "—") for c in body)
+        for drop in (["point"] if empty_point else []) + ["n", "noise", "overhead"]:
             if _width(cols, body) <= console.width:
                 break
             cols.remove(drop)
@@ -124,7 +126,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
                       caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
         for col in cols:
             table.add_column(MW.ratio_column(analysis) if col == "ratio" else col,
-                             justify="right" if col in RIGHT else "left", no_wrap=fits, overflow="fold")
+                             justify="right" if col in RIGHT else "left", no_wrap=fits or col == "variant",
+                             overflow="fold")
         for cells, new_section in zip(body, sections):
             if new_section:
                 table.add_section()
