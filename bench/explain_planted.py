@@ -33,9 +33,9 @@ PORTABLE_IMAGE = "nm-bookworm-portable"  # the kernels built -march=x86-64 (imag
 CASES = {
     "tcp-openmpi": ("openmpi", 'mode = "native"\nenv = { OMPI_MCA_btl = "self,tcp" }', LATENCY, "transport"),
     "tcp-mpich": ("mpich", 'mode = "native"\nenv = { UCX_TLS = "self,tcp" }', LATENCY, "transport"),
-    # an auditor that sees every binding sends each PLT call through ld.so's profiling trampoline
-    # (glibc never patches an audited object's GOT): a latency kernel's every MPI call pays it;
-    # the start-up kernel, which makes few calls, was not slower in 5 or 10 blocks
+    # nm-audit's la_pltenter sends each PLT call through ld.so's profiling trampoline (nm-audit.c):
+    # a latency kernel's every MPI call pays it; the start-up kernel, which makes few calls, was
+    # not slower in 5 or 10 blocks
     "audit-openmpi": ("openmpi", 'mode = "native"\naudit = true', LATENCY, "preload"),
     "audit-mpich": ("mpich", 'mode = "native"\naudit = true', LATENCY, "preload"),
     "userns-mpich": ("mpich", 'mode = "hybrid"\nruntime = "apptainer"\nruntime_args = ["--userns"]', BW,

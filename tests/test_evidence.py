@@ -297,7 +297,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < 20000; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
+    for (int i = 0; i < 400000; i++) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_SELF);
     double loop = MPI_Wtime() - t0;
     for (int i = 0; i < 5; i++) {
         if (rank == 1) usleep(20000);
@@ -312,8 +312,9 @@ int main(int argc, char **argv)
 
 @pytest.mark.parametrize("family", ["openmpi", "mpich"])
 def test_short_calls_are_sampled_and_few_long_ones_timed_each(family, tmp_path):
-    """20,000 short allreduces: every one counted, a random 1 in 16 timed after the first 64,
-    and their time estimated from those, within reason of the program's own timing of the loop;
+    """400,000 short allreduces: every one counted, a random 1 in 16 timed after the first 64,
+    and their time estimated from those, within reason of the program's own timing of the loop
+    (some 10 ms: a preemption of a few ms moves it, or a timed call, less than the bounds);
     5 barriers in which rank 0 waits 20 ms each: few calls, each timed."""
     from nearmetal.evidence.collect import collect
 
@@ -328,10 +329,10 @@ def test_short_calls_are_sampled_and_few_long_ones_timed_each(family, tmp_path):
     assert sorted(ranks) == sorted(loops) == [0, 1]
     for rank, r in ranks.items():
         short, barrier = r["mpi_profile"]["functions"]["MPI_Allreduce"], r["mpi_profile"]["functions"]["MPI_Barrier"]
-        assert short["calls"] == 20000
-        expected = 64 + (20000 - 64) / 16
-        assert 0.8 * expected < short["timed_calls"] < 1.2 * expected, short
-        assert 0.2 * loops[rank] < short["time_s"] < 1.5 * loops[rank], (short, loops[rank])
+        assert short["calls"] == 400000
+        expected = 64 + (400000 - 64) / 16
+        assert 0.9 * expected < short["timed_calls"] < 1.1 * expected, short
+        assert 0.2 * loops[rank] < short["time_s"] < 4 * loops[rank], (short, loops[rank])
         assert barrier["calls"] == barrier["timed_calls"] >= 5, barrier
         if rank == 0:
             assert barrier["time_s"] >= 0.09, barrier  # five waits of 20 ms, each timed

@@ -23,12 +23,13 @@ extern __thread int nm_ev_depth __attribute__((tls_model("initial-exec")));
 extern int nm_ev_multi; /* MPI_THREAD_MULTIPLE was provided: counters are added atomically */
 
 /* One function's counts (nm-profile.c). Its calls are timed one by one while it has had fewer
- * than NM_EV_EXACT_CALLS or its calls are long; after that, a random 1 in NM_EV_SAMPLE of them
- * on average (ns: in nm_ev_tick's unit): exact_* are the calls timed by the first rule, the
- * others are `sampled` calls of which `timed` were timed, and their time is estimated as
- * sampled_ns * sampled / timed (every call of the sampled kind had the same chance); `sample`:
- * whether its calls are sampled now. */
-typedef struct { long long exact, exact_ns, sampled, timed, sampled_ns; int sample; } nm_ev_count;
+ * than NM_EV_EXACT_CALLS or a quarter or more of its timed calls were long; after that, a
+ * random 1 in NM_EV_SAMPLE of them on average (ns: in nm_ev_tick's unit): exact_* are the calls
+ * timed by the first rule, the others are `sampled` calls of which `timed` were timed, and their
+ * time is estimated as sampled_ns * sampled / timed (every call of the sampled kind had the same
+ * chance); `long_calls`: timed calls over NM_EV_LONG_TICKS; `sample`: whether its calls are
+ * sampled now. */
+typedef struct { long long exact, exact_ns, sampled, timed, sampled_ns, long_calls; int sample; } nm_ev_count;
 
 static inline long long nm_ev_now(void)
 {

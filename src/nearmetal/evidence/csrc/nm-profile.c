@@ -2,10 +2,11 @@
  * the C name and for gfortran's Fortran name (mpi_send_): two clock readings (nm_ev_tick: the
  * TSC, or CLOCK_MONOTONIC) and a few adds into a per-process array, no lock. The readings cost
  * about 12 ns, 2-4% of a 1 KiB shared-memory allreduce: a function's calls are all timed while
- * they are few (the first NM_EV_EXACT_CALLS: MPI_Init, MPI-IO opens) or long (over
- * NM_EV_LONG_TICKS on average: timing costs under 1% of them); otherwise a random 1 in
- * NM_EV_SAMPLE is timed and the rest estimated from them (nm_ev_count), so a short call
- * costs its count and a countdown. MPI handles are ints (MPICH) or pointers (Open
+ * they are few (the first NM_EV_EXACT_CALLS: MPI_Init, MPI-IO opens) or often long (a quarter
+ * of them over NM_EV_LONG_TICKS: timing costs under 1% of those; a count, not a mean, so one
+ * call stretched by a preemption does not turn sampling off); otherwise a random 1 in
+ * NM_EV_SAMPLE is timed and the rest estimated from them (nm_ev_count), so a short call costs
+ * its count and a countdown. MPI handles are ints (MPICH) or pointers (Open
  * MPI) and no wrapped function takes a floating-point argument, so passing 12 integer-class
  * arguments through unchanged serves both ABIs with one library (x86-64 and aarch64 calling
  * conventions: surplus arguments are ignored by the callee). The real function is the next
@@ -70,7 +71,7 @@ static inline void bump(long long *counter, long long by)
 }
 
 /* A timed call's ticks; then whether the function's next calls are sampled: once it has had
- * NM_EV_EXACT_CALLS exact ones and its timed calls are short on average. */
+ * NM_EV_EXACT_CALLS exact ones and fewer than a quarter of its timed calls were long. */
 static void add_timed(nm_ev_count *c, int is_exact, long long ns)
 {
     if (is_exact) {
@@ -81,7 +82,8 @@ static void add_timed(nm_ev_count *c, int is_exact, long long ns)
         bump(&c->timed, 1);
         bump(&c->sampled_ns, ns);
     }
-    int sample = c->exact >= NM_EV_EXACT_CALLS && c->exact_ns + c->sampled_ns <= (c->exact + c->timed) * NM_EV_LONG_TICKS;
+    if (ns > NM_EV_LONG_TICKS) bump(&c->long_calls, 1);
+    int sample = c->exact >= NM_EV_EXACT_CALLS && 4 * c->long_calls < c->exact + c->timed;
     __atomic_store_n(&c->sample, sample, __ATOMIC_RELAXED);
 }
 
