@@ -20,13 +20,17 @@ ARGS = {"stream": ["-s", "200000", "-n", "3"],
 LEVELS = ("scalar", "sse2", "avx", "avx2", "avx512")
 
 
-def host_simd():
-    """The highest level of LEVELS the host CPU has, from /proc/cpuinfo flags."""
-    flags = set()
+def cpu_flags():
+    """The host CPU's /proc/cpuinfo flags (its first CPU's)."""
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("flags"):
-            flags = set(line.split(":", 1)[1].split())
-            break
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def host_simd():
+    """The highest level of LEVELS the host CPU has, from /proc/cpuinfo flags."""
+    flags = cpu_flags()
     for level, flag in (("avx512", "avx512f"), ("avx2", "avx2"), ("avx", "avx"), ("sse2", "sse2")):
         if flag in flags:
             return level
@@ -168,11 +172,9 @@ def test_flops_both_builds_pair_as_one_point(mpi):
         points.add(json.dumps({k: v for k, v in recs[0]["params"].items() if k != "kernel"}, sort_keys=True))
         assert "simd" not in recs[0]["params"] and "build" not in recs[0]["params"]
     assert len(points) == 1, points
-    flags = next(l.split(":", 1)[1].split() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                 if l.startswith("flags"))
     binaries = Path(host_bin(mpi))
     assert simd.scan(str(binaries / "nm-flops-portable"))[0] == "sse"
-    assert simd.scan(str(binaries / "nm-flops"))[0] == simd.cpu_level(flags)
+    assert simd.scan(str(binaries / "nm-flops"))[0] == simd.cpu_level(cpu_flags())
 
 
 def test_the_portable_switch_builds_every_compute_kernel_portable_under_its_own_name(tmp_path):

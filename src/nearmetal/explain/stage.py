@@ -70,6 +70,8 @@ def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
             scanned[str(host)] = simd.scan(str(host))
         return scanned[str(host)]
 
+    images = None  # nearmetal's images, listed once, when a slow variant's build is narrower
+
     try:
         for vid in set(slow_vids) | set(base_vids):
             if vid in runs and vid in evidence and (found := scan(evidence[vid].variant, runs[vid])):
@@ -85,7 +87,8 @@ def _fill_simd(cfg, store, study_id, evidence, slow_vids, base_vids):
                       and row["benchmark"] == runs[vid]["benchmark"] and evidence[o].variant.get("image")]
             named = {v["image"] for v in others}
             unnamed = {k: v for k, v in slow.items() if k != "name"}  # its own cell: launches are cached by variant
-            others += [{**unnamed, "image": img.name} for img in list_images()
+            images = list_images() if images is None else images
+            others += [{**unnamed, "image": img.name} for img in images
                        if img.name not in named and slow.get("mpi") in img.mpis]
             levels = [(v, found[0]) for v in others if (found := scan(v, runs[vid]))]
             mine["wider_image"] = simd.wider_image(slow, mine["level"], levels)

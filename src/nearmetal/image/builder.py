@@ -54,21 +54,22 @@ def build(distro=None, mpis=None, fmt="dir", name=None, progress=True, packages=
     name_given = name is not None
     extra = check_packages(packages, name_given=name_given)
     distro, mpis, wanted, name = check_inputs(distro, mpis, fmt, name, formats.names(), generic=bool(generic))
+    existing = read_json(images_dir() / name / "image.json") or {}  # what an option not given keeps
     if generic is None:
-        generic = bool((read_json(images_dir() / name / "image.json") or {}).get("generic"))
+        generic = bool(existing.get("generic"))
     generic = check_generic(name, generic)
     if portable_kernels is None:
-        portable_kernels = (read_json(images_dir() / name / "image.json") or {}).get("kernels") == "portable"
+        portable_kernels = existing.get("kernels") == "portable"
     portable_kernels = check_portable_kernels(name, portable_kernels, name_given)
     if packages is None:  # not given: an existing image keeps its extra packages (adding a format)
-        extra = list((read_json(images_dir() / name / "image.json") or {}).get("extra_packages", {}))
+        extra = list(existing.get("extra_packages", {}))
     package_list = recipe_packages(mpis, extra)
     image_digest = digest(distro, mpis, package_list, generic, portable_kernels)
     app = None
     if recipe:
         app = {"recipe": recipe, "source": source, "digest": app_build.digest(recipe, source)}
     elif name:  # an image built with a recipe keeps it; its files may have moved or gone meanwhile
-        kept = (read_json(images_dir() / name / "image.json") or {}).get("app") or {}
+        kept = existing.get("app") or {}
         if kept.get("digest"):
             there = os.path.isfile(kept.get("recipe", "")) and os.path.isdir(kept.get("source", ""))
             app = dict(kept, digest=app_build.digest(kept["recipe"], kept["source"]) if there else kept["digest"],

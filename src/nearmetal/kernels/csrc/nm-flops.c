@@ -18,6 +18,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define B 0.999999
@@ -27,6 +28,12 @@ static void usage(int rank)
 {
     if (rank == 0)
         fprintf(stderr, "usage: nm-flops [-s DOUBLES_PER_RANK] [-i ITERATIONS]\n");
+}
+
+/* Element j's value before the loop. */
+static double start(long j)
+{
+    return (double)(j % 97) / 97.0;
 }
 
 /* Kept out of line so that the compiler cannot fold the repeated update into one. */
@@ -63,16 +70,16 @@ int main(int argc, char **argv)
         return 2;
     }
     int node_ranks = nm_compute_node_ranks();
-    double *a = aligned_alloc(64, sizeof(double) * (size_t)((n + 7) / 8 * 8));
+    size_t bytes = sizeof(double) * (size_t)((n + 7) / 8 * 8);
+    double *a = aligned_alloc(64, bytes);
     if (!a) {
         fprintf(stderr, "nm-flops: rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    for (long j = 0; j < n; j++)
-        a[j] = (double)(j % 97) / 97.0;
+    memset(a, 0, bytes);
     update(a, n, 1); /* the array and the code touched once before the timing */
     for (long j = 0; j < n; j++)
-        a[j] = (double)(j % 97) / 97.0;
+        a[j] = start(j);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     update(a, n, iters);
@@ -83,7 +90,7 @@ int main(int argc, char **argv)
     /* a_k = B^k a_0 + C (1 - B^k) / (1 - B) */
     double bk = pow(B, (double)iters), worst = 0.0;
     for (long j = 0; j < n; j++) {
-        double a0 = (double)(j % 97) / 97.0, want = bk * a0 + C * (1.0 - bk) / (1.0 - B);
+        double want = bk * start(j) + C * (1.0 - bk) / (1.0 - B);
         double err = fabs(a[j] - want) / fmax(fabs(want), 1e-300);
         if (err > worst)
             worst = err;
