@@ -3,6 +3,7 @@ the image package learns everything MPI-specific from the family profiles, and i
 formats are backends of a registry that the command line offers."""
 
 import ast
+import functools
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -21,10 +22,35 @@ pytestmark = pytest.mark.unit  # reads source files and imports modules: no proc
 SRC = Path(nearmetal.__file__).parent
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path, stamp):
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+@functools.lru_cache(maxsize=None)
+def _walked(path, stamp):
+    return tuple(ast.walk(_parsed(path, stamp)))
+
+
+def _stamp(path):
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+def _tree(path):
+    """A module's syntax tree, parsed once for all the tests that read it (keyed by its
+    modification time and size: a file a test writes and changes is parsed again)."""
+    return _parsed(path, _stamp(path))
+
+
+def _nodes(path):
+    """Every node of a module's tree (ast.walk's order), listed once for all the tests."""
+    return _walked(path, _stamp(path))
+
+
 def _string_constants(path):
     """Every string literal of a module (docstrings and f-string parts included)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    return [node.value for node in _nodes(path) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
 
 
 def _modules(under=SRC):
@@ -110,7 +136,7 @@ def test_no_module_outside_the_schedulers_branches_on_a_scheduler_name():
         rel = str(path.relative_to(SRC))
         if rel.startswith(("schedulers/", "launchers/")):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.Compare):
                 consts = {c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)}
                 if consts & set(names()):
@@ -123,8 +149,8 @@ def test_modules_stay_small():
     assert not big, f"modules over ~430 lines: {big}"
 
 
-def _docstrings(tree):
-    return {id(node.body[0].value) for node in ast.walk(tree)
+def _docstrings(path):
+    return {id(node.body[0].value) for node in _nodes(path)
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
             and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
 
@@ -135,9 +161,8 @@ def test_user_facing_text_explains_instead_of_citing_a_seed():
     seed = re.compile(r"\bseeds? ?\d{3}\b", re.I)
     found = []
     for path in _modules():
-        tree = ast.parse(path.read_text())
-        docs = _docstrings(tree)
-        found += [f"{path.relative_to(SRC)}:{node.lineno}" for node in ast.walk(tree)
+        docs = _docstrings(path)
+        found += [f"{path.relative_to(SRC)}:{node.lineno}" for node in _nodes(path)
                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
                   and seed.search(node.value)]
     assert not found, f"user-facing strings citing a seed: {found}"
@@ -183,7 +208,7 @@ def test_no_module_branches_on_a_backend_name():
     found = []
     for path in _modules():
         rel = str(path.relative_to(SRC))
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if not isinstance(node, ast.Compare) or ast.unparse(node) in NOT_A_BACKEND.get(rel, ()):
                 continue
             for name in _compared_strings(node) & set(names):
@@ -227,7 +252,7 @@ def test_a_run_request_is_changed_only_where_run_plan_says():
         rel = str(path.relative_to(SRC))
         if rel == "run.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
                 node, (ast.AugAssign, ast.AnnAssign)) else []
             for t in targets:
@@ -246,7 +271,7 @@ def _imported(path, src=SRC):
     """The absolute module names a module imports (lazy imports inside functions included)."""
     package = ".".join(("nearmetal",) + path.relative_to(src).parent.parts)
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):

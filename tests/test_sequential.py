@@ -87,7 +87,8 @@ def test_adaptive_settings_are_checked(line, expect):
     assert expect in str(e.value).replace("Value error, ", "")
 
 
-@pytest.mark.unit
+# No unit mark although it starts no process: 1,600 simulated points take ~8 s, a quarter of the
+# unit tier, which must stay seconds; it runs in the second tier.
 def test_simulated_error_rates_and_power():
     """Many A/A points through the whole procedure (the default looks up to 120 blocks):
     false slower/faster well under 5%; a difference exactly at the margin called equivalent
