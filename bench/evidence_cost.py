@@ -18,12 +18,28 @@ program's own timer: nearmetal's start-up is not the profile's cost.
   direct cost of one wrapped call in ns, with the least noise (no partner, no network, and
   time other processes take from the CPU is not counted).
 
+- `blocks-openmpi`, `blocks-mpich`: the cost on allreduce at 1 KiB and 4 KiB (2 ranks) measured
+  inside one launch: blocks of 200 MPI_Allreduce calls (through the profile's wrapper when the
+  library is loaded) alternate with blocks of 200 PMPI_Allreduce calls (straight into the MPI
+  library, never wrapped), 50 of each (built here with mpicc). Both halves share the launch's
+  placement and the machine's mode at that moment, which launch-to-launch pairs cannot: on a
+  2-core VM the latency of a launch falls into modes several % apart, more than the 1% to be
+  resolved. The figure per launch is wrapped / direct; the unprofiled launch of each pair is the
+  control (both halves call the same library function: its ratio must be 1), and a third launch
+  preloads a bare forwarder instead (MPI_Allreduce → the next definition, nothing else: the
+  least any PMPI-style profile costs, the floor the profile is compared with).
 - `gromacs-openmpi`: a real application through its preset: Debian's gmx_mpi mdrun on a water
   box (221 SPC/E waters, --gromacs-steps steps, 2 ranks, 1 OpenMP thread each), as
   `nearmetal bench --command --preset gromacs`; its figures of merit ns/day and mdrun's wall time.
 - `startup-openmpi`, `startup-mpich`: nm-startup (2 ranks): the mean over ranks of the time
   from the launch to main and to the end of MPI_Init, and the CPU time to main: what the
   library's loading and its constructor (the /proc and cgroup files it reads) add to a start.
+
+--binding core (the default) binds each rank to a core of its own on both sides, as a study
+does by default (Open MPI binds 2 ranks to cores by itself; MPICH's hydra is told through
+HYDRA_BINDING): unbound MPICH ranks on a 2-core machine move between cores and stretch the
+pairs' spread (1 KiB allreduce, 41 pairs: 1.033 [1.015, 1.099] unbound, 1.001 [0.981, 1.024]
+bound). --binding none leaves them to the kernel.
 
 --clock monotonic runs the profiled side with NM_EVIDENCE_CLOCK=monotonic (two clock_gettime
 readings per call instead of the TSC's two rdtsc).
@@ -34,7 +50,7 @@ Per case: the median of the per-pair profiled/unprofiled ratios with a percentil
 95% CI (2000 resamples, numpy, seed 0), the medians of both, and the added ns per call.
 
 usage: bench/evidence_cost.py [--pairs 11] [--seed 1] [--cases allreduce-openmpi,...] [--calls 200000]
-                              [--clock tsc|monotonic] [--json FILE]
+                              [--clock tsc|monotonic] [--binding core|none] [--json FILE]
 """
 
 import argparse
@@ -50,7 +66,7 @@ import tempfile
 import numpy as np
 
 NEARMETAL = os.path.join(os.path.dirname(sys.executable), "nearmetal")
-CASES = ("allreduce-openmpi", "allreduce-mpich", "latency-openmpi", "latency-mpich", "percall-openmpi",
+CASES = ("allreduce-openmpi", "allreduce-mpich", "blocks-openmpi", "blocks-mpich", "latency-openmpi", "latency-mpich", "percall-openmpi",
          "percall-mpich", "startup-openmpi", "startup-mpich", "gromacs-openmpi")
 PERCALL_C = r"""
 #include <mpi.h>
@@ -78,6 +94,76 @@ int main(int argc, char **argv)
     return y == 1 ? 0 : 1;
 }
 """
+BLOCKS_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* blocks of MPI_Allreduce (the profile's wrapper when it is preloaded) and of PMPI_Allreduce
+   (never wrapped) alternated in one launch; the order within a block pair alternates too */
+int main(int argc, char **argv)
+{
+    static float s[1024], r[1024];
+    const int sizes[] = {1024, 4096}, blocks = 50, iters = 200;
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int k = 0; k < 2; k++) {
+        int count = sizes[k] / (int)sizeof(float);
+        double t[2] = {0, 0}, sum[2];
+        for (int b = -2; b < blocks; b++) /* two warm-up block pairs */
+            for (int j = 0; j < 2; j++) {
+                int wrapped = (b + j) & 1;
+                PMPI_Barrier(MPI_COMM_WORLD);
+                double t0 = PMPI_Wtime();
+                for (int i = 0; i < iters; i++)
+                    if (wrapped)
+                        MPI_Allreduce(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                    else
+                        PMPI_Allreduce(s, r, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                if (b >= 0) t[wrapped] += PMPI_Wtime() - t0;
+            }
+        PMPI_Reduce(t, sum, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD); /* the ranks' mean */
+        if (rank == 0)
+            printf("direct_us_%d %.5f\nwrapped_us_%d %.5f\n", sizes[k], sum[0] / size / blocks / iters * 1e6,
+                   sizes[k], sum[1] / size / blocks / iters * 1e6);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+FORWARDER_C = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+typedef long (*fn)(long, long, long, long, long, long);
+/* MPI_Allreduce's 6 arguments, passed on to the next definition: an interposer doing nothing */
+long MPI_Allreduce(long a, long b, long c, long d, long e, long f)
+{
+    static fn real;
+    if (!real) real = (fn)dlsym(RTLD_NEXT, "MPI_Allreduce");
+    return real(a, b, c, d, e, f);
+}
+"""
+
+
+def forwarder(scratch):
+    """The bare forwarder's shared library (built once)."""
+    src, lib = os.path.join(scratch, "forwarder.c"), os.path.join(scratch, "forwarder.so")
+    if not os.path.exists(lib):
+        with open(src, "w") as f:
+            f.write(FORWARDER_C)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src, "-ldl"], check=True)
+    return lib
+
+
+def _compiled(source, name, family, scratch):
+    src, exe = os.path.join(scratch, f"{name}.c"), os.path.join(scratch, f"{name}-{family}")
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run([f"mpicc.{family}", "-O2", "-o", exe, src], check=True)
+    return exe
 
 
 def program(case, a, scratch):
@@ -96,11 +182,9 @@ def program(case, a, scratch):
 
         tpr = gromacs_tpr(os.path.join(scratch, "gromacs"), nsteps=a.gromacs_steps)
         return family, 2, ["gmx_mpi", "mdrun", "-s", tpr, "-ntomp", "1"]
-    src, exe = os.path.join(scratch, "percall.c"), os.path.join(scratch, f"percall-{family}")
-    with open(src, "w") as f:
-        f.write(PERCALL_C)
-    subprocess.run([f"mpicc.{family}", "-O2", "-o", exe, src], check=True)
-    return family, 1, [exe, str(a.calls)]
+    if kind == "blocks":
+        return family, 2, [_compiled(BLOCKS_C, "blocks", family, scratch)]
+    return family, 1, [_compiled(PERCALL_C, "percall", family, scratch), str(a.calls)]
 
 
 def figures(text):
@@ -112,6 +196,8 @@ def figures(text):
             out[f"lat_{parts[0]}"] = float(parts[1])
         elif len(parts) == 2 and parts[0] == "ns_per_call":
             out["ns_per_call"] = float(parts[1])
+        elif len(parts) == 2 and parts[0].startswith(("direct_us_", "wrapped_us_")):
+            out[parts[0]] = float(parts[1])
         elif len(parts) == 8 and parts[0] == "mean":  # nm-startup's mean row
             out |= {"to_main_s": float(parts[2]), "cpu_to_main_s": float(parts[3]), "to_after_init_s": float(parts[6])}
     if not out:
@@ -136,8 +222,8 @@ def _preset_of(argv):
     return "gromacs" if argv[0] == "gmx_mpi" else None
 
 
-def run(argv, profiled, family, ranks, scratch, clock="tsc"):
-    cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)]
+def run(argv, profiled, family, ranks, scratch, clock="tsc", preload=None):
+    cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)] + (["--env", f"LD_PRELOAD={preload}"] if preload else [])
     preset = _preset_of(argv)
     if preset:  # its figures of merit read from md.log by the preset, in a working directory of its own
         work = tempfile.mkdtemp(prefix="gmx-", dir=scratch)
@@ -191,7 +277,25 @@ def bootstrap_median(x, resamples=2000, seed=0):
     return float(np.median(x)), float(np.percentile(meds, 2.5)), float(np.percentile(meds, 97.5))
 
 
+def report_blocks(case, pairs):
+    """The in-launch ratio wrapped / direct per size: profiled launches (the cost), launches
+    through the bare forwarder (the floor) and unprofiled ones (the control, both halves the
+    same function)."""
+    sizes = sorted(int(k.rsplit("_", 1)[1]) for k in pairs[0]["plain"] if k.startswith("direct_us_"))
+    for size in sizes:
+        for side in ("profiled", "forwarder", "plain"):
+            direct = np.array([p[side][f"direct_us_{size}"] for p in pairs])
+            wrapped = np.array([p[side][f"wrapped_us_{size}"] for p in pairs])
+            med, lo, hi = bootstrap_median(wrapped / direct)
+            added = np.median(wrapped - direct) * 1000
+            print(f"{case:18s} {size:5d} B {side:8s}  direct {np.median(direct):.4g} us  through MPI_Allreduce "
+                  f"{np.median(wrapped):.4g} us  ratio median {med:.4f}  95% CI [{lo:.4f}, {hi:.4f}]  "
+                  f"added {added:+.1f} ns a call  (n={len(pairs)} launches)", flush=True)
+
+
 def report(case, pairs, per_call_ns):
+    if case.startswith("blocks"):
+        return report_blocks(case, pairs)
     keys = sorted(pairs[0]["plain"])
     for k in keys:
         plain = np.array([p["plain"][k] for p in pairs])
@@ -229,8 +333,12 @@ def main():
     ap.add_argument("--per-call-ns", type=float, default=13.0,
                     help="the wrapped call's cost (percall's figure) for the estimate printed per case")
     ap.add_argument("--clock", default="tsc", choices=("tsc", "monotonic"), help="the profile's clock (profiled side)")
+    ap.add_argument("--binding", default="core", choices=("core", "none"),
+                    help="each rank on a core of its own (both sides), or where the kernel puts it")
     ap.add_argument("--json", help="write every pair's figures here")
     a = ap.parse_args()
+    if a.binding == "core":  # read by the launchers nearmetal run starts (it passes its environment on)
+        os.environ.update(HYDRA_BINDING="core", OMPI_MCA_hwloc_base_binding_policy="core")
     rng = random.Random(a.seed)
     scratch = tempfile.mkdtemp(prefix="nm-evidence-cost-")
     raw = {}
@@ -241,15 +349,17 @@ def main():
             family, ranks, argv = program(case, a, scratch)
             preset = _preset_of(argv)
             how = f"bench --command --preset {preset}" if preset else "run"
-            print(f"## {case} (profile clock: {a.clock}): nearmetal {how} [--evidence DIR] --mpi {family} "
+            print(f"## {case} (profile clock: {a.clock}, binding: {a.binding}): nearmetal {how} [--evidence DIR] --mpi {family} "
                   f"-n {ranks} -- {' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache
                 run(argv, profiled, family, ranks, scratch, a.clock)
             pairs = []
             for _ in range(a.pairs):
                 got, b, c = {}, busy_s(), children_s()
-                for profiled in rng.sample([False, True], 2):
-                    got["profiled" if profiled else "plain"] = run(argv, profiled, family, ranks, scratch, a.clock)
+                arms = ["plain", "profiled"] + (["forwarder"] if case.startswith("blocks") else [])
+                for arm in rng.sample(arms, len(arms)):
+                    got[arm] = run(argv, arm == "profiled", family, ranks, scratch, a.clock,
+                                   forwarder(scratch) if arm == "forwarder" else None)
                 got["foreign_cpu_s"] = round((busy_s() - b) - (children_s() - c), 3)
                 pairs.append(got)
             raw[case] = pairs

@@ -12,7 +12,10 @@ SOURCES = ("nm-evidence.c", "nm-mpi-owner.c", "nm-profile.c")
 HEADERS = ("nm-evidence.h", "nm-evidence-fns.def")
 # the TSC check the I/O tracer shares (nm-evidence.c includes it from there)
 SHARED = (os.path.join(os.path.dirname(CSRC), "..", "trace", "csrc", "nm-tsc.h"),)
-FLAGS = ["-O2", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
+# -foptimize-sibling-calls (in -O2 too, named so that no other level drops it): the profile's
+# wrappers take the register arguments only and must reach the function they forward to by a
+# jump, which leaves the caller's stack arguments in place (nm-profile.c, NM_WRAP)
+FLAGS = ["-O2", "-foptimize-sibling-calls", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
 # libdl.so.2 by name: images with a glibc older than 2.34 keep dlsym there
 LIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2"]
 

@@ -22,6 +22,18 @@
                 long a11, long a12
 #define NM_PASS a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12
 typedef long (*nm_fn)(NM_ARGS);
+/* The arguments passed in registers (6 on x86-64, 8 on aarch64): a wrapper declared with these
+ * alone touches no stack argument, and its jumps (sibling calls, which -O2 and the build's
+ * -foptimize-sibling-calls make of a `return f(same registers)`) leave the caller's stack
+ * arguments where the function jumped to reads them. */
+#if defined(__aarch64__)
+#define NM_REG_ARGS long a1, long a2, long a3, long a4, long a5, long a6, long a7, long a8
+#define NM_REG_PASS a1, a2, a3, a4, a5, a6, a7, a8
+#else
+#define NM_REG_ARGS long a1, long a2, long a3, long a4, long a5, long a6
+#define NM_REG_PASS a1, a2, a3, a4, a5, a6
+#endif
+typedef long (*nm_reg_fn)(NM_REG_ARGS);
 
 enum {
 #define NM_FN(c, f, cls) NM_IDX_##c,
@@ -104,33 +116,76 @@ static double ticks_of(const nm_ev_count *c)
     return ticks;
 }
 
-#define NM_WRAP(sym, next_name, i)                                          \
-    __attribute__((visibility("default"))) long sym(NM_ARGS)               \
-    {                                                                       \
-        static nm_fn real;                                                  \
-        if (__builtin_expect(!real, 0) && !(real = (nm_fn)nm_ev_next(next_name))) \
-            return 1; /* MPI_ERR_BUFFER/.. : never reached from a program without it */ \
-        if (nm_ev_depth) return real(NM_PASS);                              \
-        nm_ev_count *c = &counts[i];                                        \
-        long r;                                                             \
-        nm_ev_depth = 1;                                                    \
-        int sample = __atomic_load_n(&c->sample, __ATOMIC_RELAXED);         \
-        if (sample && --gap > 0) {                                          \
-            r = real(NM_PASS); /* a sampled call this thread leaves untimed */ \
-            nm_ev_depth = 0;                                                \
-            bump(&c->sampled, 1);                                           \
-            return r;                                                       \
-        }                                                                   \
-        if (sample) gap = next_gap();                                       \
-        long long t0 = nm_ev_tick();                                        \
-        r = real(NM_PASS);                                                  \
-        long long ns = nm_ev_tick() - t0;                                   \
-        nm_ev_depth = 0;                                                    \
-        add_timed(c, !sample, ns);                                          \
-        return r;                                                           \
+/* The next definition of each wrapped name, resolved at its first call: [2i] MPI_X's, [2i+1]
+ * gfortran's mpi_x_. */
+static nm_fn reals[2 * NM_NFNS];
+static const char *const fortran_names[] = {
+#define NM_FN(c, f, cls) "mpi_" #f "_",
+#include "nm-evidence-fns.def"
+#undef NM_FN
+};
+/* Which wrapper jumped to slow_call: set right before the jump, on this thread. */
+static __thread int slow_index __attribute__((tls_model("initial-exec")));
+
+/* Every call a wrapper does not forward itself: resolves the next definition at the first call,
+ * forwards nested calls, and forwards the others with this thread's nesting guard on, timed
+ * unless sampled and not its turn. */
+static __attribute__((noinline, used)) long slow_call(NM_ARGS)
+{
+    int k = slow_index;
+    nm_fn real = reals[k];
+    if (__builtin_expect(!real, 0)) {
+        if (!(real = (nm_fn)nm_ev_next(k & 1 ? fortran_names[k / 2] : fn_names[k / 2])))
+            return 1; /* MPI_ERR_BUFFER/.. : never reached from a program without it */
+        reals[k] = real;
+    }
+    if (nm_ev_depth) return real(NM_PASS);
+    nm_ev_count *c = &counts[k / 2];
+    long r;
+    nm_ev_depth = 1;
+    int sample = __atomic_load_n(&c->sample, __ATOMIC_RELAXED);
+    if (sample && --gap > 0) {
+        r = real(NM_PASS); /* a sampled call this thread leaves untimed */
+        nm_ev_depth = 0;
+        bump(&c->sampled, 1);
+        return r;
+    }
+    if (sample) gap = next_gap();
+    long long t0 = nm_ev_tick();
+    r = real(NM_PASS);
+    long long ns = nm_ev_tick() - t0;
+    nm_ev_depth = 0;
+    add_timed(c, !sample, ns);
+    return r;
+}
+
+/* One wrapper, declared with the register arguments only (NM_REG_ARGS): it jumps either to the
+ * real function or to slow_call, and both read the remaining arguments from the caller's stack.
+ * `leaf`: the C name of a function outside MPI-IO, from inside which no wrapped function is
+ * reached (the MPI libraries call their internals, not MPI_ symbols): its sampled calls left
+ * untimed are counted and jumped to, with no frame and no nesting guard: the cheapest a
+ * counted call can be. The Fortran names (which may call the C ones) and MPI-IO (ROMIO calls
+ * MPI_ functions) take slow_call always. */
+#define NM_WRAP(sym, k, leaf)                                                         \
+    __attribute__((visibility("default"))) long sym(NM_REG_ARGS)                     \
+    {                                                                                 \
+        nm_fn real = reals[k];                                                        \
+        nm_ev_count *c = &counts[(k) / 2];                                            \
+        if ((leaf) && __builtin_expect(real && !nm_ev_depth, 1) &&                    \
+            __atomic_load_n(&c->sample, __ATOMIC_RELAXED) && gap > 1) {               \
+            gap--;                                                                    \
+            bump(&c->sampled, 1);                                                     \
+            return ((nm_reg_fn)real)(NM_REG_PASS);                                    \
+        }                                                                             \
+        slow_index = k;                                                               \
+        nm_reg_fn slow = (nm_reg_fn)slow_call;                                        \
+        __asm__("" : "+r"(slow)); /* an address, not a call of a known other type */  \
+        return slow(NM_REG_PASS);                                                     \
     }
 
-#define NM_FN(c, f, cls) NM_WRAP(MPI_##c, "MPI_" #c, NM_IDX_##c) NM_WRAP(mpi_##f##_, "mpi_" #f "_", NM_IDX_##c)
+#define NM_FN(c, f, cls)                                      \
+    NM_WRAP(MPI_##c, 2 * NM_IDX_##c, NM_EV_##cls != NM_EV_IO) \
+    NM_WRAP(mpi_##f##_, 2 * NM_IDX_##c + 1, 0)
 #include "nm-evidence-fns.def"
 #undef NM_FN
 
