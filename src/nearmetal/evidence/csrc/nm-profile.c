@@ -6,10 +6,12 @@
  * of them over NM_EV_LONG_TICKS: timing costs under 1% of those; a count, not a mean, so one
  * call stretched by a preemption does not turn sampling off); otherwise a random 1 in
  * NM_EV_SAMPLE is timed and the rest estimated from them (nm_ev_count), so a short call costs
- * its count and a countdown. MPI handles are ints (MPICH) or pointers (Open
- * MPI) and no wrapped function takes a floating-point argument, so passing 12 integer-class
- * arguments through unchanged serves both ABIs with one library (x86-64 and aarch64 calling
- * conventions: surplus arguments are ignored by the callee). The real function is the next
+ * its count, a countdown and a jump (NM_WRAP: 2.2 ns a call here, as much as a wrapper that
+ * only forwards). MPI handles are ints (MPICH) or pointers (Open MPI) and no wrapped function
+ * takes a floating-point argument, so integer-class arguments passed through unchanged serve
+ * both ABIs with one library: the wrappers jump with the caller's registers and stack as they
+ * were; the slow path passes 12 on (x86-64 and aarch64 calling conventions: surplus arguments
+ * are ignored by the callee). The real function is the next
  * definition of the same name (dlsym RTLD_NEXT, resolved at first use): another tool preloaded
  * after this one (the I/O tracer, a user's PMPI profiler) still sees the call.
  * Under MPI_THREAD_MULTIPLE the adds are atomic (relaxed); otherwise plain. */
