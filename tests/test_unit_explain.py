@@ -14,7 +14,7 @@ from nearmetal.explain.candidates import identical, rank, slower_answers
 from nearmetal.explain.evidence import Evidence, launch_env
 from nearmetal.explain.explainers import EXPLAINERS
 from nearmetal.explain.share import recovered_share
-from nearmetal.explain.why import paragraph
+from nearmetal.explain.why import gap_quantities, paragraph, share_of
 
 pytestmark = pytest.mark.unit
 
@@ -477,3 +477,28 @@ def test_why_section_of_a_cause_its_ablation_refutes(tmp_path):
     [a] = why["answers"]
     assert "cause" not in a and "fix_toml" not in a
     assert "Nothing tested explains the gap" in a["text"]
+
+
+def test_the_share_is_of_the_gap_the_answer_states_not_of_every_metric_of_its_benchmark():
+    """A cold container's start-up: the primary quantity (to after MPI_Init) has a gap warming
+    recovers whole; its CPU time to main, slower too, is the container's own and warming leaves
+    it. The share is the primary quantity's; without a slower primary one, every slower one's."""
+    rng = random.Random(7)
+
+    def point(variant, metric, value):
+        return {"variant": variant, "benchmark": "startup", "metric": metric, "point": {"rank": "max"},
+                "blocks": list(range(10)), "values": [value * math.exp(rng.gauss(0, 0.01)) for _ in range(10)]}
+
+    values = {"slow": (2.0, 3.0), "base": (1.0, 1.0), "warm": (1.0, 3.0)}  # (to_after_init, cpu_to_main)
+    analysis = {"points": [point(v, m, x[i]) for v, x in values.items() for i, m in enumerate(("to_after_init", "cpu_to_main"))],
+                "answers": {"by_benchmark": [
+                    {"variant": "slow", "benchmark": "startup", "metric": "to_after_init", "primary": True, "verdict": "slower"},
+                    {"variant": "slow", "benchmark": "startup", "metric": "cpu_to_main", "primary": False, "verdict": "slower"}]}}
+    assert gap_quantities(analysis, "slow") == {("startup", "to_after_init")}
+    out = share_of(analysis, "slow", "base", "warm", ["startup"])
+    assert out["n_points"] == 1 and abs(out["share"] - 1.0) < 0.05
+    analysis["answers"]["by_benchmark"][0]["verdict"] = "equivalent"  # only the CPU time is slower
+    assert gap_quantities(analysis, "slow") == {("startup", "cpu_to_main")}
+    assert abs(share_of(analysis, "slow", "base", "warm", ["startup"])["share"]) < 0.05
+    analysis["answers"]["by_benchmark"] = []  # no answer per quantity: every point of the benchmarks
+    assert share_of(analysis, "slow", "base", "warm", ["startup"])["n_points"] == 2

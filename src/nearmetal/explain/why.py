@@ -26,11 +26,25 @@ def stored_plan(store, study_id):
         return None
 
 
-def _series(analysis, vid, benches):
-    """{(benchmark, metric, point json, ranks, threads): (values by block, hib)} of a variant."""
+def gap_quantities(analysis, vid):
+    """{(benchmark, metric)} whose gap an ablation must recover: the quantities the variant's
+    answers call slower, its primary ones where any of those is slower (the figure the answer
+    states; a benchmark's other metrics, such as a container's CPU time to main beside the time
+    to after MPI_Init, are answers of their own and not averaged into it); empty: none."""
+    slower = [e for e in (analysis.get("answers") or {}).get("by_benchmark") or []
+              if e.get("variant") == vid and e.get("verdict") == "slower" and e.get("metric")]
+    primary = [e for e in slower if e.get("primary")]
+    return {(e["benchmark"], e["metric"]) for e in primary or slower}
+
+
+def _series(analysis, vid, benches, quantities=None):
+    """{(benchmark, metric, point json, ranks, threads): (values by block, hib)} of a variant, on
+    `benches` (all when empty) and, when given, `quantities` ({(benchmark, metric)}) only."""
     out = {}
     for p in analysis.get("points") or []:
         if p.get("variant") != vid or (benches and p.get("benchmark") not in benches):
+            continue
+        if quantities and (p.get("benchmark"), p.get("metric")) not in quantities:
             continue
         if isinstance((p.get("point") or {}).get("rank"), int) or str(p.get("unit")).lower() in ("count", "bytes"):
             continue
@@ -40,7 +54,9 @@ def _series(analysis, vid, benches):
 
 
 def share_of(analysis, slow, base, ablation, benches):
-    s, b, a = (_series(analysis, v, benches) for v in (slow, base, ablation))
+    """The share of the slow variant's gap the ablation recovers, on the answer's own quantities."""
+    quantities = gap_quantities(analysis, slow)
+    s, b, a = (_series(analysis, v, benches, quantities) for v in (slow, base, ablation))
     points = [{"slow": s[k][0], "base": b[k][0], "ablation": a[k][0], "hib": s[k][1]} for k in s if k in b and k in a]
     return recovered_share(points)
 
