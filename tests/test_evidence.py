@@ -93,10 +93,17 @@ def test_every_run_of_both_families_natively_and_in_three_runtimes_has_plausible
 
 def test_a_fortran_program_is_profiled_through_its_bindings(tmp_path):
     source = tmp_path / "f.f90"
-    source.write_text("program f\n  use mpi\n  integer :: ierr, i\n  double precision :: x, y\n"
+    # MPI_Sendrecv: 13 arguments with ierror, the most of any wrapped function; each ierror checked
+    source.write_text("program f\n  use mpi\n  integer :: ierr, i, rank, other, st(MPI_STATUS_SIZE)\n"
+                      "  double precision :: x, y\n"
                       "  call MPI_Init(ierr)\n  x = 1\n  do i = 1, 40\n"
                       "    call MPI_Allreduce(x, y, 1, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)\n"
-                      "  end do\n  call MPI_Barrier(MPI_COMM_WORLD, ierr)\n  call MPI_Finalize(ierr)\nend program\n")
+                      "  end do\n  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)\n  other = 1 - rank\n"
+                      "  do i = 1, 100\n    ierr = -1\n"
+                      "    call MPI_Sendrecv(x, 1, MPI_DOUBLE_PRECISION, other, 0, y, 1, MPI_DOUBLE_PRECISION, &\n"
+                      "                      other, 0, MPI_COMM_WORLD, st, ierr)\n"
+                      "    if (ierr /= 0) stop 3\n  end do\n"
+                      "  call MPI_Barrier(MPI_COMM_WORLD, ierr)\n  call MPI_Finalize(ierr)\nend program\n")
     for family in ("openmpi", "mpich"):
         exe = tmp_path / f"f-{family}"
         subprocess.run([f"mpif90.{family}", "-o", str(exe), str(source)], check=True)
@@ -107,6 +114,7 @@ def test_a_fortran_program_is_profiled_through_its_bindings(tmp_path):
         for r in ranks:
             functions = r["mpi_profile"]["functions"]
             assert functions["MPI_Allreduce"]["calls"] == 40 and functions["MPI_Barrier"]["calls"] == 1, family
+            assert functions["MPI_Sendrecv"]["calls"] == 100, family
             assert 0 < r["t_main_s"] < r["t_init_end_s"] and "libmpi" in r["mpi_library"]["path"]
 
 
@@ -147,6 +155,29 @@ def test_the_library_loads_in_older_images_and_owns_mpi_init():
                  "MPI_File_write_at_all"):
         assert re.search(rf"\sDF? ?\.text\s.*\s{name}$", dynsyms, re.M), name
     assert not re.search(r"\sPMPI_Allreduce$", dynsyms, re.M)  # the profile forwards; it takes no PMPI_ name
+
+
+def test_every_profile_wrapper_forwards_by_a_jump_with_the_stack_untouched():
+    """The wrappers take the register arguments only and must leave the caller's stack
+    arguments where the function they jump to reads them: as built here, every MPI_X and
+    mpi_x_ wrapper (not MPI_Init and its kin, which nm-mpi-owner.c wraps whole) builds no frame,
+    calls nothing, touches no stack slot and ends each path in a jump."""
+    import platform
+
+    from nearmetal.evidence.build import library
+
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", library()], capture_output=True, text=True,
+                          check=True).stdout
+    bodies = dict(re.findall(r"^[0-9a-f]+ <((?:MPI_|mpi_)\w+)>:\n(.*?)(?:\n\n|\Z)", text, re.M | re.S))
+    owned = {"MPI_Init", "MPI_Init_thread", "MPI_Finalize", "mpi_init_", "mpi_init_thread_", "mpi_finalize_"}
+    wrappers = {name: body for name, body in bodies.items() if name not in owned}
+    assert len(wrappers) >= 180 and {"MPI_Allreduce", "mpi_sendrecv_", "MPI_File_write_at_all"} <= set(wrappers)
+    x86 = platform.machine() in ("x86_64", "AMD64")
+    frame = r"\s(push|pop|call|ret|leave|sub\s+\S+,%rsp)\b|\(%rsp\)|\(%rbp\)" if x86 else r"\s(bl|ret|stp|ldp)\s"
+    jump = r"\sjmp\s+\*" if x86 else r"\sbr\s"
+    for name, body in wrappers.items():
+        assert not re.search(frame, body), (name, body)
+        assert re.search(jump, body), (name, body)
 
 
 def test_run_evidence_writes_one_file_per_rank_into_the_directory(tmp_path):

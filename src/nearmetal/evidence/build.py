@@ -4,6 +4,7 @@ versions and no MPI header (one library serves Open MPI and MPICH: csrc/nm-profi
 copied read-only under /tmp (supervise.place_shared)."""
 
 import os
+import platform
 
 from ..home import home_str
 from . import CSRC
@@ -12,10 +13,14 @@ SOURCES = ("nm-evidence.c", "nm-mpi-owner.c", "nm-profile.c")
 HEADERS = ("nm-evidence.h", "nm-evidence-fns.def")
 # the TSC check the I/O tracer shares (nm-evidence.c includes it from there)
 SHARED = (os.path.join(os.path.dirname(CSRC), "..", "trace", "csrc", "nm-tsc.h"),)
-# -foptimize-sibling-calls (in -O2 too, named so that no other level drops it): the profile's
-# wrappers take the register arguments only and must reach the function they forward to by a
-# jump, which leaves the caller's stack arguments in place (nm-profile.c, NM_WRAP)
+# -foptimize-sibling-calls (part of -O2; named so that the reason is written down, and
+# nm-profile.c refuses to build unoptimised): the profile's wrappers take the register arguments
+# only and must reach the function they forward to by a jump, which leaves the caller's stack
+# arguments in place (nm-profile.c, NM_WRAP). On aarch64 -mbranch-protection=standard makes that
+# indirect jump go through x16/x17, the registers a BTI-marked MPI library's entry accepts.
 FLAGS = ["-O2", "-foptimize-sibling-calls", "-Wall", "-shared", "-fPIC", "-fno-stack-protector", "-U_FORTIFY_SOURCE"]
+if platform.machine() in ("aarch64", "arm64"):
+    FLAGS.append("-mbranch-protection=standard")
 # libdl.so.2 by name: images with a glibc older than 2.34 keep dlsym there
 LIBS = ["-Wl,--no-as-needed", "-l:libdl.so.2"]
 

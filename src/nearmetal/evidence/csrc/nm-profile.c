@@ -10,7 +10,7 @@
  * only forwards). MPI handles are ints (MPICH) or pointers (Open MPI) and no wrapped function
  * takes a floating-point argument, so integer-class arguments passed through unchanged serve
  * both ABIs with one library: the wrappers jump with the caller's registers and stack as they
- * were; the slow path passes 12 on (x86-64 and aarch64 calling conventions: surplus arguments
+ * were; the slow path passes 16 on (x86-64 and aarch64 calling conventions: surplus arguments
  * are ignored by the callee). The real function is the next
  * definition of the same name (dlsym RTLD_NEXT, resolved at first use): another tool preloaded
  * after this one (the I/O tracer, a user's PMPI profiler) still sees the call.
@@ -20,9 +20,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifndef __OPTIMIZE__
+#error "nm-profile.c must be built optimised: its wrappers rely on sibling calls (build.py's FLAGS)"
+#endif
+
+/* 16: the most any wrapped function takes is 13 (gfortran's mpi_sendrecv_: 12 and ierror) */
 #define NM_ARGS long a1, long a2, long a3, long a4, long a5, long a6, long a7, long a8, long a9, long a10, \
-                long a11, long a12
-#define NM_PASS a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12
+                long a11, long a12, long a13, long a14, long a15, long a16
+#define NM_PASS a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16
 typedef long (*nm_fn)(NM_ARGS);
 /* The arguments passed in registers (6 on x86-64, 8 on aarch64): a wrapper declared with these
  * alone touches no stack argument, and its jumps (sibling calls, which -O2 and the build's
@@ -128,6 +133,10 @@ static const char *const fortran_names[] = {
 };
 /* Which wrapper jumped to slow_call: set right before the jump, on this thread. */
 static __thread int slow_index __attribute__((tls_model("initial-exec")));
+/* Set at the first MPI-IO call: from then on a wait or test may run ROMIO's generalized
+ * requests, whose poll functions call MPI_Isend, MPI_Testall and the like, so the C wrappers
+ * keep the nesting guard on every call (slow_call). */
+static int nesting_seen;
 
 /* Every call a wrapper does not forward itself: resolves the next definition at the first call,
  * forwards nested calls, and forwards the others with this thread's nesting guard on, timed
@@ -135,12 +144,14 @@ static __thread int slow_index __attribute__((tls_model("initial-exec")));
 static __attribute__((noinline, used)) long slow_call(NM_ARGS)
 {
     int k = slow_index;
-    nm_fn real = reals[k];
+    nm_fn real = __atomic_load_n(&reals[k], __ATOMIC_RELAXED);
     if (__builtin_expect(!real, 0)) {
         if (!(real = (nm_fn)nm_ev_next(k & 1 ? fortran_names[k / 2] : fn_names[k / 2])))
             return 1; /* MPI_ERR_BUFFER/.. : never reached from a program without it */
-        reals[k] = real;
+        __atomic_store_n(&reals[k], real, __ATOMIC_RELAXED); /* every thread finds the same */
     }
+    if (fn_class[k / 2] == NM_EV_IO && !__atomic_load_n(&nesting_seen, __ATOMIC_RELAXED))
+        __atomic_store_n(&nesting_seen, 1, __ATOMIC_RELAXED);
     if (nm_ev_depth) return real(NM_PASS);
     nm_ev_count *c = &counts[k / 2];
     long r;
@@ -163,17 +174,20 @@ static __attribute__((noinline, used)) long slow_call(NM_ARGS)
 
 /* One wrapper, declared with the register arguments only (NM_REG_ARGS): it jumps either to the
  * real function or to slow_call, and both read the remaining arguments from the caller's stack.
- * `leaf`: the C name of a function outside MPI-IO, from inside which no wrapped function is
- * reached (the MPI libraries call their internals, not MPI_ symbols): its sampled calls left
- * untimed are counted and jumped to, with no frame and no nesting guard: the cheapest a
- * counted call can be. The Fortran names (which may call the C ones) and MPI-IO (ROMIO calls
+ * `leaf`: the C name of a function outside MPI-IO. Open MPI's and MPICH's point-to-point,
+ * collective and wait code calls their internals, not MPI_ symbols, so until a program's first
+ * MPI-IO call (nesting_seen) no wrapped function is reached from inside one: its sampled calls
+ * left untimed are counted and jumped to, with no frame and no nesting guard, the cheapest a
+ * counted call can be. (A user's callback that calls MPI, such as an error handler, is counted
+ * as a call of its own.) The Fortran names (which may call the C ones) and MPI-IO (ROMIO calls
  * MPI_ functions) take slow_call always. */
 #define NM_WRAP(sym, k, leaf)                                                         \
     __attribute__((visibility("default"))) long sym(NM_REG_ARGS)                     \
     {                                                                                 \
-        nm_fn real = reals[k];                                                        \
+        nm_fn real = __atomic_load_n(&reals[k], __ATOMIC_RELAXED);                    \
         nm_ev_count *c = &counts[(k) / 2];                                            \
         if ((leaf) && __builtin_expect(real && !nm_ev_depth, 1) &&                    \
+            !__atomic_load_n(&nesting_seen, __ATOMIC_RELAXED) &&                      \
             __atomic_load_n(&c->sample, __ATOMIC_RELAXED) && gap > 1) {               \
             gap--;                                                                    \
             bump(&c->sampled, 1);                                                     \
