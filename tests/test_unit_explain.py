@@ -482,23 +482,36 @@ def test_why_section_of_a_cause_its_ablation_refutes(tmp_path):
 def test_the_share_is_of_the_gap_the_answer_states_not_of_every_metric_of_its_benchmark():
     """A cold container's start-up: the primary quantity (to after MPI_Init) has a gap warming
     recovers whole; its CPU time to main, slower too, is the container's own and warming leaves
-    it. The share is the primary quantity's; without a slower primary one, every slower one's."""
+    it. The share is the primary quantity's; per benchmark, without a slower primary one, its
+    slower ones; with no quantity slower (an overall answer only), the primary ones."""
     rng = random.Random(7)
 
-    def point(variant, metric, value):
-        return {"variant": variant, "benchmark": "startup", "metric": metric, "point": {"rank": "max"},
+    def point(variant, bench, metric, value, ranks=2):
+        return {"variant": variant, "benchmark": bench, "metric": metric, "point": {"rank": "max"}, "ranks": ranks,
                 "blocks": list(range(10)), "values": [value * math.exp(rng.gauss(0, 0.01)) for _ in range(10)]}
 
+    def entry(bench, metric, primary, verdict, ranks=None):
+        return {"variant": "slow", "benchmark": bench, "metric": metric, "primary": primary, "verdict": verdict,
+                "ranks": ranks, "threads": None}
+
     values = {"slow": (2.0, 3.0), "base": (1.0, 1.0), "warm": (1.0, 3.0)}  # (to_after_init, cpu_to_main)
-    analysis = {"points": [point(v, m, x[i]) for v, x in values.items() for i, m in enumerate(("to_after_init", "cpu_to_main"))],
-                "answers": {"by_benchmark": [
-                    {"variant": "slow", "benchmark": "startup", "metric": "to_after_init", "primary": True, "verdict": "slower"},
-                    {"variant": "slow", "benchmark": "startup", "metric": "cpu_to_main", "primary": False, "verdict": "slower"}]}}
-    assert gap_quantities(analysis, "slow") == {("startup", "to_after_init")}
+    analysis = {"points": [point(v, "startup", m, x[i]) for v, x in values.items()
+                           for i, m in enumerate(("to_after_init", "cpu_to_main"))],
+                "answers": {"by_benchmark": [entry("startup", "to_after_init", True, "slower"),
+                                             entry("startup", "cpu_to_main", False, "slower")]}}
+    assert gap_quantities(analysis, "slow") == {("startup", "to_after_init", None, None)}
     out = share_of(analysis, "slow", "base", "warm", ["startup"])
     assert out["n_points"] == 1 and abs(out["share"] - 1.0) < 0.05
-    analysis["answers"]["by_benchmark"][0]["verdict"] = "equivalent"  # only the CPU time is slower
-    assert gap_quantities(analysis, "slow") == {("startup", "cpu_to_main")}
+    by = analysis["answers"]["by_benchmark"]
+    by[0]["verdict"] = "equivalent"  # only the CPU time is slower
+    assert gap_quantities(analysis, "slow") == {("startup", "cpu_to_main", None, None)}
     assert abs(share_of(analysis, "slow", "base", "warm", ["startup"])["share"]) < 0.05
+    by[1]["verdict"] = "inconclusive"  # nothing slower on its own: the primary quantity
+    assert gap_quantities(analysis, "slow") == {("startup", "to_after_init", None, None)}
+    by[1]["verdict"] = "slower"
+    by.append(entry("io", "io_time", True, "slower", ranks=4))  # a second benchmark, one of its placements
+    analysis["points"] += [point(v, "io", "io_time", x[0], ranks=r) for v, x in values.items() for r in (2, 4)]
+    assert gap_quantities(analysis, "slow") == {("startup", "cpu_to_main", None, None), ("io", "io_time", 4, None)}
+    assert share_of(analysis, "slow", "base", "warm", ["startup", "io"])["n_points"] == 2  # io at 2 ranks left out
     analysis["answers"]["by_benchmark"] = []  # no answer per quantity: every point of the benchmarks
     assert share_of(analysis, "slow", "base", "warm", ["startup"])["n_points"] == 2

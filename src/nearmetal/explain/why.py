@@ -27,24 +27,37 @@ def stored_plan(store, study_id):
 
 
 def gap_quantities(analysis, vid):
-    """{(benchmark, metric)} whose gap an ablation must recover: the quantities the variant's
-    answers call slower, its primary ones where any of those is slower (the figure the answer
-    states; a benchmark's other metrics, such as a container's CPU time to main beside the time
-    to after MPI_Init, are answers of their own and not averaged into it); empty: none."""
-    slower = [e for e in (analysis.get("answers") or {}).get("by_benchmark") or []
-              if e.get("variant") == vid and e.get("verdict") == "slower" and e.get("metric")]
-    primary = [e for e in slower if e.get("primary")]
-    return {(e["benchmark"], e["metric"]) for e in primary or slower}
+    """{(benchmark, metric, ranks, threads)} whose gap an ablation must recover: the quantities
+    the answer states. Per benchmark, its slower primary quantities where any is slower, else its
+    slower ones (a benchmark's other metrics, such as a container's CPU time to main beside the
+    time to after MPI_Init, are answers of their own and are not averaged in); when none is
+    slower (an overall answer only), the primary ones whatever their verdict. ranks and threads
+    are None where the benchmark ran at one placement. Empty: no answer per quantity."""
+    mine = [e for e in (analysis.get("answers") or {}).get("by_benchmark") or []
+            if e.get("variant") == vid and e.get("metric")]
+    slower = [e for e in mine if e.get("verdict") == "slower"]
+    chosen = []
+    for bench in sorted({e["benchmark"] for e in slower}):
+        here = [e for e in slower if e["benchmark"] == bench]
+        chosen += [e for e in here if e.get("primary")] or here
+    return {(e["benchmark"], e["metric"], e.get("ranks"), e.get("threads"))
+            for e in chosen or [e for e in mine if e.get("primary")]}
+
+
+def _stated(quantities, p):
+    """Whether an analysis point belongs to one of the quantities (None: any placement)."""
+    return any(b == p.get("benchmark") and m == p.get("metric") and r in (None, p.get("ranks"))
+               and t in (None, p.get("threads")) for b, m, r, t in quantities)
 
 
 def _series(analysis, vid, benches, quantities=None):
     """{(benchmark, metric, point json, ranks, threads): (values by block, hib)} of a variant, on
-    `benches` (all when empty) and, when given, `quantities` ({(benchmark, metric)}) only."""
+    `benches` (all when empty) and, when given, `quantities` (gap_quantities) only."""
     out = {}
     for p in analysis.get("points") or []:
         if p.get("variant") != vid or (benches and p.get("benchmark") not in benches):
             continue
-        if quantities and (p.get("benchmark"), p.get("metric")) not in quantities:
+        if quantities and not _stated(quantities, p):
             continue
         if isinstance((p.get("point") or {}).get("rank"), int) or str(p.get("unit")).lower() in ("count", "bytes"):
             continue
