@@ -337,8 +337,9 @@ def main():
                     help="each rank on a core of its own (both sides), or where the kernel puts it")
     ap.add_argument("--json", help="write every pair's figures here")
     a = ap.parse_args()
-    if a.binding == "core":  # read by the launchers nearmetal run starts (it passes its environment on)
-        os.environ.update(HYDRA_BINDING="core", OMPI_MCA_hwloc_base_binding_policy="core")
+    # read by the launchers nearmetal run starts (it passes its environment on); "none" said to
+    # Open MPI too, which binds 2 ranks to cores by itself
+    os.environ.update(HYDRA_BINDING=a.binding, OMPI_MCA_hwloc_base_binding_policy=a.binding)
     rng = random.Random(a.seed)
     scratch = tempfile.mkdtemp(prefix="nm-evidence-cost-")
     raw = {}
