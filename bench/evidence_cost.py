@@ -223,7 +223,9 @@ def _preset_of(argv):
 
 
 def run(argv, profiled, family, ranks, scratch, clock="tsc", preload=None):
-    cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)] + (["--env", f"LD_PRELOAD={preload}"] if preload else [])
+    cmd = [NEARMETAL, "run", "--mpi", family, "-n", str(ranks)]
+    if preload:  # the bare forwarder's arm
+        cmd += ["--env", f"LD_PRELOAD={preload}"]
     preset = _preset_of(argv)
     if preset:  # its figures of merit read from md.log by the preset, in a working directory of its own
         work = tempfile.mkdtemp(prefix="gmx-", dir=scratch)
@@ -350,8 +352,8 @@ def main():
             family, ranks, argv = program(case, a, scratch)
             preset = _preset_of(argv)
             how = f"bench --command --preset {preset}" if preset else "run"
-            print(f"## {case} (profile clock: {a.clock}, binding: {a.binding}): nearmetal {how} [--evidence DIR] --mpi {family} "
-                  f"-n {ranks} -- {' '.join(argv)}", flush=True)
+            print(f"## {case} (profile clock: {a.clock}, binding: {a.binding}): nearmetal {how} [--evidence DIR] "
+                  f"--mpi {family} -n {ranks} -- {' '.join(argv)}", flush=True)
             for profiled in (False, True):  # warm-up: builds, discovery caches, page cache
                 run(argv, profiled, family, ranks, scratch, a.clock)
             pairs = []
