@@ -148,22 +148,19 @@ long MPI_Allreduce(long a, long b, long c, long d, long e, long f)
 """
 
 
-def forwarder(scratch):
-    """The bare forwarder's shared library (built once)."""
-    src, lib = os.path.join(scratch, "forwarder.c"), os.path.join(scratch, "forwarder.so")
-    if not os.path.exists(lib):
+def _compiled(source, name, scratch, compiler, flags=(), libs=()):
+    """scratch/NAME compiled from `source` by `compiler` -O2 (once: a later call finds it)."""
+    src, out = os.path.join(scratch, f"{name}.c"), os.path.join(scratch, name)
+    if not os.path.exists(out):
         with open(src, "w") as f:
-            f.write(FORWARDER_C)
-        subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src, "-ldl"], check=True)
-    return lib
+            f.write(source)
+        subprocess.run([compiler, "-O2", *flags, "-o", out, src, *libs], check=True)
+    return out
 
 
-def _compiled(source, name, family, scratch):
-    src, exe = os.path.join(scratch, f"{name}.c"), os.path.join(scratch, f"{name}-{family}")
-    with open(src, "w") as f:
-        f.write(source)
-    subprocess.run([f"mpicc.{family}", "-O2", "-o", exe, src], check=True)
-    return exe
+def forwarder(scratch):
+    """The bare forwarder's shared library."""
+    return _compiled(FORWARDER_C, "forwarder.so", scratch, "cc", ("-shared", "-fPIC"), ("-ldl",))
 
 
 def program(case, a, scratch):
@@ -183,8 +180,8 @@ def program(case, a, scratch):
         tpr = gromacs_tpr(os.path.join(scratch, "gromacs"), nsteps=a.gromacs_steps)
         return family, 2, ["gmx_mpi", "mdrun", "-s", tpr, "-ntomp", "1"]
     if kind == "blocks":
-        return family, 2, [_compiled(BLOCKS_C, "blocks", family, scratch)]
-    return family, 1, [_compiled(PERCALL_C, "percall", family, scratch), str(a.calls)]
+        return family, 2, [_compiled(BLOCKS_C, f"blocks-{family}", scratch, f"mpicc.{family}")]
+    return family, 1, [_compiled(PERCALL_C, f"percall-{family}", scratch, f"mpicc.{family}"), str(a.calls)]
 
 
 def figures(text):
