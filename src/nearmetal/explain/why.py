@@ -66,9 +66,10 @@ def _series(analysis, vid, benches, quantities=None):
     return out
 
 
-def share_of(analysis, slow, base, ablation, benches):
-    """The share of the slow variant's gap the ablation recovers, on the answer's own quantities."""
-    quantities = gap_quantities(analysis, slow)
+def share_of(analysis, slow, base, ablation, benches, quantities=None):
+    """The share of the slow variant's gap the ablation recovers, on the answer's own quantities
+    (gap_quantities, computed here when not given)."""
+    quantities = gap_quantities(analysis, slow) if quantities is None else quantities
     s, b, a = (_series(analysis, v, benches, quantities) for v in (slow, base, ablation))
     points = [{"slow": s[k][0], "base": b[k][0], "ablation": a[k][0], "hib": s[k][1]} for k in s if k in b and k in a]
     return recovered_share(points)
@@ -225,9 +226,10 @@ def section(store, study_id, analysis):
                     out["causes"] = [c.as_dict() for c in tested + untested]
                     out["where"] = [c.as_dict() for c in where]
                     out["has_profile"] = any(r.get("mpi_profile") for r in evidence[vid].every_rank())
+            stated = gap_quantities(analysis, vid)  # once for all of the variant's causes
             for c in out["causes"]:
                 if c.get("ablation_id"):
-                    c["share"] = share_of(analysis, vid, bid, c["ablation_id"], benches)
+                    c["share"] = share_of(analysis, vid, bid, c["ablation_id"], benches, stated)
             out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
             top = out["causes"][0] if out["causes"] else None
             if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
