@@ -2,6 +2,7 @@
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,26 @@ def assert_one_line_error(out):
     assert len(err.splitlines()) == 1, err
     assert "error" in err
     return err
+
+
+def assert_runs_ok(db):
+    """{run_key: status} of every run in the study database `db`, asserting that each ended ok
+    but for at most one mishap the study itself handles: a measured run that hung, whose repeat
+    (`KEY~again`) ended ok, or a warm-up that timed out (no earlier run bounds a warm-up; it is
+    not analysed). Why one is allowed: MPICH 4.0.2 over UCX's TCP transport deadlocks in
+    MPI_Finalize now and then here (about 1 run in 150 on a loaded 2-core machine: one rank waits
+    in UCX for a disconnect while the other already sits in the PMI barrier); a study ends such a
+    run at 10x its cell's median, stores it hung with its processes' state and runs it again."""
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT run_key, status, warmup, stderr_tail FROM runs").fetchall()
+    keys = {key: status for key, status, _, _ in rows}
+    handled = [key for key, status, warmup, _ in rows
+               if (status, bool(warmup)) in (("hung", False), ("timeout", True))]
+    unhandled = [(key, status, (tail or "")[-1500:]) for key, status, _, tail in rows
+                 if status != "ok" and key not in handled]
+    repeats_ok = all(keys.get(f"{key}~again") == "ok" for key in handled if keys[key] == "hung")
+    assert not unhandled and len(handled) <= 1 and repeats_ok, unhandled or [(k, keys[k]) for k in handled]
+    return keys
 
 
 @pytest.fixture(scope="session")

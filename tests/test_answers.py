@@ -351,7 +351,8 @@ AA = """
 [study]
 name = "aa4"
 repetitions = 4
-warmup = 0
+warmup = 1
+timeout = 120
 seed = 3
 [baseline]
 variant = "first"
@@ -377,14 +378,13 @@ args = ["-m", "8:64", "-i", "200"]
 def test_a_real_aa_study_answers_first_per_variant(tmp_path, default_image):
     """A tiny real study (two identical named hybrid variants and one with UCX over TCP):
     the terminal's first lines and the HTML's first section state an answer per variant."""
-    from conftest import nearmetal
+    from conftest import assert_runs_ok, nearmetal
 
     f, db = tmp_path / "aa.toml", tmp_path / "aa.db"
     f.write_text(AA)
     out = nearmetal("study", f, "--db", db, "--no-progress", "--out", tmp_path, timeout=400)
     assert out.returncode == 0, out.stderr
-    with sqlite3.connect(db) as c:
-        assert {s for (s,) in c.execute("SELECT status FROM runs")} == {"ok"}
+    assert_runs_ok(db)
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     assert lines[0] == "Answer (study aa4)", out.stdout  # the first thing printed
     answer = " ".join(" ".join(lines[1:lines.index(next(x for x in lines if x.startswith("Study aa4")))]).split())
