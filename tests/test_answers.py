@@ -5,7 +5,6 @@ bootstrap over blocks, and the top-line sentences every report prints first."""
 import json
 from markupsafe import escape as html_escape
 import re
-import sqlite3
 from io import StringIO
 
 import numpy as np

@@ -3,9 +3,10 @@ cell's earlier runs, and what is stored of it.
 
 A cell's runs take about the same time; one that takes FACTOR times their median has
 stopped making progress (here: MPICH over UCX's TCP transport, now and then, deadlocks in
-MPI_Finalize, one rank in a PMI read while the other spins in UCX), and waiting for the configured `timeout` (600 s by default)
-would only spend the budget. Such a run is ended, stored as `hung` with what each of its
-processes was doing, and its cell is run once more after the runs already planned.
+MPI_Finalize, one rank in a PMI read while the other spins in UCX), and waiting for the
+configured `timeout` (600 s by default) would only spend the budget. Such a run is ended,
+stored as `hung` with what each of its processes was doing, and its cell is run once more
+after the runs already planned.
 """
 
 from statistics import median
