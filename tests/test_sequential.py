@@ -92,7 +92,8 @@ def test_adaptive_settings_are_checked(line, expect):
 def test_simulated_error_rates_and_power():
     """Many A/A points through the whole procedure (the default looks up to 120 blocks):
     false slower/faster well under 5%; a difference exactly at the margin called equivalent
-    under 5%; a 5% slowdown (beyond the 3% margin) found in at least 80%."""
+    under 5%; a 5% slowdown (beyond the 3% margin) found in at least 80%. The same bounds where
+    the time runs out early and the final look spends the rest of alpha."""
     from sequential_sim import simulate
 
     aa, aa_blocks = simulate(300, noise=0.02, block=0.02, effect=0.0, seed=1, max_n=120)
@@ -102,6 +103,12 @@ def test_simulated_error_rates_and_power():
     assert edge["equivalent"] <= 0.05 and edge["faster"] == 0
     slow, slow_blocks = simulate(300, noise=0.02, block=0.02, effect=0.05, seed=3, max_n=120)
     assert slow["slower"] >= 0.8 and slow["equivalent"] <= 0.05 and slow_blocks < 60
+    # a study whose time runs out after 18 of 60 blocks: its final look spends the rest of alpha
+    # and keeps both error rates (4,000 points: 4.6% equivalent at the margin, 4.3% ending at 60)
+    aa, _ = simulate(400, noise=0.02, block=0.02, effect=0.0, seed=4, max_n=60, ends_at=18)
+    assert aa["slower"] + aa["faster"] <= 0.05 and aa["equivalent"] >= 0.8
+    edge, _ = simulate(2000, noise=0.02, block=0.02, effect=0.03, seed=0, max_n=60, ends_at=18)
+    assert edge["equivalent"] <= 0.05 and edge["slower"] >= 0.7
 
 
 @pytest.mark.unit
@@ -301,12 +308,21 @@ kernel = "latency"
                          [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}])
     said = []
     added = runner.extend(cfg, store, study_id, say=said.append)
+    from nearmetal.analysis.analyze import analyze
+    from nearmetal.study.plan.sequential import final_alpha
+
+    final = analyze(store)["sequential"]["final"]
     if adds:
         assert added == 9 and said == ["after 5 blocks: 3 cells still open; blocks 6-8 for them (9 runs)"]
+        assert final is None  # the study goes on: no look is final yet
     else:
         assert added == 0 and not store.pending(study_id)
         assert said == ["max_time (2 s of runs): 2 s spent after 5 blocks; the next look (blocks 6-8, about 1 s) "
                         "would pass it; 3 cells still open"], said
+        # where it ended is kept: its one look is final, at what the look not taken would have spent
+        assert final == {"blocks": 5, "alpha": final_alpha((5,), (5, 8)), "reason": "max_time",
+                         "ci_level": pytest.approx(1 - 2 * final_alpha((5,), (5, 8)))}
+        assert final["alpha"] > 0.025
     store.close()
 
 

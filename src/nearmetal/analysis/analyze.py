@@ -79,6 +79,9 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     from ..study.plan import sequential
 
     looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
+    blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
+    # the look the study ended at, recorded by the runner: its open points are decided there
+    final = sequential.end_of(store, study["id"], looks, alpha, blocks) if looks and len(looks) > 1 else None
     points = []
     for key in sorted(groups, key=_sort_key):
         bench, kernel, metric, point_json, ranks, threads = key
@@ -107,7 +110,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                 entry["baseline"] = bid
                 if looks:  # a planned study: its looks (one for fixed repetitions), study/plan/sequential.py
                     entry["comparison"] = sequential.decide(base, byblock, looks, alpha, study["margin"], hib,
-                                                            n_boot=n_boot)
+                                                            n_boot=n_boot, final=final)
                 else:
                     pairs = [(base[b], byblock[b]) for b in byblock if b in base]
                     entry["comparison"] = stats.compare(list(base.values()), values, higher_is_better=hib,
@@ -140,7 +143,11 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                        "alpha": sequential.ALPHA, "alpha_per_look": alpha,
                        # the level of the points' intervals: decide()'s 1 - 2 alpha per look, compare()'s 95%
                        "ci_level": 1 - min(0.5, 2 * alpha) if looks else 1 - sequential.ALPHA,
-                       "blocks": max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])},
+                       "blocks": blocks,
+                       # the final look, where a difference shown is decided (at the rest of alpha
+                       # where the time ran out: its own level, that of the points it decided)
+                       "final": {"blocks": final[0], "alpha": final[1], "ci_level": 1 - min(0.5, 2 * final[1]),
+                                 "reason": final[2]} if final else None},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
         # which metrics are answered, decided at plan time (analysis/quantities.py)
         "metric_plan": decided.metrics if decided is not None else {},

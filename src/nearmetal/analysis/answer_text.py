@@ -13,17 +13,34 @@ MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
 RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
 
 
-def level_words(analysis):
-    """The level of every interval shown, labelled with what set it: '98.6% interval
-    (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks."""
+def level_words(analysis, level=None):
+    """The level of the intervals shown, labelled with what set it: '98.6% interval
+    (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks. Where the
+    study's time ran out before its last look, its final look has a level of its own: said
+    beside (level None: the study's intervals in general), or alone for an interval at it."""
     seq = analysis.get("sequential") or {}
-    level, looks = seq.get("ci_level"), seq.get("looks")
+    looks, final = seq.get("looks"), seq.get("final") or {}
+    study_level = seq.get("ci_level")
+    general, level = level is None, study_level if level is None else level
     if not (isinstance(level, (int, float)) and 0 < level < 1):
         return "95% interval"
     s = f"{level * 100:.3g}% interval"
+    last = final.get("ci_level")
+    own_last = isinstance(last, (int, float)) and isinstance(study_level, (int, float)) and \
+        abs(last - study_level) > 1e-9
+    ended = f"after {final.get('blocks')} blocks: the time ran out"
+    if own_last and abs(level - last) <= 1e-9:
+        return s + f" (sequential, the final look, {ended})"
     if isinstance(looks, list) and len(looks) > 1:
-        return s + f" (sequential, {len(looks)} looks)"
+        taken = sum(1 for n in looks if isinstance(n, int) and n <= (final.get("blocks") or 0))
+        beside = f"; {last * 100:.3g}% at the final look, the {_ordinal(taken)}, {ended}" if own_last and \
+            general and taken else ""
+        return s + f" (sequential, {len(looks)} looks{beside})"
     return s + (" (one look)" if looks else "")
+
+
+def _ordinal(n):
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
 def _pct(x):

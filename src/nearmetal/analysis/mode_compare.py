@@ -21,7 +21,9 @@ share's 95% interval holds 0 (no difference in how often launches are slow); slo
 when the location (its t test p < alpha/2, interval beyond the margin) or the share (its 1 -
 alpha/2 interval excludes 0 and its effect on the mean cost lies beyond the margin) shows it —
 alpha split in two halves (Bonferroni), so a point's false slower/faster stays below alpha;
-otherwise open. docs/statistics.md, "Launches that fall into modes", has the calibration.
+otherwise open. At the study's final look a difference shown is decided without the margin
+(the location's interval excludes 1, or the share's excludes 0). docs/statistics.md,
+"Launches that fall into modes", has the calibration.
 """
 
 import math
@@ -132,9 +134,11 @@ def _share_cost(p_base, delta, ratio):
     return (1 + (p_base + delta) * (ratio - 1)) / (1 + p_base * (ratio - 1))
 
 
-def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_boot=2000, unit=""):
+def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_boot=2000, unit="", final=False):
     """One look's mode-aware comparison, or None when the pooled values form one group.
     alpha: the level of this look (sequential: Pocock's alpha' per look, study/plan/sequential.py).
+    final: the study's final look, where a difference shown is decided even if it may lie
+    within the margin (no block can come to bound it).
     baseline, variant: all values of each group; pairs: (baseline, variant) of each block that
     measured both."""
     if not baseline or not variant:
@@ -187,9 +191,10 @@ def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_
     beyond = lo is not None and (lo > 1 + margin or hi < 1 - margin)
     if c["verdict"] == "equivalent" and g_lo <= 0 <= g_hi:
         verdict, by = "equivalent", "location and share"
-    elif lo is not None and p is not None and p < alpha / 2 and beyond:
+    elif lo is not None and p is not None and p < alpha / 2 and (beyond or final and (lo > 1 or hi < 1)):
         verdict, by = ("faster" if (lo > 1) == hib else "slower"), "location"
-    elif share_effect is not None and (share_effect > 1 + margin or share_effect < 1 - margin):
+    elif share_effect is not None and (share_effect > 1 + margin or share_effect < 1 - margin or
+                                       final and share_effect != 1):
         verdict, by = ("slower" if share_effect > 1 else "faster"), "share"
 
     per_mode = []

@@ -176,7 +176,7 @@ def extend(cfg, store, study_id, say=print, started=None):
     if not cfg.study.adaptive:
         return 0
     from ..plan.plan import extend_plan
-    from ..plan.sequential import looks_of, open_points
+    from ..plan.sequential import looks_of, open_points, record_end
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
@@ -187,13 +187,17 @@ def extend(cfg, store, study_id, say=print, started=None):
     spent = sum(r["wall_s"] or 0.0 for r in runs)
     still_open = open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
     opened = {key for _, cell_keys, _ in still_open for key in cell_keys}
+    # where the study ends is kept with it: the analysis decides the open points at that look
     if not opened:
         say(f"every compared point is decided after {blocks} blocks")
+        record_end(store, study_id, blocks, "decided")
         return 0
     if not later:
         say(f"max_repetitions ({cfg.study.max_repetitions} blocks) reached with {len(opened)} cells still open")
+        record_end(store, study_id, blocks, "max_repetitions")
         return 0
     if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still_open):
+        record_end(store, study_id, blocks, "budget")
         return 0
     seed = store.study(cfg.study.name)["seed"]
     position = max(r["position"] for r in runs) + 1
@@ -204,7 +208,9 @@ def extend(cfg, store, study_id, say=print, started=None):
     if spent + expected > cfg.study.max_time:
         say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next look "
             f"(blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it; {len(opened)} cells still open")
+        record_end(store, study_id, blocks, "max_time")
         return 0
+    record_end(store, study_id, blocks)  # it goes on: an end recorded before (a resumed study) is void
     store.add_planned(study_id, [codec.planned_row(r) for r in added])
     say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
         f"({len(added)} runs)")

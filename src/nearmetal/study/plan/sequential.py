@@ -76,21 +76,59 @@ def alpha_per_look(looks, alpha=BOUNDARY_ALPHA):
     return max(math.floor(nominal * 10 ** digits) / 10 ** digits, ALPHA / len(looks))
 
 
+@functools.lru_cache(maxsize=64)
+def final_alpha(taken, planned, per_look=None, alpha=BOUNDARY_ALPHA):
+    """The level of the last of the looks `taken` when the study ends there, before its last
+    `planned` look because its time ran out: every earlier look was tested at per_look (the
+    level the study was planned with; default Pocock's for the planned looks), and this one at
+    the level that makes the looks taken cross as often as the planned looks would have. Both
+    of the level's uses are matched and the stricter kept: the rank test's two-sided
+    boundary, and equivalence's one-sided one (TOST at per_look each side). All looks taken:
+    per_look itself."""
+    taken, planned = tuple(taken), tuple(planned)
+    per_look = alpha_per_look(planned, alpha) if per_look is None else per_look
+    if len(planned) <= 1 or taken == planned:
+        return per_look
+    if taken != planned[:len(taken)]:
+        raise ValueError(f"looks {taken} are not the first of {planned}")
+    from scipy.special import ndtr, ndtri
+
+    levels = []
+    for sides in (2, 1):
+        c = float(ndtri(1 - per_look / sides))  # the earlier looks' boundary, as they were tested
+        planned_crossing = _crossing(c, planned)
+        low, high = 0.0, c  # never stricter than the earlier looks
+        while high - low > 1e-5:
+            mid = (low + high) / 2
+            low, high = (mid, high) if _crossing((c,) * (len(taken) - 1) + (mid,), taken) > planned_crossing \
+                else (low, mid)
+        levels.append(float(sides * ndtr(-(high + 2e-3))))  # + 2e-3: the grid's error, as alpha_per_look
+    nominal = min(levels)
+    digits = 3 - math.floor(math.log10(nominal))
+    return max(math.floor(nominal * 10 ** digits) / 10 ** digits, per_look)
+
+
 def _crossing(c, looks, points=201):
-    """P(|Z_k| >= c at some look k) for Z_k = S_k / sqrt(n_k), S a sum of independent standard
-    normal steps, one per block: the density of Z on (-c, c) carried from look to look on a grid."""
+    """P(|Z_k| >= c_k at some look k) for Z_k = S_k / sqrt(n_k), S a sum of independent standard
+    normal steps, one per block: the density of Z on (-c_k, c_k) carried from look to look on a
+    grid. c: one boundary for every look, or one per look."""
     import numpy as np
 
     n = np.asarray(looks, float)
-    z, h = np.linspace(-c, c, points, retstep=True)
+    bounds = [c] * len(n) if isinstance(c, (int, float)) else list(c)
+    z, h = np.linspace(-bounds[0], bounds[0], points, retstep=True)
     weight = np.full(points, h)
     weight[0] = weight[-1] = h / 2  # the trapezoid rule
     density = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     for k in range(1, len(n)):
         step = math.sqrt(n[k] - n[k - 1])
-        moved = (z[:, None] * math.sqrt(n[k]) - z[None, :] * math.sqrt(n[k - 1])) / step
+        z_next, h_next = np.linspace(-bounds[k], bounds[k], points, retstep=True)
+        moved = (z_next[:, None] * math.sqrt(n[k]) - z[None, :] * math.sqrt(n[k - 1])) / step
         kernel = np.sqrt(n[k]) / step * np.exp(-moved ** 2 / 2) / math.sqrt(2 * math.pi)
         density = kernel @ (weight * density)
+        z = z_next
+        weight = np.full(points, h_next)
+        weight[0] = weight[-1] = h_next / 2
     return 1 - float(weight @ density)
 
 
@@ -98,14 +136,18 @@ def _block_number(b):
     return b[0] if isinstance(b, tuple) else b
 
 
-def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes=True):
+def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes=True, final=None):
     """The sequential comparison of one point: base and var map block -> value. Looks past
     the blocks measured are skipped. Returns stats.compare's dict of the deciding look (or
-    of the last one), with `look` (blocks used), `alpha` (the level tested) and `decided`;
-    None when no look has data of both sides. Where the launches fall into modes (modes.py),
-    a look compares by mode instead (mode_compare.decide_look; `modes=False`: never)."""
+    of the last one), with `look` (blocks used), `alpha` (the level tested), `final` and
+    `decided`; None when no look has data of both sides. Where the launches fall into modes
+    (modes.py), a look compares by mode instead (mode_compare.decide_look; `modes=False`:
+    never). final: (blocks, level, ...) of the look the study ended at (end_of()), None while
+    it may go on; a design of one look is final at its level."""
     from ...analysis.mode_compare import decide_look
 
+    if final is None and len(looks) == 1:
+        final = (looks[0], alpha)
     measured = max([_block_number(b) for b in var] + [-1]) + 1
     last = None
     for n in looks:
@@ -116,24 +158,57 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes
         if not b or not v:
             continue
         pairs = [(b[k], v[k]) for k in v if k in b]
-        # Equivalence is two one-sided tests at `alpha` each: the 1 - 2*alpha interval inside
-        # the margin. A difference needs the exact rank test at `alpha` (its size bounds the
-        # false alarms) and that interval wholly beyond the margin: a difference that may be
-        # smaller than the margin is not decided yet, and gets more blocks.
-        c = decide_look(list(b.values()), list(v.values()), pairs, alpha=alpha, margin=margin,
-                        higher_is_better=higher_is_better, n_boot=n_boot) if modes else None
+        is_final = final is not None and n == final[0]
+        level = final[1] if is_final else alpha
+        # Equivalence is two one-sided tests at `level` each: the 1 - 2*level interval inside
+        # the margin. A difference needs the exact rank test at `level` (its size bounds the
+        # false alarms) and, before the final look, that interval wholly beyond the margin: a
+        # difference that may be smaller than the margin is not decided yet, and gets more
+        # blocks. At the final look no block can come: a difference shown is decided.
+        c = decide_look(list(b.values()), list(v.values()), pairs, alpha=level, margin=margin,
+                        higher_is_better=higher_is_better, n_boot=n_boot, final=is_final) if modes else None
         if c is None:
             c = stats.compare(list(b.values()), list(v.values()), higher_is_better=higher_is_better, margin=margin,
-                              pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot, alpha=min(0.5, 2 * alpha))
+                              pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot, alpha=min(0.5, 2 * level))
             beyond = c["ci_low"] is not None and (c["ci_low"] > 1 + margin or c["ci_high"] < 1 - margin)
-            if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= alpha or not beyond):
+            if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= level or
+                                                         not (beyond or is_final)):
                 c["verdict"] = "inconclusive"
-        c.update(look=min(n, measured), alpha=alpha, ci_level=1 - min(0.5, 2 * alpha),
+        c.update(look=min(n, measured), alpha=level, ci_level=1 - min(0.5, 2 * level), final=is_final,
                  decided=c["verdict"] != "inconclusive")
         last = c
         if c["decided"] or n >= measured:
             break
     return last
+
+
+END_KEY = "study_end:{}"
+END_REASONS = ("decided", "max_repetitions", "max_time", "budget")
+
+
+def record_end(store, study_id, blocks, reason=None):
+    """Kept with the study by the runner at each look: where it ended (blocks, one of
+    END_REASONS), or reason None when it goes on (a resumed study's earlier end is void)."""
+    import json
+
+    if reason is not None and reason not in END_REASONS:
+        raise ValueError(f"unknown end of a study: {reason!r}")
+    store.set_meta(END_KEY.format(study_id), json.dumps({"blocks": blocks, "reason": reason}))
+
+
+def end_of(store, study_id, looks, alpha, blocks):
+    """(blocks, level, reason) of the study's final look for decide(), or None while it may go on:
+    the runner recorded an end at the block count measured, which is one of the looks. The
+    level is alpha (Pocock's per look), or final_alpha() where the time ran out first."""
+    import json
+
+    text = store.meta(END_KEY.format(study_id))
+    end = json.loads(text) if text else None
+    if not end or end.get("reason") not in END_REASONS or end.get("blocks") != blocks or blocks not in looks:
+        return None
+    taken = tuple(n for n in looks if n <= blocks)
+    level = final_alpha(taken, tuple(looks), alpha) if end["reason"] == "max_time" else alpha
+    return blocks, level, end["reason"]
 
 
 def open_points(store, study_id, config, blocks_done, alpha=None):

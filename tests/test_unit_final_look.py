@@ -1,0 +1,169 @@
+"""The study's final look (study/plan/sequential.py): where the study ended, recorded by the
+runner, a difference shown is decided even if it may lie within the margin, and a study whose
+time ran out before its last planned look spends there what the looks not taken would have."""
+
+import numpy as np
+import pytest
+from scipy.special import ndtri
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_final_level_spends_what_the_looks_not_taken_would_have():
+    from nearmetal.study.plan.sequential import _crossing, alpha_per_look, final_alpha, schedule
+
+    planned = tuple(schedule(5, 60))
+    per_look = alpha_per_look(planned)
+    assert final_alpha(planned, planned) == per_look  # every look taken: nothing left to spend
+    levels = [final_alpha(planned[:k], planned) for k in range(1, len(planned))]
+    assert all(a > b for a, b in zip(levels, levels[1:]))  # the earlier the end, the more is left
+    assert per_look < levels[-1] and levels[0] < 0.04
+    for k, level in enumerate(levels, start=1):
+        taken = planned[:k]
+        # the looks taken cross no more often than the planned ones would: both uses of the level
+        for sides in (2, 1):
+            c, last = float(ndtri(1 - per_look / sides)), float(ndtri(1 - level / sides))
+            assert _crossing((c,) * (k - 1) + (last,), taken) <= _crossing(c, planned) + 1e-4
+    with pytest.raises(ValueError, match="are not the first of"):
+        final_alpha((5, 12), planned)
+
+
+def test_the_final_level_holds_the_planned_error_by_simulation():
+    """Null paths (sums of independent normal steps, one per block) looked at the quickstart's
+    first 4 looks, the 4th final at final_alpha: some look crosses as often as the planned 7
+    looks would, not more (200,000 paths)."""
+    from nearmetal.study.plan.sequential import alpha_per_look, final_alpha, schedule
+
+    planned = schedule(5, 60)
+    taken = planned[:4]
+    rng = np.random.default_rng(11)
+    steps = rng.standard_normal((200_000, len(planned))) * np.sqrt(np.diff([0] + planned))
+    z = np.abs(np.cumsum(steps, axis=1) / np.sqrt(planned))
+    c = ndtri(1 - alpha_per_look(tuple(planned)) / 2)
+    full = float(np.mean(z.max(axis=1) >= c))
+    last = ndtri(1 - final_alpha(tuple(taken), tuple(planned)) / 2)
+    early = float(np.mean((z[:, :3].max(axis=1) >= c) | (z[:, 3] >= last)))
+    assert early <= full + 0.002, (early, full)
+    assert early > float(np.mean(z[:, :4].max(axis=1) >= c)) + 0.005  # and it does spend more than alpha' there
+
+
+def _shown_within_margin(seed=3, n=12):
+    """A variant 3% slower with 1% noise, margin 3%: shown slower, but its interval straddles
+    1.03 (neither within the margin nor beyond it)."""
+    rng = np.random.default_rng(seed)
+    base = {b: 100 * (1 + rng.normal(0, 0.01)) for b in range(n)}
+    var = {b: 100 * 1.03 * (1 + rng.normal(0, 0.01)) for b in range(n)}
+    return base, var
+
+
+def test_the_final_look_decides_a_difference_shown_within_the_margin():
+    from nearmetal.study.plan.sequential import decide
+
+    base, var = _shown_within_margin()
+    looks, alpha = [5, 8, 12], 0.0117
+    going_on = decide(base, var, looks, alpha, 0.03, False)
+    assert going_on["verdict"] == "inconclusive" and going_on["look"] == 12 and not going_on["final"]
+    assert going_on["ci_low"] > 1 and going_on["ci_low"] < 1.03 < going_on["ci_high"]
+    ended = decide(base, var, looks, alpha, 0.03, False, final=(12, 0.03))
+    assert ended["verdict"] == "slower" and ended["final"] and ended["alpha"] == 0.03
+    assert ended["ci_level"] == pytest.approx(0.94)
+    # the final look is only the look the study ended at: an earlier one decides as before
+    assert decide(base, var, looks, alpha, 0.03, False, final=(8, 0.03))["look"] == 8
+    # a rate (higher is better) 3% lower is slower the same way
+    rates = decide({b: 1 / v for b, v in base.items()}, {b: 1 / v for b, v in var.items()}, looks, alpha, 0.03,
+                   True, final=(12, alpha))
+    assert rates["verdict"] == "slower"
+
+
+def test_a_design_of_one_look_is_final():
+    from nearmetal.study.plan.sequential import decide
+
+    base, var = _shown_within_margin()
+    one = decide(base, var, [12], 0.05, 0.03, False)
+    assert one["verdict"] == "slower" and one["final"] and one["ci_level"] == pytest.approx(0.90)
+
+
+def test_the_final_look_calls_no_difference_that_is_not_shown():
+    """Same launches in both arms up to noise: the final look does not turn them into a verdict
+    of difference (equivalent, or open)."""
+    from nearmetal.study.plan.sequential import decide
+
+    rng = np.random.default_rng(8)
+    wrong = 0
+    for i in range(200):
+        base = {b: 100 * (1 + rng.normal(0, 0.05)) for b in range(8)}
+        var = {b: 100 * (1 + rng.normal(0, 0.05)) for b in range(8)}
+        c = decide(base, var, [5, 8], 0.025, 0.03, False, final=(8, 0.0344))
+        wrong += c["verdict"] in ("slower", "faster")
+    assert wrong <= 10  # <= 5% of A/A points
+
+
+def _bimodal(rng, n, shift, share=0.4):
+    slow = rng.random(n) < share
+    return (np.where(slow, 0.69, 0.19) * shift * np.exp(rng.normal(0, 0.02, n))).tolist()
+
+
+def test_the_final_look_decides_a_mode_location_shown_within_the_margin():
+    from nearmetal.analysis.mode_compare import decide_look
+
+    rng = np.random.default_rng(4)
+    base, var = _bimodal(rng, 18, 1.0), _bimodal(rng, 18, 1.09)
+    kw = dict(alpha=0.0256, margin=0.10, higher_is_better=False, n_boot=200)
+    going_on = decide_look(base, var, list(zip(base, var)), **kw)
+    assert going_on["verdict"] == "inconclusive" and going_on["ci_low"] > 1 and going_on["ci_high"] > 1.10
+    ended = decide_look(base, var, list(zip(base, var)), final=True, **kw)
+    assert ended["verdict"] == "slower" and ended["modes"]["decided_by"] == "location"
+
+
+def test_the_runner_records_where_a_study_ended_and_the_analysis_reads_it(tmp_path):
+    from nearmetal.study.plan.sequential import END_KEY, alpha_per_look, end_of, final_alpha, record_end
+    from nearmetal.study.store.store import Store
+
+    store = Store(tmp_path / "s.db")
+    looks = [5, 8, 12, 18]
+    alpha = alpha_per_look(tuple(looks))
+    assert end_of(store, 1, looks, alpha, 8) is None  # nothing recorded: the study may go on
+    record_end(store, 1, 8, "max_time")
+    assert end_of(store, 1, looks, alpha, 8) == (8, final_alpha((5, 8), tuple(looks), alpha), "max_time")
+    assert end_of(store, 1, looks, alpha, 12) is None  # resumed past it: that end is void
+    record_end(store, 1, 12, "budget")  # the budget check's stop: its look's own level
+    assert end_of(store, 1, looks, alpha, 12) == (12, alpha, "budget")
+    record_end(store, 1, 12)  # it goes on
+    assert end_of(store, 1, looks, alpha, 12) is None
+    store.set_meta(END_KEY.format(1), '{"blocks": 10, "reason": "max_time"}')
+    assert end_of(store, 1, looks, alpha, 10) is None  # not a look
+    with pytest.raises(ValueError, match="unknown end of a study"):
+        record_end(store, 1, 12, "tired")
+    store.close()
+
+
+def test_an_answer_of_one_point_decided_at_the_final_look_names_that_level():
+    """The point's own interval at the final look's level is the answer's, and the answer says
+    which level that is; a point decided at an earlier look keeps the study's level and words."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_answers import BIND, build, only
+
+    from nearmetal.analysis.answers import answers
+
+    data = build([("cg", "cg", "gflops", "GFLOP/s", [({}, 5.0)])], [(BIND, 1.05)], noise=0.01)
+    seq = {"alpha_per_look": 0.008747, "ci_level": 1 - 2 * 0.008747, "looks": [5, 8, 12, 18, 27, 41, 60],
+           "final": {"blocks": 18, "alpha": 0.02561, "ci_level": 1 - 2 * 0.02561, "reason": "max_time"}}
+    point = next(p for p in data["points"] if p["comparison"])
+    point["comparison"].update(ci_level=1 - 2 * 0.02561, final=True)
+    a = answers(dict(data, sequential=seq))
+    answer = only(a)
+    assert answer["ci_level"] == pytest.approx(0.94878)
+    assert answer["level_words"] == "94.9% interval (sequential, the final look, after 18 blocks: the time ran out)"
+    assert "94.9% interval (sequential, the final look" in a["headline"][0]
+    assert (answer["ci_low"], answer["ci_high"]) == pytest.approx(
+        (1 / point["comparison"]["ci_high"], 1 / point["comparison"]["ci_low"]))  # a rate: its cost
+    point["comparison"].update(ci_level=seq["ci_level"], final=False)  # decided before the final look
+    earlier = only(answers(dict(data, sequential=seq)))
+    assert earlier["level_words"] == "98.3% interval (sequential, 7 looks)"
+    from nearmetal.analysis.answer_text import level_words
+
+    assert level_words(dict(data, sequential=seq)) == (
+        "98.3% interval (sequential, 7 looks; 94.9% at the final look, the 4th, after 18 blocks: the time ran out)")
