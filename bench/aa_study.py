@@ -64,10 +64,12 @@ def main():
         verdicts = Counter(p["comparison"]["verdict"] for p in analysis["points"] if p.get("comparison"))
         total.update(verdicts)
         n = sum(verdicts.values())
+        at_final = sum(1 for p in analysis["points"] if (p.get("comparison") or {}).get("final")
+                       and p["comparison"]["verdict"] != "inconclusive")
         headline = " ".join(analysis.get("answers", {}).get("headline", []))
         print(f"study {i}: {wall:5.0f} s, {analysis['sequential']['blocks']} blocks, {n} points: "
               + ", ".join(f"{k} {verdicts[k]}" for k in ("equivalent", "slower", "faster", "inconclusive"))
-              + f"\n  {headline}", flush=True)
+              + f" ({at_final} decided at the final look)\n  {headline}", flush=True)
     n = sum(total.values())
     print(f"all {a.studies} studies, {n} points: " + ", ".join(f"{k} {total[k] / n:.1%}" for k in
                                                                ("equivalent", "slower", "faster", "inconclusive")))

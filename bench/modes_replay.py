@@ -14,6 +14,11 @@ c > 1 is always worse; m the study's margin):
            higher (faster: the mirror image).
 All blocks of the cell are used, not only those of the deciding look.
 
+First the study is resumed as this version would resume it (runner.extend: it plans no run
+when the study is over, and records where and why it ended, so the analysis decides the
+points still open at that final look); a database stored before that record existed gets it
+here.
+
 usage: bench/modes_replay.py [--db PATH] [--show-open]
 """
 
@@ -80,6 +85,24 @@ def contradictions(p, base, margin):
     return out
 
 
+def record_end(db):
+    """What `nearmetal study --resume` of this version does first with a finished study: the
+    runner's look (extend) finds nothing to plan and keeps where and why the study ended."""
+    from nearmetal.study.config.config import validated
+    from nearmetal.study.execute.runner import extend
+
+    store = Store(db)
+    try:
+        said = []
+        for row in store.studies():
+            added = extend(validated(row["config_toml"], row["name"]), store, row["id"], say=said.append)
+            if added:
+                raise SystemExit(f"{db}: study {row['name']} is not finished ({added} runs would be planned)")
+        return said
+    finally:
+        store.close()
+
+
 def replay(db, use_modes):
     orig = sequential.decide
     sequential.decide = functools.partial(orig, modes=use_modes)
@@ -99,6 +122,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "study.db"
         shutil.copy(a.db, db)  # the database is read-only; sqlite may want a journal beside it
+        for line in record_end(db):
+            print(f"resumed: {line}")
         runs = None
         for use in (False, True):
             an, secs = replay(db, use)

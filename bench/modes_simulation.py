@@ -5,7 +5,8 @@ simulation, from a study database's own per-cell values.
 Part 1, the detector (analysis/modes.py): how often it splits single-group samples (normal,
 heavy-tailed, with slow outliers) and how often it finds two real groups.
 Part 2, the comparison, as a study runs it (study/plan/sequential.py: randomized blocks, looks at
-fixed block counts, Pocock's level per look): each replicate takes one baseline cell of the database
+fixed block counts, Pocock's level per look, the last look final: at max blocks, or where the
+setting's time runs out, at the rest of alpha): each replicate takes one baseline cell of the database
 and draws both arms' launches from that cell's values (with replacement): A/A. "planted"
 multiplies the variant's launches by --effect (1.05: a 5% difference, both modes moved);
 "at margin" by 1 + the setting's margin, where "equivalent" is the false verdict (<= 5%).
@@ -36,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from nearmetal.analysis import mode_compare, modes, stats  # noqa: E402
 from nearmetal.study.plan import sequential  # noqa: E402
 
-SETTINGS = {  # name: (min blocks, max blocks, margin)
-    "quickstart (margin 10%, up to 60 blocks)": (5, 60, 0.10),
-    "default (margin 3%, up to 120 blocks)": (5, 120, 0.03),
+SETTINGS = {  # name: (min blocks, max blocks, margin, the look its time runs out at: None = max blocks)
+    "quickstart (margin 10%, up to 60 blocks)": (5, 60, 0.10, None),
+    "quickstart, its time runs out after 18 blocks (as in the database)": (5, 60, 0.10, 18),
+    "default (margin 3%, up to 120 blocks)": (5, 120, 0.03, None),
 }
 
 
@@ -91,9 +93,13 @@ def baseline_cells(db):
 
 
 def simulate(cells, setting, effect, replicates, seed):
-    min_n, max_n, margin = setting
-    looks = sequential.schedule(min_n, max_n)
-    alpha = sequential.alpha_per_look(tuple(looks))
+    min_n, max_n, margin, ends_at = setting
+    planned = sequential.schedule(min_n, max_n)
+    alpha = sequential.alpha_per_look(tuple(planned))
+    # the study ends at its last look (max_repetitions) or where its time runs out: that look is
+    # final (a difference shown is decided), at the rest of alpha in the second case
+    looks = [n for n in planned if ends_at is None or n <= ends_at]
+    final = (looks[-1], sequential.final_alpha(tuple(looks), tuple(planned)))
     rng = np.random.default_rng(seed)
     keys = sorted(cells)
     out = defaultdict(lambda: defaultdict(int))
@@ -108,7 +114,7 @@ def simulate(cells, setting, effect, replicates, seed):
         right = None if effect == 1 else ("faster" if (effect > 1) == hib else "slower")
         band = noise_band(values, hib)
         for flag in (True, False):
-            c = sequential.decide(bd, vd, looks, alpha, margin, hib, n_boot=200, modes=flag)
+            c = sequential.decide(bd, vd, looks, alpha, margin, hib, n_boot=200, modes=flag, final=final)
             v = c["verdict"]
             key = v if v in ("equivalent", "inconclusive") else ("false" if right is None else
                                                                   "right" if v == right else "wrong")

@@ -23,13 +23,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nearmetal.study.plan.sequential import alpha_per_look, decide, schedule  # noqa: E402
+from nearmetal.study.plan.sequential import alpha_per_look, decide, final_alpha, schedule  # noqa: E402
 
 
-def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=0, n_boot=1000):
+def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=0, n_boot=1000, ends_at=None):
+    """ends_at: the look where the study's time runs out (None: it ends at max_n); the last
+    look taken is final (a difference shown is decided), at the rest of alpha when early."""
     rng = np.random.default_rng(seed)
-    looks = schedule(min_n, max_n)
-    alpha = alpha_per_look(tuple(looks))
+    planned = schedule(min_n, max_n)
+    alpha = alpha_per_look(tuple(planned))
+    looks = [n for n in planned if ends_at is None or n <= ends_at]
+    final = (looks[-1], final_alpha(tuple(looks), tuple(planned)))
     verdicts, used = Counter(), []
     for _ in range(points):
         b = rng.normal(0, block, max_n)
@@ -40,7 +44,8 @@ def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=
             return v * np.where(slow, 1 + np.abs(rng.normal(0, 5 * noise, max_n)), 1.0)
 
         base, var = draw(1.0), draw(1.0 + effect)
-        r = decide(dict(enumerate(base)), dict(enumerate(var)), looks, alpha, margin, False, n_boot=n_boot)
+        r = decide(dict(enumerate(base)), dict(enumerate(var)), looks, alpha, margin, False, n_boot=n_boot,
+                   final=final)
         verdicts[r["verdict"]] += 1
         used.append(r["look"])
     return {k: verdicts[k] / points for k in ("equivalent", "slower", "faster", "inconclusive")}, float(np.mean(used))
@@ -54,12 +59,16 @@ def main():
     ap.add_argument("--effect", type=float, default=0.05)
     ap.add_argument("--max", type=int, default=120, help="max_repetitions (the study default: 120)")
     ap.add_argument("--margin", type=float, default=0.03, help="the equivalence margin (the study default: 0.03)")
+    ap.add_argument("--ends-at", type=int, help="the look where the study's time runs out (default: --max)")
     a = ap.parse_args()
     looks = schedule(5, a.max)
-    print(f"looks {looks}, alpha {alpha_per_look(tuple(looks)):.4g} per look (Pocock), margin {a.margin:.0%}, "
+    taken = tuple(n for n in looks if a.ends_at is None or n <= a.ends_at)
+    print(f"looks {looks}, alpha {alpha_per_look(tuple(looks)):.4g} per look (Pocock), the final look at {taken[-1]} "
+          f"blocks at {final_alpha(taken, tuple(looks)):.4g}, margin {a.margin:.0%}, "
           f"run noise {a.noise:.0%}, block effect {a.block:.0%}, {a.points} points each")
     for name, effect in (("A/A", 0.0), ("at the margin", a.margin), (f"slowdown {a.effect:.0%}", a.effect)):
-        shares, blocks = simulate(a.points, a.noise, a.block, effect, max_n=a.max, margin=a.margin)
+        shares, blocks = simulate(a.points, a.noise, a.block, effect, max_n=a.max, margin=a.margin,
+                                  ends_at=a.ends_at)
         print(f"{name:14s} " + "  ".join(f"{k} {v:6.1%}" for k, v in shares.items()) + f"  mean blocks {blocks:.1f}")
 
 
