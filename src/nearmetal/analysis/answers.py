@@ -177,7 +177,8 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
     not_answered = sorted({(b, m, c["why"]) for (b, m), c in choice.items() if not c["answered"]}, key=str)
     return {"method": "one answer per quantity: a point's paired ratio (exp of the 20% trimmed mean of the per-block "
                       "log ratios); over several points their geometric mean, paired block bootstrap",
-            "alpha": alpha, "ci_level": 1 - ci_alpha, "level_words": lwords, "margin": margin,
+            # the study's levels in general (a final look's own one beside): what tables and the matrix say
+            "alpha": alpha, "ci_level": 1 - ci_alpha, "level_words": level_words(analysis), "margin": margin,
             "n_boot": int(n_boot), "seed": seed, "by_benchmark": by_benchmark, "by_variant": by_variant,
             "headline": headline,
             "not_answered": [{"benchmark": b, "metric": m, "why": w} for b, m, w in not_answered]}
