@@ -75,12 +75,44 @@ def test_the_final_look_decides_a_difference_shown_within_the_margin():
     assert rates["verdict"] == "slower"
 
 
-def test_a_design_of_one_look_is_final():
-    from nearmetal.study.plan.sequential import decide
+def test_the_runners_first_look_is_not_final():
+    """The runner passes the looks up to the blocks measured: at the first look that is one
+    look, which must not be taken for a design of one look (its point would be decided for the
+    runner and left open by the analysis)."""
+    from nearmetal.study.plan.sequential import decide, schedule
 
+    rng = np.random.default_rng(3)  # 2.8% slower, 0.6% noise: shown after 5 blocks, not beyond 3%
+    base = {b: float(x) for b, x in enumerate(1 + 0.006 * rng.standard_normal(8))}
+    var = {b: base[b] * 1.028 * (1 + 0.006 * rng.standard_normal()) for b in range(8)}
+    base, var = {b: base[b] for b in range(5)}, {b: var[b] for b in range(5)}
+    cut = [n for n in schedule(5, 60) if n <= 5]
+    for looks in (cut, schedule(5, 60)):
+        c = decide(base, var, looks, 0.0087, 0.03, False, modes=False)
+        assert c["verdict"] == "inconclusive" and not c["final"] and 1 < c["ci_low"] < 1.03 < c["ci_high"]
+    assert decide(base, var, cut, 0.0087, 0.03, False, modes=False, final=(5, 0.0087))["verdict"] == "slower"
+
+
+def test_a_study_of_fixed_repetitions_is_one_final_look(tmp_path):
+    """repetitions = 12: one look, always final: a difference shown inside the margin is slower."""
+    from nearmetal.analysis.analyze import analyze
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan.study_file import parse
+
+    cfg = parse('[study]\nname = "x"\nwarmup = 0\nseed = 1\nrepetitions = 12\n[baseline]\nvariant = "base"\n'
+                '[[variant]]\nname = "base"\nmode = "native"\nmpi = "mpich"\n'
+                '[[variant]]\nname = "other"\nmode = "native"\nmpi = "mpich"\n[[benchmark]]\nkernel = "latency"\n')
+    store, study_id, _ = runner.open_study(cfg, "text", tmp_path / "x.db", resume=False)
     base, var = _shown_within_margin()
-    one = decide(base, var, [12], 0.05, 0.03, False)
-    assert one["verdict"] == "slower" and one["final"] and one["ci_level"] == pytest.approx(0.90)
+    for row in store.pending(study_id):
+        value = (var if row["variant"] == "other" else base)[row["block"]]
+        store.finish_run(row["id"], "ok", 0, [], {}, None, "t", 0.1, None,
+                         [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}])
+    a = analyze(store)
+    assert a["sequential"]["final"] == {"blocks": 12, "alpha": 0.05, "ci_level": pytest.approx(0.90),
+                                        "reason": "fixed"}
+    c = next(p["comparison"] for p in a["points"] if p["comparison"])
+    assert c["verdict"] == "slower" and c["final"] and 1 < c["ci_low"] < 1.03 < c["ci_high"]
+    store.close()
 
 
 def test_the_final_look_calls_no_difference_that_is_not_shown():
@@ -119,6 +151,9 @@ def test_the_runner_records_where_a_study_ended_and_the_analysis_reads_it(tmp_pa
     from nearmetal.study.plan.sequential import END_KEY, alpha_per_look, end_of, final_alpha, record_end
     from nearmetal.study.store.store import Store
 
+    assert final_alpha([5, 8], [5, 8, 12, 18]) == final_alpha((5, 8), (5, 8, 12, 18))  # lists as tuples
+    with pytest.raises(ValueError, match="are not the first of"):
+        final_alpha((), (5, 8))
     store = Store(tmp_path / "s.db")
     looks = [5, 8, 12, 18]
     alpha = alpha_per_look(tuple(looks))
@@ -167,3 +202,15 @@ def test_an_answer_of_one_point_decided_at_the_final_look_names_that_level():
 
     assert level_words(dict(data, sequential=seq)) == (
         "98.3% interval (sequential, 7 looks; 94.9% at the final look, the 4th, after 18 blocks: the time ran out)")
+
+
+def test_the_tables_and_the_matrix_say_a_final_looks_own_level():
+    from nearmetal.report.formatting import fmt_ratio
+    from nearmetal.report.matrix import _cell
+
+    c = {"ratio": 1.15, "ci_low": 1.001, "ci_high": 1.33, "ci_level": 1 - 2 * 0.02561, "final": True}
+    assert fmt_ratio(c) == "1.15 [1.00–1.33]"  # the study's level: the column header says it
+    assert fmt_ratio(dict(c, own_level=True)) == "1.15 [1.00–1.33] (94.9%)"
+    answer = {"verdict": "equivalent", "cost_ratio": 0.967, "ci_low": 0.924, "ci_high": 1.011, "ci_level": 0.94878}
+    assert "94.88% interval" in _cell(answer, "98.25%")["title"]
+    assert "98.25% interval" in _cell(dict(answer, ci_level=None), "98.25%")["title"]

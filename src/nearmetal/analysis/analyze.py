@@ -80,8 +80,10 @@ def analyze(store: Store, study_name=None, n_boot=2000):
 
     looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
     blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
-    # the look the study ended at, recorded by the runner: its open points are decided there
-    final = sequential.end_of(store, study["id"], looks, alpha, blocks) if looks and len(looks) > 1 else None
+    # the look the study ended at, recorded by the runner (its open points are decided there);
+    # a design of one look (fixed repetitions) ends at it
+    final = ((looks[0], alpha, "fixed") if looks and len(looks) == 1 else
+             sequential.end_of(store, study["id"], looks, alpha, blocks) if looks else None)
     points = []
     for key in sorted(groups, key=_sort_key):
         bench, kernel, metric, point_json, ranks, threads = key
@@ -117,6 +119,10 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                                                         margin=study["margin"],
                                                         pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot)
             points.append(entry)
+    if final and abs(final[1] - alpha) > 1e-12:  # the final look's own level: the tables say it on its rows
+        for entry in points:
+            if (entry["comparison"] or {}).get("final"):
+                entry["comparison"]["own_level"] = True
 
     counts = defaultdict(int)
     failures, skipped = [], {}

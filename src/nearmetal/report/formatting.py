@@ -22,13 +22,16 @@ def fmt_num(v, digits=3):
 
 
 def fmt_ratio(c):
-    """'1.03 [0.99–1.07]' from a comparison; '—' without one."""
+    """'1.03 [0.99–1.07]' from a comparison; '—' without one. A point decided at a final look
+    of its own level (the time ran out) says it: '1.03 [0.99–1.07] (94.9%)'."""
     if not c or not is_num(c.get("ratio")):
         return "—"
     r = f"{c['ratio']:.2f}"
     lo, hi = c.get("ci_low"), c.get("ci_high")
     if is_num(lo) and is_num(hi):
-        return f"{r} [{lo:.2f}–{hi:.2f}]"
+        level = c.get("ci_level")
+        own = f" ({level * 100:.3g}%)" if c.get("own_level") and is_num(level) else ""
+        return f"{r} [{lo:.2f}–{hi:.2f}]{own}"
     return r
 
 

@@ -43,6 +43,8 @@ def _cell(e, level_txt):
     lo, hi, r = e.get("ci_low"), e.get("ci_high"), e.get("cost_ratio")
     disturbed = e.get("disturbed") or 0
     interval = _interval(lo, hi)
+    own = e.get("ci_level")  # an answer decided at a final look of its own level says that one
+    level_txt = f"{own * 100:.4g}%" if F.is_num(own) and 0 < own < 1 else level_txt
     title = f"{WORDS[verdict]}: cost ratio {fmt_ratio(r)}, {level_txt} interval {interval}"
     n = e.get("n_points")
     if n is not None:

@@ -105,6 +105,10 @@ def add_variants(cfg, store, study_id, variants, say=print):
     if decided is not None:  # what was decided stays decided
         spec = replace(decided, baselines={**spec.baselines, **decided.baselines})
     if new:
+        from ..plan.sequential import record_end
+
+        # the study goes on: an end recorded before is void (its look is no longer the last)
+        record_end(store, study_id, max([r["block"] + 1 for r in runs if not r["warmup"]] + [0]))
         store.add_planned(study_id, [codec.planned_row(r) for r in new])
     codec.store_analysis_spec(store, study_id, spec)
     say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")

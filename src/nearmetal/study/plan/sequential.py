@@ -76,7 +76,6 @@ def alpha_per_look(looks, alpha=BOUNDARY_ALPHA):
     return max(math.floor(nominal * 10 ** digits) / 10 ** digits, ALPHA / len(looks))
 
 
-@functools.lru_cache(maxsize=64)
 def final_alpha(taken, planned, per_look=None, alpha=BOUNDARY_ALPHA):
     """The level of the last of the looks `taken` when the study ends there, before its last
     `planned` look because its time ran out: every earlier look was tested at per_look (the
@@ -86,11 +85,16 @@ def final_alpha(taken, planned, per_look=None, alpha=BOUNDARY_ALPHA):
     boundary, and equivalence's one-sided one (TOST at per_look each side). All looks taken:
     per_look itself."""
     taken, planned = tuple(taken), tuple(planned)
+    if not taken or taken != planned[:len(taken)]:
+        raise ValueError(f"looks {taken} are not the first of {planned}")
     per_look = alpha_per_look(planned, alpha) if per_look is None else per_look
+    return _final_alpha(taken, planned, per_look, alpha)
+
+
+@functools.lru_cache(maxsize=64)
+def _final_alpha(taken, planned, per_look, alpha):
     if len(planned) <= 1 or taken == planned:
         return per_look
-    if taken != planned[:len(taken)]:
-        raise ValueError(f"looks {taken} are not the first of {planned}")
     from scipy.special import ndtr, ndtri
 
     levels = []
@@ -142,12 +146,11 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes
     of the last one), with `look` (blocks used), `alpha` (the level tested), `final` and
     `decided`; None when no look has data of both sides. Where the launches fall into modes
     (modes.py), a look compares by mode instead (mode_compare.decide_look; `modes=False`:
-    never). final: (blocks, level, ...) of the look the study ended at (end_of()), None while
-    it may go on; a design of one look is final at its level."""
+    never). final: (blocks, level, ...) of the look the study ended at (end_of(); for a design
+    of one look, that look at its level), None while it may go on. Never implied: the runner
+    passes the looks up to the blocks measured, the first of which is not final."""
     from ...analysis.mode_compare import decide_look
 
-    if final is None and len(looks) == 1:
-        final = (looks[0], alpha)
     measured = max([_block_number(b) for b in var] + [-1]) + 1
     last = None
     for n in looks:
