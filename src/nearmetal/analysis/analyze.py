@@ -79,7 +79,7 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     from ..study.plan import sequential
 
     looks, alpha = (decided.looks, decided.alpha_per_look) if decided is not None else (None, sequential.ALPHA)
-    blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
+    blocks = sequential.blocks_measured(runs)
     # the look the study ended at, recorded by the runner (its open points are decided there);
     # a design of one look (fixed repetitions) ends at it
     final = ((looks[0], alpha, "fixed") if looks and len(looks) == 1 else
@@ -119,10 +119,6 @@ def analyze(store: Store, study_name=None, n_boot=2000):
                                                         margin=study["margin"],
                                                         pairs=pairs if len(pairs) >= 2 else None, n_boot=n_boot)
             points.append(entry)
-    if final and abs(final[1] - alpha) > 1e-12:  # the final look's own level: the tables say it on its rows
-        for entry in points:
-            if (entry["comparison"] or {}).get("final"):
-                entry["comparison"]["own_level"] = True
 
     counts = defaultdict(int)
     failures, skipped = [], {}
@@ -148,11 +144,11 @@ def analyze(store: Store, study_name=None, n_boot=2000):
         "sequential": {"adaptive": bool(decided is not None and decided.adaptive), "looks": looks,
                        "alpha": sequential.ALPHA, "alpha_per_look": alpha,
                        # the level of the points' intervals: decide()'s 1 - 2 alpha per look, compare()'s 95%
-                       "ci_level": 1 - min(0.5, 2 * alpha) if looks else 1 - sequential.ALPHA,
+                       "ci_level": sequential.level_of(alpha) if looks else 1 - sequential.ALPHA,
                        "blocks": blocks,
                        # the final look, where a difference shown is decided (at the rest of alpha
                        # where the time ran out: its own level, that of the points it decided)
-                       "final": {"blocks": final[0], "alpha": final[1], "ci_level": 1 - min(0.5, 2 * final[1]),
+                       "final": {"blocks": final[0], "alpha": final[1], "ci_level": sequential.level_of(final[1]),
                                  "reason": final[2]} if final else None},
         "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
         # which metrics are answered, decided at plan time (analysis/quantities.py)

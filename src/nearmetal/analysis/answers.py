@@ -97,12 +97,12 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         estimator = f"geometric mean of {len(members)} points' paired ratios, block bootstrap"
         verdict = None
         own = _own(terms[members[0]]) if len(members) == 1 and len(blocks) >= 2 else None
-        level, words = 1 - ci_alpha, lwords
+        answer_level, words = 1 - ci_alpha, lwords
         if own:  # one point: its own comparison, the numbers and verdict of its table row, at its level
             gm, lo, hi, verdict, estimator = own
             own_level = terms[members[0]]["comparison"].get("ci_level")
-            if _num(own_level) and 0 < own_level < 1 and abs(own_level - level) > 1e-9:
-                level, words = own_level, level_words(analysis, own_level)  # decided at the final look
+            if _num(own_level) and 0 < own_level < 1 and abs(own_level - answer_level) > 1e-9:
+                answer_level, words = own_level, level_words(analysis, own_level)  # decided at the final look
         elif len(members) == 1 and len(blocks) >= 2:  # a point without an interval of its own: compare()'s
             t = terms[members[0]]
             cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
@@ -113,7 +113,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                "overhead_pct": (gm - 1) * 100,
                "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100] if lo is not None else None,
                "noise_pct": float(np.median(noises)) * 100 if noises else None,
-               "estimator": estimator, "ci_level": level, "level_words": words,
+               "estimator": estimator, "ci_level": answer_level, "level_words": words,
                "disturbed": sum(terms[i]["disturbed"] for i in members)}
         out["verdict"] = verdict or _verdict(lo, hi, margin, len(blocks))
         one_bench = len({terms[i]["benchmark"] for i in members}) == 1  # a benchmark, or a variant of one

@@ -167,7 +167,9 @@ def plan_round(cfg, store, study_id, plan):
     runs = store.runs(study_id)
     seed = store.study(cfg.study.name)["seed"]
     if plan["next_block"] is None:
-        plan["next_block"] = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
+        from ..study.plan.sequential import blocks_measured
+
+        plan["next_block"] = blocks_measured(runs)
     variants = {c["ablation_id"]: c["ablation"] for a in plan["answers"] for c in a["causes"] if c.get("ablation_id")}
     cells = []
     for answer in plan["answers"]:

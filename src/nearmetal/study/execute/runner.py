@@ -105,10 +105,10 @@ def add_variants(cfg, store, study_id, variants, say=print):
     if decided is not None:  # what was decided stays decided
         spec = replace(decided, baselines={**spec.baselines, **decided.baselines})
     if new:
-        from ..plan.sequential import record_end
+        from ..plan.sequential import blocks_measured, record_end
 
         # the study goes on: an end recorded before is void (its look is no longer the last)
-        record_end(store, study_id, max([r["block"] + 1 for r in runs if not r["warmup"]] + [0]))
+        record_end(store, study_id, blocks_measured(runs))
         store.add_planned(study_id, [codec.planned_row(r) for r in new])
     codec.store_analysis_spec(store, study_id, spec)
     say(f"study '{cfg.study.name}': {len(new)} runs planned for {len(variants)} further variant(s)")
@@ -180,12 +180,12 @@ def extend(cfg, store, study_id, say=print, started=None):
     if not cfg.study.adaptive:
         return 0
     from ..plan.plan import extend_plan
-    from ..plan.sequential import looks_of, open_points, record_end
+    from ..plan.sequential import blocks_measured, looks_of, open_points, record_end
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
         return 0
-    blocks = max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
+    blocks = blocks_measured(runs)
     looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)

@@ -61,7 +61,7 @@ def alpha_per_look(looks, alpha=BOUNDARY_ALPHA):
     never below Bonferroni's ALPHA / K either."""
     if len(looks) <= 1:
         return ALPHA  # one look: the classic test at 5%
-    from scipy.special import ndtr, ndtri
+    from scipy.special import ndtri
 
     # Bisection: the crossing probability falls as c grows; Pocock's c lies between one look's
     # and Bonferroni's (scipy.optimize would add 160 ms of imports to every study's start).
@@ -69,11 +69,18 @@ def alpha_per_look(looks, alpha=BOUNDARY_ALPHA):
     while high - low > 1e-5:
         mid = (low + high) / 2
         low, high = (mid, high) if _crossing(mid, looks) > alpha else (low, mid)
-    c = high
-    nominal = float(2 * ndtr(-(c + 2e-3)))  # + 2e-3: the 201-point grid's error (~1e-4) and more
-    digits = 3 - math.floor(math.log10(nominal))
     # With few looks Pocock at 4% is stricter than Bonferroni at 5%, the rule before: never less.
-    return max(math.floor(nominal * 10 ** digits) / 10 ** digits, ALPHA / len(looks))
+    return max(_nominal(high, 2), ALPHA / len(looks))
+
+
+def _nominal(c, sides):
+    """The level of boundary c (two- or one-sided), c raised by 2e-3 for the 201-point grid's
+    error (~1e-4) and more, rounded down to 4 significant digits: never above the exact one."""
+    from scipy.special import ndtr
+
+    nominal = float(sides * ndtr(-(c + 2e-3)))
+    digits = 3 - math.floor(math.log10(nominal))
+    return math.floor(nominal * 10 ** digits) / 10 ** digits
 
 
 def final_alpha(taken, planned, per_look=None, alpha=BOUNDARY_ALPHA):
@@ -95,7 +102,7 @@ def final_alpha(taken, planned, per_look=None, alpha=BOUNDARY_ALPHA):
 def _final_alpha(taken, planned, per_look, alpha):
     if len(planned) <= 1 or taken == planned:
         return per_look
-    from scipy.special import ndtr, ndtri
+    from scipy.special import ndtri
 
     levels = []
     for sides in (2, 1):
@@ -106,10 +113,8 @@ def _final_alpha(taken, planned, per_look, alpha):
             mid = (low + high) / 2
             low, high = (mid, high) if _crossing((c,) * (len(taken) - 1) + (mid,), taken) > planned_crossing \
                 else (low, mid)
-        levels.append(float(sides * ndtr(-(high + 2e-3))))  # + 2e-3: the grid's error, as alpha_per_look
-    nominal = min(levels)
-    digits = 3 - math.floor(math.log10(nominal))
-    return max(math.floor(nominal * 10 ** digits) / 10 ** digits, per_look)
+        levels.append(_nominal(high, sides))
+    return max(min(levels), per_look)
 
 
 def _crossing(c, looks, points=201):
@@ -120,20 +125,34 @@ def _crossing(c, looks, points=201):
 
     n = np.asarray(looks, float)
     bounds = [c] * len(n) if isinstance(c, (int, float)) else list(c)
-    z, h = np.linspace(-bounds[0], bounds[0], points, retstep=True)
-    weight = np.full(points, h)
-    weight[0] = weight[-1] = h / 2  # the trapezoid rule
+
+    def grid(bound):  # points on (-bound, bound) and their trapezoid-rule weights
+        z, h = np.linspace(-bound, bound, points, retstep=True)
+        weight = np.full(points, h)
+        weight[0] = weight[-1] = h / 2
+        return z, weight
+
+    z, weight = grid(bounds[0])
     density = np.exp(-z * z / 2) / math.sqrt(2 * math.pi)
     for k in range(1, len(n)):
         step = math.sqrt(n[k] - n[k - 1])
-        z_next, h_next = np.linspace(-bounds[k], bounds[k], points, retstep=True)
+        z_next, weight_next = grid(bounds[k])
         moved = (z_next[:, None] * math.sqrt(n[k]) - z[None, :] * math.sqrt(n[k - 1])) / step
         kernel = np.sqrt(n[k]) / step * np.exp(-moved ** 2 / 2) / math.sqrt(2 * math.pi)
         density = kernel @ (weight * density)
-        z = z_next
-        weight = np.full(points, h_next)
-        weight[0] = weight[-1] = h_next / 2
+        z, weight = z_next, weight_next
     return 1 - float(weight @ density)
+
+
+def level_of(alpha):
+    """The level of a look's intervals tested at alpha: 1 - 2 alpha (the two one-sided tests of
+    equivalence), at least 50%."""
+    return 1 - min(0.5, 2 * alpha)
+
+
+def blocks_measured(runs):
+    """The block count the stored runs reached (warm-up rounds aside)."""
+    return max([r["block"] + 1 for r in runs if not r["warmup"]] + [0])
 
 
 def _block_number(b):
@@ -177,8 +196,9 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes
             if c["verdict"] in ("slower", "faster") and (c["p_value"] is None or c["p_value"] >= level or
                                                          not (beyond or is_final)):
                 c["verdict"] = "inconclusive"
-        c.update(look=min(n, measured), alpha=level, ci_level=1 - min(0.5, 2 * level), final=is_final,
-                 decided=c["verdict"] != "inconclusive")
+        # own_level: a final look whose level differs from the other looks' (the time ran out): the tables say it
+        c.update(look=min(n, measured), alpha=level, ci_level=level_of(level), final=is_final,
+                 own_level=is_final and level != alpha, decided=c["verdict"] != "inconclusive")
         last = c
         if c["decided"] or n >= measured:
             break
