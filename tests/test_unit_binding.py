@@ -13,6 +13,17 @@ from nearmetal.resolve import resolve
 
 from test_unit_compose import MODELS, FakeHost, req
 
+
+@pytest.fixture(autouse=True)
+def every_runtime_installed(monkeypatch):
+    """The argv are written out for every runtime, installed here or not (Apptainer often is not)."""
+    import shutil
+
+    which = shutil.which
+    runtimes = {"ch-run", "bwrap", "podman", "apptainer"}
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}" if name in runtimes
+                        else which(name, *a, **k))
+
 pytestmark = pytest.mark.unit
 
 

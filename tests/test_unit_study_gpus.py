@@ -183,11 +183,18 @@ def test_a_cells_run_request_carries_its_gpus(two_gpus, monkeypatch):
 
 
 def test_seed_001s_gpu_study_plans_every_cell_on_a_gpu_machine(two_gpus, monkeypatch):
-    """examples/seeds/001-gpus.toml on the fake two-GPU machine: every runtime's cells planned
-    (those not installed are left out as for any study), GPU STREAM with the GPUs everywhere,
-    start-up with and without them; its FOM reads nm-gpu-stream's triad row."""
+    """examples/seeds/001-gpus.toml on the fake two-GPU machine: every runtime's cells planned,
+    GPU STREAM with the GPUs everywhere,
+    start-up with and without them; its FOM reads nm-gpu-stream's triad row. Every runtime counts
+    as installed: whether Apptainer is here must not decide what this test sees."""
     from pathlib import Path
 
+    import shutil
+
+    which = shutil.which
+    runtimes = {"ch-run", "bwrap", "podman", "apptainer"}
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}" if name in runtimes
+                        else which(name, *a, **k))
     from nearmetal.study.plan.gpu_cells import left_out
 
     root = Path(__file__).resolve().parents[1]
