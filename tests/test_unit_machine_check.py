@@ -159,3 +159,61 @@ def test_the_stop_paragraph_gives_the_reason_and_what_would_help():
     far = B.project([("k", ("v", "b"), _result(0.2, 1.8))], {"v": 1.0, "b": 1.0}, 4, 0.03, 120, 560)
     text = B.stop_text(far, cfg, 40.0, 4)
     assert "more than 1200 blocks" in text and "more time would not do it" in text and "raise max_time" not in text
+
+
+# -- the outlook: the study goes on, but most of its open points are out of the budget's reach ------
+
+def test_at_the_final_look_a_shown_difference_needs_no_more_than_half_the_margin():
+    # centred 6% off with ±4%: a difference already shown at the final look's level
+    assert B.final_needed_blocks(_result(1.02, 1.10, 8) | {"alpha": 0.025}, 8, 0.10) == 9
+    # centred on 1 with ±20%: the interval must fall inside ±10%; 1/sqrt(n) alone says 4 x 8 blocks,
+    # fewer in fact as the t quantile of 7 degrees of freedom falls to that of ~22
+    wide = _result(0.80, 1.20, 8) | {"alpha": 0.0087}
+    need = B.final_needed_blocks(wide, 8, 0.10)
+    assert 2 * 8 < need < 4 * 8
+    # centred on the margin: it only has to be shown either way, so it needs no more than a centred one
+    on_margin = _result(0.90, 1.30, 8) | {"alpha": 0.0087}
+    assert B.final_needed_blocks(on_margin, 8, 0.10) <= need
+    assert B.needed_blocks(on_margin, 8, 0.10) == math.inf  # the rule before the final look: never
+    # the final look's own, less strict level (the time ran out) needs fewer blocks
+    assert B.final_needed_blocks(wide, 8, 0.10, final_tail=0.0256) < need
+    assert B.final_needed_blocks({"ci_low": None, "ci_high": None}, 8, 0.10) is None
+
+
+def _points(n_wide, n_tight):
+    wide = [(f"w{i}", ("v", "b"), _result(0.50, 1.50, 8) | {"alpha": 0.0087}) for i in range(n_wide)]
+    tight = [(f"t{i}", ("v", "b"), _result(0.97, 1.05, 8) | {"alpha": 0.0087}) for i in range(n_tight)]
+    return wide + tight
+
+
+def test_the_outlook_speaks_only_when_most_open_points_are_out_of_reach():
+    cell_s = {"v": 1.0, "b": 1.0}
+    assert B.outlook(_points(2, 8), cell_s, 8, 0.10, 60, 40) is None        # most can be decided
+    assert B.outlook(_points(2, 0), cell_s, 8, 0.10, 60, 40) is None        # too few to be news
+    o = B.outlook(_points(8, 2), cell_s, 8, 0.10, 60, 40)
+    assert o["out"] == 8 and o["measured"] == 10 and o["afford"] == 28      # 40 s left at 2 s a block
+    assert o["need_most"] > 100 and round(o["half_pct"]) == 50 and o["margin_pct"] > 10
+    assert B.outlook(_points(8, 2), cell_s, 8, 0.10, 60, 10 ** 6)["afford"] == 60  # max_repetitions caps it
+    text = B.outlook_text(o, _cfg("margin = 0.10\nmax_time = 480"), 231.0, 8)
+    assert text.startswith("After 8 blocks (231 s of runs), 8 of the 10 comparisons still open cannot reach "
+                           "the ±10% margin within the budget")
+    for bit in ("±50% wide", "the budget allows about 28", "Expect them undecided; the study goes on",
+                "quiet = true", "fewer variants", "widen the margin to ±", "raise max_time to"):
+        assert bit in text, (bit, text)
+
+
+def test_the_runner_says_the_outlook_once_and_the_reports_show_it(tmp_path):
+    from nearmetal.study.execute import runner
+
+    cfg = _cfg("margin = 0.10\nmax_time = 480\nmin_repetitions = 5\nmax_repetitions = 60")
+    runs = [{"run_key": f"{c}#{i}", "wall_s": 1.0, "warmup": 0} for c in ("v", "b") for i in range(8)]
+    said = []
+    with Store(tmp_path / "s.db", what="test") as store:
+        M.record(store, 1, precheck={"action": "start", "text": "At the start the machine is busy.", "sample": QUIET})
+        runner._outlook(cfg, store, 1, runs, 8, 440.0, said.append, _points(8, 2))
+        runner._outlook(cfg, store, 1, runs, 12, 460.0, said.append, _points(8, 2))
+        kept = M.load(store, 1)
+    assert len(said) == 1 and said[0].startswith("⚠ study s: After 8 blocks (440 s of runs), 8 of the 10")
+    assert kept["outlook"]["blocks"] == 8 and kept["outlook"]["projection"]["afford"] == 28
+    s = M.summary(kept)
+    assert s["text"].startswith("At the start the machine is busy. After 8 blocks") and not s["stopped"]

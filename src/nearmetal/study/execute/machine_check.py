@@ -133,7 +133,7 @@ def precheck(cfg, say, take=sample, wait=contention.wait_quiet, clock=time.monot
 
 
 def record(store, study_id, **entries):
-    """Keep entries (precheck, stop, elapsed) with the study: merged into its stored record."""
+    """Keep entries (precheck, stop, outlook, elapsed) with the study: merged into its stored record."""
     kept = load(store, study_id) or {}
     kept.update(entries)
     store.set_meta(_KEY.format(study_id), json.dumps(kept, sort_keys=True))
@@ -153,11 +153,13 @@ def load(store, study_id):
 
 def summary(kept):
     """analysis["machine_check"]: the stored record and the one paragraph the reports print
-    (the stop's reason and advice, else the pre-check's warning); None when there is nothing to say."""
+    (the stop's reason and advice, else the pre-check's warning and the first look's outlook
+    where most points were out of the budget's reach); None when there is nothing to say."""
     if not kept:
         return None
     stop = kept.get("stop") or {}
-    text = stop.get("text") or (kept.get("precheck") or {}).get("text") or ""
+    text = stop.get("text") or " ".join(t for t in ((kept.get("precheck") or {}).get("text"),
+                                                    (kept.get("outlook") or {}).get("text")) if t)
     if not text:
         return None
     return {**kept, "text": text, "stopped": bool(stop)}

@@ -203,6 +203,7 @@ def extend(cfg, store, study_id, say=print, started=None):
     if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still_open):
         record_end(store, study_id, blocks, "budget")
         return 0
+    _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open)
     seed = store.study(cfg.study.name)["seed"]
     position = max(r["position"] for r in runs) + 1
     added = extend_plan(cfg, seed, range(blocks, later[0]), opened, position)
@@ -233,12 +234,7 @@ def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still
     (sequential.open_points) can be decided within what is left of the budget (budget_check.py)."""
     from . import budget_check, machine_check
 
-    times = {}
-    for r in runs:
-        if r["wall_s"] is not None and not r["warmup"]:
-            times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
-    cell_s = {k: sum(v) / len(v) for k, v in times.items()}
-    p = budget_check.project(still_open, cell_s, blocks, cfg.study.margin,
+    p = budget_check.project(still_open, _cell_seconds(runs), blocks, cfg.study.margin,
                              cfg.study.max_repetitions, max(0.0, cfg.study.max_time - spent))
     if p["reachable"]:
         return False
@@ -252,6 +248,42 @@ def _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still
                                                                for k, v in p.items() if not isinstance(v, bool)}})
     say(f"⚠ study {cfg.study.name}: {text}")
     return True
+
+
+def _cell_seconds(runs):
+    """Each cell's mean run time so far (warm-up runs left out), by cell key."""
+    times = {}
+    for r in runs:
+        if r["wall_s"] is not None and not r["warmup"]:
+            times.setdefault(r["run_key"].rpartition("#")[0], []).append(r["wall_s"])
+    return {k: sum(v) / len(v) for k, v in times.items()}
+
+
+def _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open):
+    """At a look where the study goes on: when most open points cannot be decided within the
+    budget (budget_check.outlook), say so once, at once, and keep it with the study."""
+    from . import budget_check, machine_check
+    from ..plan.sequential import final_alpha, looks_of
+
+    kept = machine_check.load(store, study_id) or {}
+    if kept.get("outlook"):
+        return
+    looks, _ = looks_of(cfg.study)
+    planned = _planned_alpha(store, study_id)
+    left = max(0.0, cfg.study.max_time - spent)
+    args = (still_open, _cell_seconds(runs), blocks, cfg.study.margin, cfg.study.max_repetitions, left)
+    found = budget_check.outlook(*args)
+    if found is None:
+        return
+    # the level of the look the budget ends at: the final look's (sequential.final_alpha)
+    end = max([n for n in looks if n <= found["afford"]] or [blocks])
+    found = budget_check.outlook(*args, final_alpha(tuple(n for n in looks if n <= end), tuple(looks), planned))
+    if found is None:
+        return
+    text = budget_check.outlook_text(found, cfg, spent, blocks)
+    machine_check.record(store, study_id, outlook={"text": text, "blocks": blocks, "projection": {
+        k: (v if math.isfinite(v) else None) for k, v in found.items()}})
+    say(f"⚠ study {cfg.study.name}: {text}")
 
 
 def _expected_seconds(runs, added):
