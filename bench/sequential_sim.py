@@ -23,16 +23,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from nearmetal.study.plan.sequential import alpha_per_look, decide, final_alpha, schedule  # noqa: E402
+from nearmetal.study.plan.sequential import alpha_per_look, decide, ended_looks, final_alpha, schedule  # noqa: E402
 
 
 def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=0, n_boot=1000, ends_at=None):
-    """ends_at: the look where the study's time runs out (None: it ends at max_n); the last
-    look taken is final (a difference shown is decided), at the rest of alpha when early."""
+    """ends_at: the blocks where the study's time runs out (None: it ends at max_n): a planned
+    look, or between two a shortened final look (runner.extend); the last look taken is final
+    (a difference shown is decided), at the rest of alpha when early."""
     rng = np.random.default_rng(seed)
     planned = schedule(min_n, max_n)
     alpha = alpha_per_look(tuple(planned))
-    looks = [n for n in planned if ends_at is None or n <= ends_at]
+    looks = list(ended_looks(planned, ends_at)) if ends_at else planned
     final = (looks[-1], final_alpha(tuple(looks), tuple(planned)))
     verdicts, used = Counter(), []
     for _ in range(points):
@@ -59,10 +60,11 @@ def main():
     ap.add_argument("--effect", type=float, default=0.05)
     ap.add_argument("--max", type=int, default=120, help="max_repetitions (the study default: 120)")
     ap.add_argument("--margin", type=float, default=0.03, help="the equivalence margin (the study default: 0.03)")
-    ap.add_argument("--ends-at", type=int, help="the look where the study's time runs out (default: --max)")
+    ap.add_argument("--ends-at", type=int, help="the blocks where the study's time runs out, a planned look or "
+                    "a shortened one between two (default: --max)")
     a = ap.parse_args()
     looks = schedule(5, a.max)
-    taken = tuple(n for n in looks if a.ends_at is None or n <= a.ends_at)
+    taken = ended_looks(looks, a.ends_at) if a.ends_at else tuple(looks)
     print(f"looks {looks}, alpha {alpha_per_look(tuple(looks)):.4g} per look (Pocock), the final look at {taken[-1]} "
           f"blocks at {final_alpha(taken, tuple(looks)):.4g}, margin {a.margin:.0%}, "
           f"run noise {a.noise:.0%}, block effect {a.block:.0%}, {a.points} points each")

@@ -266,12 +266,16 @@ def test_a_resumed_study_keeps_the_level_it_was_planned_with(tmp_path, monkeypat
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("max_time, adds", [(10.0, True), (2.0, False)])
-def test_max_time_is_checked_against_what_the_next_look_will_take(tmp_path, max_time, adds):
+@pytest.mark.parametrize("max_time, outcome", [(10.0, "look"), (2.0, "shortened"), (1.6, "ends")])
+def test_max_time_is_checked_against_what_the_next_look_will_take(tmp_path, max_time, outcome):
     """5 blocks of 3 cells at 0.1 s each have spent 1.5 s; the next look (blocks 6-8 of the 3
-    open cells: 9 runs, 0.1 s each by the cells' mean so far) would bring it to 2.4 s: a
-    2 s budget stops the study now, with the reason, instead of one look past it."""
+    open cells: 9 runs, 0.1 s each by the cells' mean so far) would bring it to 2.4 s. A 10 s
+    budget takes it; a 2 s budget has time for one block of it (0.3 s): that is the final look,
+    shortened; a 1.6 s budget has time for none and stops the study now, with the reason,
+    instead of one look past it."""
+    from nearmetal.analysis.analyze import analyze
     from nearmetal.study.execute import runner
+    from nearmetal.study.plan.sequential import final_alpha
     from nearmetal.study.plan.study_file import parse
     from nearmetal.study.store.store import Store
 
@@ -302,27 +306,46 @@ kernel = "latency"
 """)
     store, study_id, _ = runner.open_study(cfg, "text", tmp_path / "x.db", resume=False)
     rng = np.random.default_rng(0)
-    for row in store.pending(study_id):
-        value = 10.0 * rng.uniform(0.5, 1.5) if row["variant"] != "base" else 10.0
-        store.finish_run(row["id"], "ok", 0, [], {}, None, "t", 0.1, None,
-                         [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}])
+
+    def run_pending():
+        for row in store.pending(study_id):
+            value = 10.0 * rng.uniform(0.5, 1.5) if row["variant"] != "base" else 10.0
+            store.finish_run(row["id"], "ok", 0, [], {}, None, "t", 0.1, None,
+                             [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}])
+
+    run_pending()
     said = []
     added = runner.extend(cfg, store, study_id, say=said.append)
-    from nearmetal.analysis.analyze import analyze
-    from nearmetal.study.plan.sequential import final_alpha
-
     final = analyze(store)["sequential"]["final"]
-    if adds:
+    if outcome == "look":
         assert added == 9 and said == ["after 5 blocks: 3 cells still open; blocks 6-8 for them (9 runs)"]
         assert final is None  # the study goes on: no look is final yet
-    else:
+    elif outcome == "ends":
         assert added == 0 and not store.pending(study_id)
-        assert said == ["max_time (2 s of runs): 2 s spent after 5 blocks; the next look (blocks 6-8, about 1 s) "
+        assert said == ["max_time (1.6 s of runs): 2 s spent after 5 blocks; the next look (blocks 6-8, about 1 s) "
                         "would pass it; 3 cells still open"], said
         # where it ended is kept: its one look is final, at what the look not taken would have spent
         assert final == {"blocks": 5, "alpha": final_alpha((5,), (5, 8)), "reason": "max_time",
                          "ci_level": pytest.approx(1 - 2 * final_alpha((5,), (5, 8)))}
         assert final["alpha"] > 0.025
+    else:
+        assert added == 3 and said == [
+            "max_time (2 s of runs): 2 s spent after 5 blocks; the next look (blocks 6-8, about 1 s) would pass "
+            "it: a shortened final look instead, block 6 for the 3 cells still open (3 runs, about 0 s)"], said
+        assert final is None  # its blocks are still to run
+        run_pending()
+        said.clear()
+        assert runner.extend(cfg, store, study_id, say=said.append) == 0 and not store.pending(study_id)
+        assert said == ["max_time (2 s of runs): 2 s spent; the study ends at its shortened final look, "
+                        "after 6 blocks"], said
+        a = analyze(store)
+        # the shortened look is the final one, at the level that keeps the planned looks' false alarms
+        assert a["sequential"]["final"] == {"blocks": 6, "alpha": final_alpha((5, 6), (5, 8)), "reason": "max_time",
+                                            "ci_level": pytest.approx(1 - 2 * final_alpha((5, 6), (5, 8)))}
+        assert final_alpha((5,), (5, 8)) > final_alpha((5, 6), (5, 8)) > final_alpha((5, 8), (5, 8))
+        compared = [p["comparison"] for p in a["points"] if p["comparison"]]
+        assert compared and all(c["look"] in (5, 6) for c in compared)
+        assert any(c["look"] == 6 and c["final"] for c in compared)  # an open point is decided at it
     store.close()
 
 

@@ -165,8 +165,16 @@ def test_the_runner_records_where_a_study_ended_and_the_analysis_reads_it(tmp_pa
     assert end_of(store, 1, looks, alpha, 12) == (12, alpha, "budget")
     record_end(store, 1, 12)  # it goes on
     assert end_of(store, 1, looks, alpha, 12) is None
+    # between two looks: a shortened final look where the time ran out (runner.extend), else none
     store.set_meta(END_KEY.format(1), '{"blocks": 10, "reason": "max_time"}')
-    assert end_of(store, 1, looks, alpha, 10) is None  # not a look
+    assert end_of(store, 1, looks, alpha, 10) == (10, final_alpha((5, 8, 10), tuple(looks), alpha), "max_time")
+    assert final_alpha((5, 8), looks, alpha) > final_alpha((5, 8, 10), looks, alpha) > final_alpha((5, 8, 12), looks, alpha)
+    store.set_meta(END_KEY.format(1), '{"blocks": 10, "reason": "budget"}')
+    assert end_of(store, 1, looks, alpha, 10) is None
+    store.set_meta(END_KEY.format(1), '{"blocks": 20, "reason": "max_time"}')
+    assert end_of(store, 1, looks, alpha, 20) is None  # past the last look
+    with pytest.raises(ValueError, match="are not the first of"):
+        final_alpha((5, 10, 12), looks)  # a shortened look is the last one taken
     with pytest.raises(ValueError, match="unknown end of a study"):
         record_end(store, 1, 12, "tired")
     store.close()
@@ -202,6 +210,10 @@ def test_an_answer_of_one_point_decided_at_the_final_look_names_that_level():
 
     assert level_words(dict(data, sequential=seq)) == (
         "98.3% interval (sequential, 7 looks; 94.9% at the final look, the 4th, after 18 blocks: the time ran out)")
+    # a shortened final look (16 blocks, between the planned 12 and 18) is the 4th look too
+    short = dict(seq, final={"blocks": 16, "alpha": 0.02687, "ci_level": 1 - 2 * 0.02687, "reason": "max_time"})
+    assert level_words(dict(data, sequential=short)) == (
+        "98.3% interval (sequential, 7 looks; 94.6% at the final look, the 4th, after 16 blocks: the time ran out)")
 
 
 def test_the_tables_and_the_matrix_say_a_final_looks_own_level():

@@ -197,7 +197,7 @@ def test_the_outlook_speaks_only_when_most_open_points_are_out_of_reach():
     text = B.outlook_text(o, _cfg("margin = 0.10\nmax_time = 480"), 231.0, 8)
     assert text.startswith("After 8 blocks (231 s of runs), 8 of the 10 comparisons still open cannot reach "
                            "the ±10% margin within the budget")
-    for bit in ("±50% wide", "the budget allows about 28", "Expect them undecided; the study goes on",
+    for bit in ("±50% wide", "the budget allows about 28", "Expect them undecided; the study goes on within its budget",
                 "quiet = true", "fewer variants", "widen the margin to ±", "raise max_time to"):
         assert bit in text, (bit, text)
 

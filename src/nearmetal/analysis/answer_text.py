@@ -32,7 +32,8 @@ def level_words(analysis, level=None):
     if own_last and abs(level - last) <= 1e-9:
         return s + f" (sequential, the final look, {ended})"
     if isinstance(looks, list) and len(looks) > 1:
-        taken = sum(1 for n in looks if isinstance(n, int) and n <= (final.get("blocks") or 0))
+        # the final look's number: a shortened one (between two planned looks) counts too
+        taken = sum(1 for n in looks if isinstance(n, int) and n < (final.get("blocks") or 0)) + bool(final.get("blocks"))
         beside = f"; {last * 100:.3g}% at the final look, the {_ordinal(taken)}, {ended}" if own_last and \
             general and taken else ""
         return s + f" (sequential, {len(looks)} looks{beside})"

@@ -188,7 +188,7 @@ def outlook_text(o, cfg, spent, blocks):
     return (f"After {blocks} blocks ({spent:.0f} s of runs), {o['out']} of the {o['measured']} comparisons still "
             f"open cannot reach the ±{study.margin * 100:g}% margin within the budget at this noise (intervals "
             f"±{o['half_pct']:.0f}% wide): most of them need {need}, the budget allows about {o['afford']} for every "
-            f"open cell. Expect them undecided; the study goes on for the others. What would help: "
+            f"open cell. Expect them undecided; the study goes on within its budget. What would help: "
             + "; ".join(advice) + ".")
 
 

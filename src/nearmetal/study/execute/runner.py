@@ -171,12 +171,20 @@ def _machine_allows(cfg, store, study_id, say, started):
     return False
 
 
+def _blocks_words(first, last):
+    return f"block {first}" if first == last else f"blocks {first}-{last}"
+
+
+MIN_SHORT_LOOK = 1  # blocks a shortened final look adds at least (one already narrows the intervals a little)
+
+
 def extend(cfg, store, study_id, say=print, started=None):
     """An adaptive study's next look: when every planned run has finished, plan the blocks up
     to the next look for the cells whose points are still open (and their baselines).
     Returns the number of runs added; 0 when the study is complete: every point decided,
-    max_repetitions reached, or max_time spent on runs. Derived from the stored runs only,
-    so a resumed study takes the same decisions."""
+    max_repetitions reached, or max_time spent on runs. Where the time left does not allow
+    the next look's blocks, the blocks it allows are a shortened final look. Derived from the
+    stored runs only, so a resumed study takes the same decisions."""
     if not cfg.study.adaptive:
         return 0
     from ..plan.plan import extend_plan
@@ -189,6 +197,11 @@ def extend(cfg, store, study_id, say=print, started=None):
     looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)
+    if blocks not in looks and looks[0] < blocks < looks[-1]:  # after a shortened final look (below)
+        say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent; the study ends at its shortened "
+            f"final look, after {blocks} blocks")
+        record_end(store, study_id, blocks, "max_time")
+        return 0
     still_open = open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
     opened = {key for _, cell_keys, _ in still_open for key in cell_keys}
     # where the study ends is kept with it: the analysis decides the open points at that look
@@ -203,7 +216,6 @@ def extend(cfg, store, study_id, say=print, started=None):
     if _budget_stops(cfg, store, study_id, runs, blocks, spent, say, started, still_open):
         record_end(store, study_id, blocks, "budget")
         return 0
-    _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open)
     seed = store.study(cfg.study.name)["seed"]
     position = max(r["position"] for r in runs) + 1
     added = extend_plan(cfg, seed, range(blocks, later[0]), opened, position)
@@ -211,11 +223,24 @@ def extend(cfg, store, study_id, say=print, started=None):
     # (each cell's mean run time so far), so a study stops within max_time, not one look past it.
     expected = _expected_seconds(runs, added)
     if spent + expected > cfg.study.max_time:
-        say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next look "
-            f"(blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it; {len(opened)} cells still open")
-        record_end(store, study_id, blocks, "max_time")
-        return 0
+        over = (f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent after {blocks} blocks; the next "
+                f"look (blocks {blocks + 1}-{later[0]}, about {expected:.0f} s) would pass it")
+        # What the time left allows of it, when that is worth a look, is the final look: the
+        # analysis takes it as such (sequential.ended_looks, final_alpha), at the level that keeps
+        # the planned looks' false alarms.
+        fit = int((cfg.study.max_time - spent) // (expected / (later[0] - blocks)))
+        if fit < MIN_SHORT_LOOK:
+            say(f"{over}; {len(opened)} cells still open")
+            record_end(store, study_id, blocks, "max_time")
+            return 0
+        added = extend_plan(cfg, seed, range(blocks, blocks + fit), opened, position)
+        say(f"{over}: a shortened final look instead, {_blocks_words(blocks + 1, blocks + fit)} for the {len(opened)} "
+            f"cells still open ({len(added)} runs, about {_expected_seconds(runs, added):.0f} s)")
+        record_end(store, study_id, blocks)
+        store.add_planned(study_id, [codec.planned_row(r) for r in added])
+        return len(added)
     record_end(store, study_id, blocks)  # it goes on: an end recorded before (a resumed study) is void
+    _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open)
     store.add_planned(study_id, [codec.planned_row(r) for r in added])
     say(f"after {blocks} blocks: {len(opened)} cells still open; blocks {blocks + 1}-{later[0]} for them "
         f"({len(added)} runs)")
@@ -263,7 +288,7 @@ def _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open):
     """At a look where the study goes on: when most open points cannot be decided within the
     budget (budget_check.outlook), say so once, at once, and keep it with the study."""
     from . import budget_check, machine_check
-    from ..plan.sequential import final_alpha, looks_of
+    from ..plan.sequential import ended_looks, final_alpha, looks_of
 
     kept = machine_check.load(store, study_id) or {}
     if kept.get("outlook"):
@@ -275,9 +300,8 @@ def _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open):
     found = budget_check.outlook(*args)
     if found is None:
         return
-    # the level of the look the budget ends at: the final look's (sequential.final_alpha)
-    end = max([n for n in looks if n <= found["afford"]] or [blocks])
-    found = budget_check.outlook(*args, final_alpha(tuple(n for n in looks if n <= end), tuple(looks), planned))
+    # the level of the look the budget ends at, planned or shortened: the final look's
+    found = budget_check.outlook(*args, final_alpha(ended_looks(looks, found["afford"]), tuple(looks), planned))
     if found is None:
         return
     text = budget_check.outlook_text(found, cfg, spent, blocks)

@@ -87,15 +87,30 @@ def final_alpha(taken, planned, per_look=None, alpha=BOUNDARY_ALPHA):
     """The level of the last of the looks `taken` when the study ends there, before its last
     `planned` look because its time ran out: every earlier look was tested at per_look (the
     level the study was planned with; default Pocock's for the planned looks), and this one at
-    the level that makes the looks taken cross as often as the planned looks would have. Both
+    the level that makes the looks taken cross as often as the planned looks would have (the
+    last one taken may be a shortened look: between two planned ones, ended_looks()). Both
     of the level's uses are matched and the stricter kept: the rank test's two-sided
     boundary, and equivalence's one-sided one (TOST at per_look each side). All looks taken:
     per_look itself."""
     taken, planned = tuple(taken), tuple(planned)
-    if not taken or taken != planned[:len(taken)]:
+    if not taken or not _first_of(taken, planned):
         raise ValueError(f"looks {taken} are not the first of {planned}")
     per_look = alpha_per_look(planned, alpha) if per_look is None else per_look
     return _final_alpha(taken, planned, per_look, alpha)
+
+
+def _first_of(taken, planned):
+    """The planned looks' first ones, the last of them possibly shortened (fewer blocks)."""
+    k = len(taken)
+    return k <= len(planned) and taken[:-1] == planned[:k - 1] and \
+        (taken[-2] if k > 1 else 0) < taken[-1] <= planned[k - 1]
+
+
+def ended_looks(looks, blocks):
+    """The looks taken by a study that ends after `blocks` blocks: the planned ones before,
+    and `blocks` itself — a planned look, or a shortened final one where the time left did
+    not allow the next look's blocks (runner.extend)."""
+    return tuple(n for n in looks if n < blocks) + (blocks,)
 
 
 @functools.lru_cache(maxsize=64)
@@ -171,6 +186,8 @@ def decide(base, var, looks, alpha, margin, higher_is_better, n_boot=2000, modes
     from ...analysis.mode_compare import decide_look
 
     measured = max([_block_number(b) for b in var] + [-1]) + 1
+    if final is not None and final[0] not in looks:  # a shortened final look is a look too
+        looks = sorted({*looks, final[0]})
     last = None
     for n in looks:
         if n > measured and last is not None:
@@ -221,15 +238,18 @@ def record_end(store, study_id, blocks, reason=None):
 
 def end_of(store, study_id, looks, alpha, blocks):
     """(blocks, level, reason) of the study's final look for decide(), or None while it may go on:
-    the runner recorded an end at the block count measured, which is one of the looks. The
-    level is alpha (Pocock's per look), or final_alpha() where the time ran out first."""
+    the runner recorded an end at the block count measured, which is one of the looks, or a
+    shortened final look between two of them where the time ran out. The level is alpha
+    (Pocock's per look), or final_alpha() where the time ran out first."""
     import json
 
     text = store.meta(END_KEY.format(study_id))
     end = json.loads(text) if text else None
-    if not end or end.get("reason") not in END_REASONS or end.get("blocks") != blocks or blocks not in looks:
+    if not end or end.get("reason") not in END_REASONS or end.get("blocks") != blocks or not blocks:
         return None
-    taken = tuple(n for n in looks if n <= blocks)
+    taken = ended_looks(looks, blocks)
+    if not _first_of(taken, tuple(looks)) or (blocks not in looks and end["reason"] != "max_time"):
+        return None
     level = final_alpha(taken, tuple(looks), alpha) if end["reason"] == "max_time" else alpha
     return blocks, level, end["reason"]
 
