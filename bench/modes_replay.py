@@ -19,7 +19,7 @@ when the study is over, and records where and why it ended, so the analysis deci
 points still open at that final look); a database stored before that record existed gets it
 here.
 
-usage: bench/modes_replay.py [--db PATH] [--show-open]
+usage: bench/modes_replay.py [--db PATH] [--show-open] [--ended-at BLOCKS]
 """
 
 import argparse
@@ -85,6 +85,28 @@ def contradictions(p, base, margin):
     return out
 
 
+def cut_at(db, blocks):
+    """Leave out the runs of the blocks from `blocks` on, and record that max_time ended the
+    study there (the runner's record, sequential.record_end)."""
+    import sqlite3
+
+    from nearmetal.study.plan.sequential import record_end as record
+
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("DELETE FROM records WHERE run_id IN (SELECT id FROM runs WHERE block >= ?)", (blocks,))
+        for table in ("run_evidence", "run_load"):
+            con.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT id FROM runs WHERE block >= ?)", (blocks,))
+        con.execute("DELETE FROM runs WHERE block >= ?", (blocks,))
+    con.close()
+    store = Store(db)
+    try:
+        for row in store.studies():
+            record(store, row["id"], blocks, "max_time")
+    finally:
+        store.close()
+
+
 def record_end(db):
     """What `nearmetal study --resume` of this version does first with a finished study: the
     runner's look (extend) finds nothing to plan and keeps where and why the study ended."""
@@ -118,10 +140,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", default="/work/shared/data/quickstart-2core.db")
     ap.add_argument("--show-open", action="store_true", help="list the points left open")
+    ap.add_argument("--ended-at", type=int, metavar="BLOCKS",
+                    help="replay as if the time had run out after these blocks (a look the study took): the runs "
+                         "of later blocks are left out and the study ended there, as it did before the shortened "
+                         "final look")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "study.db"
         shutil.copy(a.db, db)  # the database is read-only; sqlite may want a journal beside it
+        if a.ended_at is not None:
+            cut_at(db, a.ended_at)
         for line in record_end(db):
             print(f"resumed: {line}")
         runs = None

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Replay the budget outlook (study/execute/budget_check.outlook) on a stored quickstart
+"""Replay the budget outlook (study/execute/outlook.py) on a stored quickstart
 database at each of its looks, as the runner saw it there: only the runs of the blocks before
 the look, the seconds they took, the points still open. Prints, per look, the open points,
 how many the outlook projects out of reach (or that it says nothing), and the paragraph it
@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nearmetal.analysis.analyze import analyze  # noqa: E402
-from nearmetal.study.execute import budget_check  # noqa: E402
+from nearmetal.study.execute import outlook  # noqa: E402
 from nearmetal.study.execute.runner import _cell_seconds, _planned_alpha  # noqa: E402
 from nearmetal.study.plan import sequential  # noqa: E402
 from nearmetal.study.plan.study_file import builtin_quickstart  # noqa: E402
@@ -46,15 +46,15 @@ def main():
                 still_open = sequential.open_points(store, sid, cfg, blocks, planned)
                 run_s = _cell_seconds(runs)
                 head = (still_open, run_s, blocks, cfg.study.margin, cfg.study.max_repetitions, left)
-                found = budget_check.outlook(*head)
+                found = outlook.outlook(*head)
                 if found is not None:  # as the runner does: at the level of the look the budget ends at
                     taken = sequential.ended_looks(looks, found["afford"])
-                    found = budget_check.outlook(*head, sequential.final_alpha(taken, tuple(looks), planned))
+                    found = outlook.outlook(*head, sequential.final_alpha(taken, tuple(looks), planned))
                 if found is None:
                     print(f"after {blocks} blocks ({spent:.0f} s): {len(still_open)} points open; the outlook says nothing")
                 else:
                     print(f"after {blocks} blocks ({spent:.0f} s): {len(still_open)} points open; {found['out']} "
-                          f"projected out of reach\n  " + budget_check.outlook_text(found, cfg, spent, blocks))
+                          f"projected out of reach\n  " + outlook.outlook_text(found, cfg, spent, blocks))
         for line in record_end(db):  # where the study ended, as this version's runner records it
             print(f"resumed: {line}")  # (the end only: a study over says no outlook)
         store = Store(db)

@@ -33,7 +33,7 @@ def simulate(points, noise, block, effect, min_n=5, max_n=30, margin=0.03, seed=
     rng = np.random.default_rng(seed)
     planned = schedule(min_n, max_n)
     alpha = alpha_per_look(tuple(planned))
-    looks = list(ended_looks(planned, ends_at)) if ends_at else planned
+    looks = list(ended_looks(planned, ends_at)) if ends_at is not None else planned
     final = (looks[-1], final_alpha(tuple(looks), tuple(planned)))
     verdicts, used = Counter(), []
     for _ in range(points):
@@ -63,8 +63,10 @@ def main():
     ap.add_argument("--ends-at", type=int, help="the blocks where the study's time runs out, a planned look or "
                     "a shortened one between two (default: --max)")
     a = ap.parse_args()
+    if a.ends_at is not None and not 5 <= a.ends_at <= a.max:
+        ap.error(f"--ends-at must lie between the first look (5 blocks) and --max ({a.max})")
     looks = schedule(5, a.max)
-    taken = ended_looks(looks, a.ends_at) if a.ends_at else tuple(looks)
+    taken = ended_looks(looks, a.ends_at) if a.ends_at is not None else tuple(looks)
     print(f"looks {looks}, alpha {alpha_per_look(tuple(looks)):.4g} per look (Pocock), the final look at {taken[-1]} "
           f"blocks at {final_alpha(taken, tuple(looks)):.4g}, margin {a.margin:.0%}, "
           f"run noise {a.noise:.0%}, block effect {a.block:.0%}, {a.points} points each")

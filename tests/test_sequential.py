@@ -328,6 +328,10 @@ kernel = "latency"
         assert final == {"blocks": 5, "alpha": final_alpha((5,), (5, 8)), "reason": "max_time",
                          "ci_level": pytest.approx(1 - 2 * final_alpha((5,), (5, 8)))}
         assert final["alpha"] > 0.025
+        # resumed with more time (an earlier version ended studies so, with time left): it stays ended
+        raised = cfg.model_copy(update={"study": cfg.study.model_copy(update={"max_time": 10.0})})
+        assert runner.extend(raised, store, study_id, say=said.append) == 0 and not store.pending(study_id)
+        assert analyze(store)["sequential"]["final"] == final
     else:
         assert added == 3 and said == [
             "max_time (2 s of runs): 2 s spent after 5 blocks; the next look (blocks 6-8, about 1 s) would pass "
@@ -336,8 +340,8 @@ kernel = "latency"
         run_pending()
         said.clear()
         assert runner.extend(cfg, store, study_id, say=said.append) == 0 and not store.pending(study_id)
-        assert said == ["max_time (2 s of runs): 2 s spent; the study ends at its shortened final look, "
-                        "after 6 blocks"], said
+        assert said == ["max_time (2 s of runs): 2 s spent; the study ended after 6 blocks, its shortened final "
+                        "look"], said
         a = analyze(store)
         # the shortened look is the final one, at the level that keeps the planned looks' false alarms
         assert a["sequential"]["final"] == {"blocks": 6, "alpha": final_alpha((5, 6), (5, 8)), "reason": "max_time",
@@ -346,6 +350,10 @@ kernel = "latency"
         compared = [p["comparison"] for p in a["points"] if p["comparison"]]
         assert compared and all(c["look"] in (5, 6) for c in compared)
         assert any(c["look"] == 6 and c["final"] for c in compared)  # an open point is decided at it
+        # resumed, even with more time: it stays ended where it ended, its final look the same
+        raised = cfg.model_copy(update={"study": cfg.study.model_copy(update={"max_time": 10.0})})
+        assert runner.extend(raised, store, study_id, say=said.append) == 0 and not store.pending(study_id)
+        assert analyze(store)["sequential"]["final"] == a["sequential"]["final"]
     store.close()
 
 

@@ -27,7 +27,7 @@ def needed_blocks(result, n, margin):
     """Blocks a point needs to be decided, projected from its interval after n blocks; None
     when it has no interval yet; math.inf when its centre sits on the margin."""
     lo, hi = (result or {}).get("ci_low"), (result or {}).get("ci_high")
-    if lo is None or hi is None or not (hi > lo > 0) or n < 1:
+    if lo is None or hi is None or not (hi > lo > 0) or not math.isfinite(hi) or n < 1:
         return None
     half, centre = (hi - lo) / 2, (hi + lo) / 2
     target = abs(margin - abs(centre - 1))
@@ -109,92 +109,3 @@ def stop_text(p, cfg, spent, blocks, machine=None):
             f"for the {comparisons} still open, {_fmt_s(p['need_s'])} of runs; the budget allows "
             f"{p['max_blocks']} blocks and {p['seconds_left']:.0f} s more. What would help: " + "; ".join(advice) + ".")
 
-
-# -- the outlook: a study that goes on, though most of its open points cannot be decided ---------
-OUTLOOK_SHARE = 0.5   # said when at least half of the open points are out of the budget's reach
-OUTLOOK_MIN = 3       # ... and at least this many: one hard point among easy ones is no news
-MOST = 0.9            # "most of them": the share the widened margin or the longer budget would decide
-
-
-def final_needed_blocks(result, n, margin, final_tail=None):
-    """Blocks a point needs to be decided at the study's final look, where a difference shown
-    (the interval excluding 1) is decided whatever its size: the half-width must fall below
-    max(d, m - d) (d = |centre - 1|), so never more than to m / 2. The half-width shrinks as
-    1/sqrt(blocks) and as the t quantile of its look's level (the result's alpha, one tail)
-    becomes that of the final look's (final_tail; None: the same level). None without an interval."""
-    from scipy.stats import t
-
-    lo, hi = (result or {}).get("ci_low"), (result or {}).get("ci_high")
-    if lo is None or hi is None or not (hi > lo > 0) or n < 2:
-        return None
-    half, d = (hi - lo) / 2, abs((hi + lo) / 2 - 1)
-    tail = (result or {}).get("alpha") or final_tail or 0.025
-    final_tail = final_tail or tail
-    scale = half / t.ppf(1 - tail, n - 1) / max(d, margin - d)  # blocks needed = n (scale x quantile)^2
-    need = n * (scale * t.ppf(1 - final_tail, 10 ** 6)) ** 2
-    need = n * (scale * t.ppf(1 - final_tail, max(need, n + 1) - 1)) ** 2  # the quantile at about those blocks
-    return max(n + 1, math.ceil(need)) if math.isfinite(need) else math.inf
-
-
-def outlook(points, cell_seconds, blocks, margin, max_blocks, seconds_left, final_tail=None):
-    """Where some open points can be decided but most cannot: the blocks the budget gives
-    every open cell (all of them share it: A = blocks + seconds left / one block of all open
-    cells, at most max_blocks) against the blocks each point needs to be decided by the final
-    look (final_needed_blocks). Returns None when that is not the case (nothing to say), else
-    {out, measured, afford, need_most (the blocks MOST of them need), need_most_s, half_pct,
-    margin_pct (the margin MOST of them would reach in A blocks)}."""
-    rows = []
-    for _, cells, result in points:
-        n = (result or {}).get("look") or blocks
-        need = final_needed_blocks(result, n, margin, final_tail)
-        if need is not None:
-            rows.append((need, n, result))
-    block_s = sum(cell_seconds.get(c, 0.0) for c in {c for _, cells, _ in points for c in cells})
-    if not rows or block_s <= 0:
-        return None
-    afford = min(max_blocks, blocks + int(seconds_left // block_s))
-    out = sum(1 for need, _, _ in rows if need > afford)
-    if out < OUTLOOK_MIN or out < OUTLOOK_SHARE * len(rows):
-        return None
-    needs = sorted(need for need, _, _ in rows)
-    need_most = needs[min(len(needs) - 1, math.ceil(MOST * len(needs)) - 1)]
-    reach = []  # the margin each point's interval would lie within after A blocks (0: a difference shown)
-    for _, n, r in rows:
-        d = abs((r["ci_high"] + r["ci_low"]) / 2 - 1)
-        half = (r["ci_high"] - r["ci_low"]) / 2 * math.sqrt(n / max(afford, n)) * _quantile_ratio(r, n, afford, final_tail)
-        reach.append(0.0 if half < d else d + half)
-    reach.sort()
-    halves = sorted((r["ci_high"] - r["ci_low"]) / 2 for _, _, r in rows)
-    return {"out": out, "measured": len(rows), "afford": afford, "need_most": need_most,
-            "need_most_s": (need_most - blocks) * block_s,
-            "half_pct": 100 * halves[len(halves) // 2],
-            "margin_pct": float(100 * reach[min(len(reach) - 1, math.ceil(MOST * len(reach)) - 1)])}
-
-
-def outlook_text(o, cfg, spent, blocks):
-    """The one paragraph said at once (and kept) when most open points are out of reach: the
-    study goes on for the others; this says what to expect and what would help."""
-    study = cfg.study
-    far = FAR * max(study.max_repetitions, blocks)
-    advice = [f"wait for a quiet machine with quiet = true (it waits at most quiet_wait = {study.quiet_wait:g} s "
-              f"before each run)" if not study.quiet else "run it when the machine is quiet",
-              "use fewer variants or benchmarks (the blocks then come faster)",
-              f"widen the margin to ±{math.ceil(o['margin_pct']):.0f}%"]
-    if o["need_most"] <= far:
-        advice.append(f"raise max_time to {math.ceil((spent + o['need_most_s']) / 60) * 60:.0f} s"
-                      + (f" and max_repetitions to {o['need_most']}" if o["need_most"] > study.max_repetitions
-                         else ""))
-    need = f"~{o['need_most']} blocks" if o["need_most"] <= far else f"more than {far} blocks"
-    return (f"After {blocks} blocks ({spent:.0f} s of runs), {o['out']} of the {o['measured']} comparisons still "
-            f"open cannot reach the ±{study.margin * 100:g}% margin within the budget at this noise (intervals "
-            f"±{o['half_pct']:.0f}% wide): most of them need {need}, the budget allows about {o['afford']} for every "
-            f"open cell. Expect them undecided; the study goes on within its budget. What would help: "
-            + "; ".join(advice) + ".")
-
-
-def _quantile_ratio(result, n, blocks, final_tail):
-    """How much narrower an interval becomes from its look's t quantile to the final look's."""
-    from scipy.stats import t
-
-    tail = result.get("alpha") or final_tail or 0.025
-    return t.ppf(1 - (final_tail or tail), max(blocks, n) - 1) / t.ppf(1 - tail, n - 1)

@@ -153,8 +153,8 @@ def load(store, study_id):
 
 def summary(kept):
     """analysis["machine_check"]: the stored record and the one paragraph the reports print
-    (the stop's reason and advice, else the pre-check's warning and the first look's outlook
-    where most points were out of the budget's reach); None when there is nothing to say."""
+    (the stop's reason and advice, else the pre-check's warning and the outlook of the look
+    that found most open points out of the budget's reach); None when there is nothing to say."""
     if not kept:
         return None
     stop = kept.get("stop") or {}

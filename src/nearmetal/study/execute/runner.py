@@ -188,7 +188,7 @@ def extend(cfg, store, study_id, say=print, started=None):
     if not cfg.study.adaptive:
         return 0
     from ..plan.plan import extend_plan
-    from ..plan.sequential import blocks_measured, looks_of, open_points, record_end
+    from ..plan.sequential import blocks_measured, looks_of, open_points, record_end, recorded_end
 
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
@@ -197,9 +197,14 @@ def extend(cfg, store, study_id, say=print, started=None):
     looks, _ = looks_of(cfg.study)
     later = [n for n in looks if n > blocks]
     spent = sum(r["wall_s"] or 0.0 for r in runs)
-    if blocks not in looks and looks[0] < blocks < looks[-1]:  # after a shortened final look (below)
-        say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent; the study ends at its shortened "
-            f"final look, after {blocks} blocks")
+    end = recorded_end(store, study_id) or {}
+    shortened = blocks not in looks and looks[0] < blocks < looks[-1]
+    if shortened or (end.get("blocks") == blocks and end.get("reason") == "max_time"):
+        # The time ran out here — at a shortened final look (below), or before the next look
+        # (an earlier version took no shortened one): it stays ended, so a resumed study takes
+        # the same decisions and its final look stays the one it was.
+        say(f"max_time ({cfg.study.max_time:g} s of runs): {spent:.0f} s spent; the study ended after {blocks} "
+            f"blocks" + (", its shortened final look" if shortened else ""))
         record_end(store, study_id, blocks, "max_time")
         return 0
     still_open = open_points(store, study_id, cfg, blocks, _planned_alpha(store, study_id))
@@ -228,7 +233,8 @@ def extend(cfg, store, study_id, say=print, started=None):
         # What the time left allows of it, when that is worth a look, is the final look: the
         # analysis takes it as such (sequential.ended_looks, final_alpha), at the level that keeps
         # the planned looks' false alarms.
-        fit = int((cfg.study.max_time - spent) // (expected / (later[0] - blocks)))
+        per_block = expected / (later[0] - blocks)
+        fit = min(later[0] - blocks - 1, int((cfg.study.max_time - spent) // per_block)) if per_block > 0 else 0
         if fit < MIN_SHORT_LOOK:
             say(f"{over}; {len(opened)} cells still open")
             record_end(store, study_id, blocks, "max_time")
@@ -286,25 +292,25 @@ def _cell_seconds(runs):
 
 def _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open):
     """At a look where the study goes on: when most open points cannot be decided within the
-    budget (budget_check.outlook), say so once, at once, and keep it with the study."""
-    from . import budget_check, machine_check
+    budget (outlook.py), say so once, at once, and keep it with the study."""
+    from . import machine_check, outlook
     from ..plan.sequential import ended_looks, final_alpha, looks_of
 
     kept = machine_check.load(store, study_id) or {}
     if kept.get("outlook"):
         return
     looks, _ = looks_of(cfg.study)
-    planned = _planned_alpha(store, study_id)
     left = max(0.0, cfg.study.max_time - spent)
     args = (still_open, _cell_seconds(runs), blocks, cfg.study.margin, cfg.study.max_repetitions, left)
-    found = budget_check.outlook(*args)
+    found = outlook.outlook(*args)
     if found is None:
         return
-    # the level of the look the budget ends at, planned or shortened: the final look's
-    found = budget_check.outlook(*args, final_alpha(ended_looks(looks, found["afford"]), tuple(looks), planned))
+    # at the level of the look the budget ends at, planned or shortened: the final look's
+    level = final_alpha(ended_looks(looks, found["afford"]), tuple(looks), _planned_alpha(store, study_id))
+    found = outlook.outlook(*args, level)
     if found is None:
         return
-    text = budget_check.outlook_text(found, cfg, spent, blocks)
+    text = outlook.outlook_text(found, cfg, spent, blocks)
     machine_check.record(store, study_id, outlook={"text": text, "blocks": blocks, "projection": {
         k: (v if math.isfinite(v) else None) for k, v in found.items()}})
     say(f"⚠ study {cfg.study.name}: {text}")

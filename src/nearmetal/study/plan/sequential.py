@@ -3,7 +3,9 @@
 A study without a fixed `repetitions` runs `min_repetitions` randomized blocks, then looks:
 every compared point whose verdict is still open keeps its cell (and that cell's baseline)
 in the next blocks; decided points stop. The looks happen at a fixed schedule of block
-counts (schedule(): about x1.5 each), known before anything runs. Each look tests at one
+counts (schedule(): about x1.5 each), known before anything runs — only the final one may
+fall between two of them, where the time left allowed fewer blocks than the next look's
+(runner.extend; its level: final_alpha()). Each look tests at one
 nominal level alpha', the same at every look, chosen so that a statistic with no real
 difference crosses it at some look with probability alpha overall: Pocock's boundary
 (Biometrika 64:191, 1977) for the schedule's own block counts, the looks' statistics taken
@@ -236,15 +238,24 @@ def record_end(store, study_id, blocks, reason=None):
     store.set_meta(END_KEY.format(study_id), json.dumps({"blocks": blocks, "reason": reason}))
 
 
+def recorded_end(store, study_id):
+    """The end the runner recorded ({blocks, reason}; reason None: it goes on), or None."""
+    import json
+
+    text = store.meta(END_KEY.format(study_id))
+    try:
+        end = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return end if isinstance(end, dict) else None
+
+
 def end_of(store, study_id, looks, alpha, blocks):
     """(blocks, level, reason) of the study's final look for decide(), or None while it may go on:
     the runner recorded an end at the block count measured, which is one of the looks, or a
     shortened final look between two of them where the time ran out. The level is alpha
     (Pocock's per look), or final_alpha() where the time ran out first."""
-    import json
-
-    text = store.meta(END_KEY.format(study_id))
-    end = json.loads(text) if text else None
+    end = recorded_end(store, study_id)
     if not end or end.get("reason") not in END_REASONS or end.get("blocks") != blocks or not blocks:
         return None
     taken = ended_looks(looks, blocks)
