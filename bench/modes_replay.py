@@ -109,15 +109,27 @@ def cut_at(db, blocks):
 
 def record_end(db):
     """What `nearmetal study --resume` of this version does first with a finished study: the
-    runner's look (extend) finds nothing to plan and keeps where and why the study ended."""
+    runner's look (extend) finds nothing to plan and keeps where and why the study ended. A
+    database stored before the runner recorded that (quickstart-2core.db) gets the end its
+    runner took: every point decided, max_repetitions, or else max_time (that runner took no
+    shortened final look, so a resume would now plan one with the time it left)."""
     from nearmetal.study.config.config import validated
-    from nearmetal.study.execute.runner import extend
+    from nearmetal.study.execute.runner import _planned_alpha, extend
+    from nearmetal.study.plan.sequential import blocks_measured, looks_of, open_points, recorded_end
 
     store = Store(db)
     try:
         said = []
         for row in store.studies():
-            added = extend(validated(row["config_toml"], row["name"]), store, row["id"], say=said.append)
+            cfg = validated(row["config_toml"], row["name"])
+            blocks = blocks_measured(store.runs(row["id"]))
+            if recorded_end(store, row["id"]) is None and cfg.study.adaptive:
+                looks, _ = looks_of(cfg.study)
+                done = not open_points(store, row["id"], cfg, blocks, _planned_alpha(store, row["id"]))
+                reason = "decided" if done else "max_repetitions" if blocks >= looks[-1] else "max_time"
+                sequential.record_end(store, row["id"], blocks, reason)
+                said.append(f"stored before ends were recorded: ended after {blocks} blocks ({reason})")
+            added = extend(cfg, store, row["id"], say=said.append)
             if added:
                 raise SystemExit(f"{db}: study {row['name']} is not finished ({added} runs would be planned)")
         return said
