@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from nearmetal.analysis.analyze import analyze  # noqa: E402
 from nearmetal.study.execute import outlook  # noqa: E402
-from nearmetal.study.execute.runner import _cell_seconds, _planned_alpha  # noqa: E402
+from nearmetal.study.execute.runner import _planned_alpha, outlook_of  # noqa: E402
 from nearmetal.study.plan import sequential  # noqa: E402
 from nearmetal.study.plan.study_file import builtin_quickstart  # noqa: E402
 from nearmetal.study.store.store import Store  # noqa: E402
@@ -31,7 +31,6 @@ def main():
     ap.add_argument("--looks", default="5,8,12")
     args = ap.parse_args()
     cfg = builtin_quickstart()[0]
-    looks, _ = sequential.looks_of(cfg.study)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "study.db"
         shutil.copy(args.db, db)  # the replay writes nothing, but the store may migrate
@@ -42,14 +41,8 @@ def main():
             for blocks in (int(x) for x in args.looks.split(",")):
                 runs = [r for r in every if r["block"] < blocks]
                 spent = sum(r["wall_s"] or 0.0 for r in runs)
-                left = max(0.0, cfg.study.max_time - spent)
                 still_open = sequential.open_points(store, sid, cfg, blocks, planned)
-                run_s = _cell_seconds(runs)
-                head = (still_open, run_s, blocks, cfg.study.margin, cfg.study.max_repetitions, left)
-                found = outlook.outlook(*head)
-                if found is not None:  # as the runner does: at the level of the look the budget ends at
-                    taken = sequential.ended_looks(looks, found["afford"])
-                    found = outlook.outlook(*head, sequential.final_alpha(taken, tuple(looks), planned))
+                found = outlook_of(cfg, store, sid, runs, blocks, spent, still_open)  # as the runner sees it
                 if found is None:
                     print(f"after {blocks} blocks ({spent:.0f} s): {len(still_open)} points open; the outlook says nothing")
                 else:

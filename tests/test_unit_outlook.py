@@ -48,6 +48,11 @@ def test_at_the_final_look_a_shown_difference_needs_no_more_than_half_the_margin
     assert O.final_needed_blocks(_result(0.5, 1.5), 8, 1e-4) == math.inf  # a margin beyond any budget
 
 
+def _outlook(points, cell_s, blocks, margin, max_blocks, seconds_left):
+    afford, block_s = O.affordable(points, cell_s, blocks, max_blocks, seconds_left)
+    return O.outlook(points, blocks, margin, afford, block_s)
+
+
 def _points(n_wide, n_tight):
     wide = [(f"w{i}", ("v", "b"), _result(0.50, 1.50)) for i in range(n_wide)]
     tight = [(f"t{i}", ("v", "b"), _result(0.97, 1.05)) for i in range(n_tight)]
@@ -56,13 +61,13 @@ def _points(n_wide, n_tight):
 
 def test_the_outlook_speaks_only_when_most_open_points_are_out_of_reach():
     cell_s = {"v": 1.0, "b": 1.0}
-    assert O.outlook(_points(4, 6), cell_s, 8, 0.10, 60, 40) is None   # 4 out of reach: fewer than half
-    assert O.outlook(_points(2, 0), cell_s, 8, 0.10, 60, 40) is None   # all, but too few to be news
-    o = O.outlook(_points(8, 2), cell_s, 8, 0.10, 60, 40)
+    assert _outlook(_points(4, 6), cell_s, 8, 0.10, 60, 40) is None   # 4 out of reach: fewer than half
+    assert _outlook(_points(2, 0), cell_s, 8, 0.10, 60, 40) is None   # all, but too few to be news
+    o = _outlook(_points(8, 2), cell_s, 8, 0.10, 60, 40)
     assert o["out"] == 8 and o["measured"] == 10 and o["afford"] == 28      # 40 s left at 2 s a block
     assert o["need_most"] > 100 and round(o["half_pct"]) == 50 and 10 < o["margin_pct"] < 100
-    assert O.outlook(_points(5, 5), cell_s, 8, 0.10, 60, 40)["out"] == 5      # half: said
-    assert O.outlook(_points(8, 2), cell_s, 8, 0.10, 60, 10 ** 6)["afford"] == 60  # max_repetitions caps it
+    assert _outlook(_points(5, 5), cell_s, 8, 0.10, 60, 40)["out"] == 5      # half: said
+    assert _outlook(_points(8, 2), cell_s, 8, 0.10, 60, 10 ** 6)["afford"] == 60  # max_repetitions caps it
     text = O.outlook_text(o, _cfg("margin = 0.10\nmax_time = 480"), 231.0, 8)
     assert text.startswith("After 8 blocks (231 s of runs), 8 of the 10 comparisons open then cannot be decided "
                            "at the ±10% margin within the budget")
@@ -73,7 +78,7 @@ def test_the_outlook_speaks_only_when_most_open_points_are_out_of_reach():
 
 def test_the_advice_leaves_out_a_margin_that_would_not_help():
     cfg = _cfg("margin = 0.10\nmax_time = 480")
-    o = O.outlook(_points(8, 2), {"v": 1.0, "b": 1.0}, 8, 0.10, 60, 40)
+    o = _outlook(_points(8, 2), {"v": 1.0, "b": 1.0}, 8, 0.10, 60, 40)
     for margin_pct in (9.5, 100.0, math.inf):  # no wider than now, or not a margin a study accepts
         assert "a margin of" not in O.outlook_text(dict(o, margin_pct=margin_pct), cfg, 231.0, 8)
 

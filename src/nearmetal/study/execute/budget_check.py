@@ -23,14 +23,23 @@ MIN_STAKE_S = 30.0   # a budget left smaller than this is spent, not argued over
 FAR = 10   # blocks beyond FAR x max_repetitions: "more time" is no advice
 
 
+def interval(result):
+    """(half-width, distance of the centre from 1) of a point's interval, or None when it has
+    no finite one yet."""
+    lo, hi = (result or {}).get("ci_low"), (result or {}).get("ci_high")
+    if lo is None or hi is None or not (hi > lo > 0) or not math.isfinite(hi):
+        return None
+    return (hi - lo) / 2, abs((hi + lo) / 2 - 1)
+
+
 def needed_blocks(result, n, margin):
     """Blocks a point needs to be decided, projected from its interval after n blocks; None
     when it has no interval yet; math.inf when its centre sits on the margin."""
-    lo, hi = (result or {}).get("ci_low"), (result or {}).get("ci_high")
-    if lo is None or hi is None or not (hi > lo > 0) or not math.isfinite(hi) or n < 1:
+    got = interval(result)
+    if got is None or n < 1:
         return None
-    half, centre = (hi - lo) / 2, (hi + lo) / 2
-    target = abs(margin - abs(centre - 1))
+    half, d = got
+    target = abs(margin - d)
     if target < 1e-9:
         return math.inf
     return max(n + 1, math.ceil(n * (half / target) ** 2))
@@ -108,4 +117,3 @@ def stop_text(p, cfg, spent, blocks, machine=None):
             f"{p['half_pct']:.0f}% wide after {blocks} blocks) the ±{study.margin * 100:g}% margin needs {need} "
             f"for the {comparisons} still open, {_fmt_s(p['need_s'])} of runs; the budget allows "
             f"{p['max_blocks']} blocks and {p['seconds_left']:.0f} s more. What would help: " + "; ".join(advice) + ".")
-

@@ -12,6 +12,8 @@ OUTLOOK_MIN) are out of reach, the runner says so once and keeps it with the stu
 import functools
 import math
 
+from .budget_check import interval
+
 OUTLOOK_SHARE = 0.5   # said when at least half of the open points (with an interval) are out of reach
 OUTLOOK_MIN = 3       # ... and at least this many: one hard point among easy ones is no news
 MOST = 0.9            # the share the advice is for: the blocks, and the margin, 90% of them need
@@ -39,15 +41,16 @@ def final_needed_blocks(result, n, margin, final_tail=None):
     1|), never more than to m / 2. The half-width after n blocks, at its look's level (the
     result's alpha, one tail), becomes half_width(N, final_tail) / half_width(n, alpha) of
     itself after N. None without a (finite) interval; math.inf beyond CAP blocks."""
-    lo, hi = (result or {}).get("ci_low"), (result or {}).get("ci_high")
-    if lo is None or hi is None or not (hi > lo > 0) or not math.isfinite(hi) or n < 2:
+    got = interval(result)
+    if got is None or n < 2:
         return None
+    half, d = got
     tail = result.get("alpha") or final_tail or 0.025
     final_tail = final_tail or tail
     now = half_width(n, tail)
     if not math.isfinite(now):
         return None
-    target = max(abs((hi + lo) / 2 - 1), margin - abs((hi + lo) / 2 - 1)) / ((hi - lo) / 2) * now
+    target = max(d, margin - d) / half * now
 
     def enough(blocks):
         return half_width(blocks, final_tail) < target
@@ -63,39 +66,45 @@ def final_needed_blocks(result, n, margin, final_tail=None):
     return high
 
 
-def outlook(points, cell_seconds, blocks, margin, max_blocks, seconds_left, final_tail=None):
-    """points: the open ones [(key, (cell, base cell), decide()'s result)]. The blocks the
-    budget gives every open cell (they share it: A = blocks + seconds left / one block of all
-    open cells, at most max_blocks) against the blocks each point needs (final_needed_blocks).
-    None when fewer than OUTLOOK_SHARE of the points with an interval (or fewer than
-    OUTLOOK_MIN) need more than A: nothing to say. Else {out, measured, afford, need_most (the
-    blocks MOST of them need), need_most_s, half_pct (their median interval half-width, %),
-    margin_pct (the margin MOST of them would be decided at in A blocks)}."""
+def affordable(points, cell_seconds, blocks, max_blocks, seconds_left):
+    """(A, seconds of one block of every open cell): the blocks the budget gives every open
+    cell, as they share it — blocks + seconds left / one block of them all, at most
+    max_blocks; A None where no open cell has a run time yet."""
+    block_s = sum(cell_seconds.get(c, 0.0) for c in {c for _, cells, _ in points for c in cells})
+    if block_s <= 0:
+        return None, block_s
+    return min(max_blocks, blocks + int(seconds_left // block_s)), block_s
+
+
+def outlook(points, blocks, margin, afford, block_s, final_tail=None):
+    """points: the open ones [(key, (cell, base cell), decide()'s result)]; afford, block_s:
+    affordable()'s. The blocks each point needs (final_needed_blocks, at the final look's
+    level final_tail) against A. None when fewer than OUTLOOK_SHARE of the points with an
+    interval (or fewer than OUTLOOK_MIN) need more than A: nothing to say. Else {out,
+    measured, afford, need_most (the blocks MOST of them need), need_most_s, half_pct (their
+    median interval half-width, %), margin_pct (the margin MOST of them would be decided at in
+    A blocks)}."""
     rows = []
-    for _, cells, result in points:
+    for _, _, result in points:
         n = (result or {}).get("look") or blocks
         need = final_needed_blocks(result, n, margin, final_tail)
         if need is not None:
-            rows.append((need, n, result))
-    block_s = sum(cell_seconds.get(c, 0.0) for c in {c for _, cells, _ in points for c in cells})
-    if not rows or block_s <= 0:
+            rows.append((need, n, result, *interval(result)))
+    if afford is None or not rows:
         return None
-    afford = min(max_blocks, blocks + int(seconds_left // block_s))
-    out = sum(1 for need, _, _ in rows if need > afford)
+    out = sum(1 for need, *_ in rows if need > afford)
     if out < OUTLOOK_MIN or out < OUTLOOK_SHARE * len(rows):
         return None
-    needs = sorted(need for need, _, _ in rows)
-    need_most = needs[math.ceil(MOST * len(needs)) - 1]
+    need_most = sorted(need for need, *_ in rows)[math.ceil(MOST * len(rows)) - 1]
     reach = []  # the margin each point would be decided at after A blocks (0: a difference shown)
-    for _, n, r in rows:
+    for _, n, r, half, d in rows:
         tail = r.get("alpha") or final_tail or 0.025
-        d = abs((r["ci_high"] + r["ci_low"]) / 2 - 1)
-        half = (r["ci_high"] - r["ci_low"]) / 2 * half_width(max(afford, n), final_tail or tail) / half_width(n, tail)
-        reach.append(0.0 if half < d else d + half)
+        later = half * half_width(max(afford, n), final_tail or tail) / half_width(n, tail)
+        reach.append(0.0 if later < d else d + later)
     reach.sort()
     return {"out": out, "measured": len(rows), "afford": afford, "need_most": need_most,
             "need_most_s": (need_most - blocks) * block_s,
-            "half_pct": 100 * sorted((r["ci_high"] - r["ci_low"]) / 2 for _, _, r in rows)[len(rows) // 2],
+            "half_pct": 100 * sorted(half for *_, half, _ in rows)[len(rows) // 2],
             "margin_pct": float(100 * reach[math.ceil(MOST * len(reach)) - 1])}
 
 

@@ -239,7 +239,7 @@ def extend(cfg, store, study_id, say=print, started=None):
             say(f"{over}; {len(opened)} cells still open")
             record_end(store, study_id, blocks, "max_time")
             return 0
-        added = extend_plan(cfg, seed, range(blocks, blocks + fit), opened, position)
+        added = [r for r in added if r.block < blocks + fit]  # its first blocks, as planned
         say(f"{over}: a shortened final look instead, {_blocks_words(blocks + 1, blocks + fit)} for the {len(opened)} "
             f"cells still open ({len(added)} runs, about {_expected_seconds(runs, added):.0f} s)")
         record_end(store, study_id, blocks)
@@ -294,20 +294,10 @@ def _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open):
     """At a look where the study goes on: when most open points cannot be decided within the
     budget (outlook.py), say so once, at once, and keep it with the study."""
     from . import machine_check, outlook
-    from ..plan.sequential import ended_looks, final_alpha, looks_of
 
-    kept = machine_check.load(store, study_id) or {}
-    if kept.get("outlook"):
+    if (machine_check.load(store, study_id) or {}).get("outlook"):
         return
-    looks, _ = looks_of(cfg.study)
-    left = max(0.0, cfg.study.max_time - spent)
-    args = (still_open, _cell_seconds(runs), blocks, cfg.study.margin, cfg.study.max_repetitions, left)
-    found = outlook.outlook(*args)
-    if found is None:
-        return
-    # at the level of the look the budget ends at, planned or shortened: the final look's
-    level = final_alpha(ended_looks(looks, found["afford"]), tuple(looks), _planned_alpha(store, study_id))
-    found = outlook.outlook(*args, level)
+    found = outlook_of(cfg, store, study_id, runs, blocks, spent, still_open)
     if found is None:
         return
     text = outlook.outlook_text(found, cfg, spent, blocks)
@@ -316,22 +306,28 @@ def _outlook(cfg, store, study_id, runs, blocks, spent, say, still_open):
     say(f"⚠ study {cfg.study.name}: {text}")
 
 
+def outlook_of(cfg, store, study_id, runs, blocks, spent, still_open):
+    """outlook.outlook() of the open points after `blocks` blocks, at the level of the look the
+    budget is projected to end at (planned or shortened: the final look's); None: nothing to say."""
+    from . import outlook
+    from ..plan.sequential import ended_looks, final_alpha, looks_of
+
+    looks, _ = looks_of(cfg.study)
+    afford, block_s = outlook.affordable(still_open, _cell_seconds(runs), blocks, cfg.study.max_repetitions,
+                                         max(0.0, cfg.study.max_time - spent))
+    if afford is None:
+        return None
+    level = final_alpha(ended_looks(looks, afford), tuple(looks), _planned_alpha(store, study_id))
+    return outlook.outlook(still_open, blocks, cfg.study.margin, afford, block_s, level)
+
+
 def _expected_seconds(runs, added):
     """Seconds the added runs should take: each cell's mean measured run time (all runs' mean
     for a cell not measured yet)."""
-    from collections import defaultdict
-
-    times = defaultdict(list)
-    for r in runs:
-        if r["wall_s"] is not None and not r["warmup"]:
-            times[(r["benchmark"], r["variant"], r["ranks"], r["threads"])].append(r["wall_s"])
-    every = [t for ts in times.values() for t in ts]
+    every = [r["wall_s"] for r in runs if r["wall_s"] is not None and not r["warmup"]]
     fallback = sum(every) / len(every) if every else 0.0
-    total = 0.0
-    for a in added:
-        ts = times.get((a.cell.benchmark.label, variant_id(a.cell.variant), a.cell.ranks, a.cell.threads))
-        total += sum(ts) / len(ts) if ts else fallback
-    return total
+    cell_s = _cell_seconds(runs)
+    return sum(cell_s.get(a.cell.key, fallback) for a in added)
 
 
 def dry_run(cfg, out):
