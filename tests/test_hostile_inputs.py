@@ -272,3 +272,22 @@ def test_import_with_a_blank_metric_is_an_error(tmp_path, metric):
                     "--db", tmp_path / "r" / "s.db", timeout=60)
     assert "a metric's name is printable text" in assert_one_line_error(out)
     assert not (tmp_path / "r" / "s.db").exists()
+
+
+@pytest.mark.parametrize("table,column", [("runs", "variant_json"), ("studies", "baseline_json")])
+def test_a_database_with_a_damaged_stored_value_is_refused_in_one_line(tmp_path, table, column):
+    """A study database edited or damaged outside nearmetal: report names the damage in one
+    line, it does not end in a JSON traceback."""
+    import sqlite3
+
+    csv = tmp_path / "r.csv"
+    csv.write_text("variant,value\nnative,1\nnative,1.1\nnative,1.05\nhybrid,2\nhybrid,2.1\nhybrid,2.05\n")
+    db = tmp_path / "r" / "s.db"
+    assert nearmetal("import", csv, "--study", "s", "--baseline", "native", "--metric", "time_s",
+                     "--db", db, timeout=60).returncode == 0
+    assert nearmetal("report", "--db", db, "--format", "md", "--out", tmp_path / "ok.md", timeout=120).returncode == 0
+    with sqlite3.connect(db) as con:
+        con.execute(f"UPDATE {table} SET {column} = '{{damaged'")  # the test's own names, not input
+    err = assert_one_line_error(nearmetal("report", "--db", db, "--format", "md", "--out", tmp_path / "r.md",
+                                          timeout=120))
+    assert "not valid JSON" in err and "damaged outside nearmetal" in err, err

@@ -271,6 +271,17 @@ def main(argv=None):
 
         print(f"nearmetal {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
+    except ValueError as e:
+        # JSON read from files is checked where it is read (safe_read, layouts); what reaches here
+        # is a value stored in a study database that was damaged outside nearmetal. json is looked
+        # up, not imported: `run`'s fast path never loads it.
+        json = sys.modules.get("json")
+        if json is None or not isinstance(e, json.JSONDecodeError):
+            raise
+        print(f"nearmetal {args.command}: error: a value stored in the database is not valid JSON ({e.msg}, "
+              f"character {e.pos}): the file was damaged outside nearmetal; keep a copy and re-run the study",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt as e:
         print(f"nearmetal {args.command}: {_interrupted(e)}", file=sys.stderr)
         return _interrupt_status(e)
