@@ -146,6 +146,7 @@ def host_root(name):
 def build_native(name, mpis, recipe, source, say=print):
     """Build with the host's MPIs (those of `mpis` found here); {family: [programs]}."""
     from ..discovery.mpi import discover
+    from .chroot import supervised
 
     found = discover()
     built = {}
@@ -161,8 +162,9 @@ def build_native(name, mpis, recipe, source, say=print):
         with tempfile.TemporaryDirectory(prefix=f"nm-app-{family}-") as work, open(log, "w") as out:
             env = script_env(family, found[family]["compiler"], str(prefix), source,
                              base={k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "USER")})
-            done = subprocess.run(["bash", recipe], cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                  stderr=subprocess.STDOUT)
+            # under nm-supervise: interrupted, the build's make and compilers end with it
+            done = subprocess.run(supervised(["bash", recipe]), cwd=work, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=out, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             raise NearmetalError(f"--recipe failed natively for {family} (exit {done.returncode}): {_tail(log)} "
                                  f"(log: {log})")

@@ -118,7 +118,7 @@ def extracted(path, log=None) -> tuple[Path, str]:
     """
     from ..home import subdir
     from .beneath import Tree
-    from .chroot import remove_tree  # iterative: a crafted SIF's tree may be thousands deep
+    from .chroot import remove_tree, supervised  # remove_tree: iterative: a crafted SIF's tree may be thousands deep
     from .recipe import MOUNT_POINTS
     from .safe_extract import Limits
     from .tree_import import check_unpacked
@@ -147,8 +147,8 @@ def extracted(path, log=None) -> tuple[Path, str]:
     t0 = time.monotonic()
     try:
         # -no-xattrs: security labels of the image's files mean nothing here; -n: no progress.
-        done_run = subprocess.run(["unsquashfs", "-n", "-no-xattrs", "-o", str(part.offset), "-d",
-                                   str(tmp / "rootfs"), str(path)], capture_output=True, text=True,
+        done_run = subprocess.run(supervised(["unsquashfs", "-n", "-no-xattrs", "-o", str(part.offset), "-d",
+                                              str(tmp / "rootfs"), str(path)]), capture_output=True, text=True,
                                   stdin=subprocess.DEVNULL)
         if done_run.returncode != 0 or not (tmp / "rootfs").is_dir():
             tail = (done_run.stderr.strip().splitlines() or ["unsquashfs failed"])[-1]

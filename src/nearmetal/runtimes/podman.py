@@ -97,13 +97,19 @@ class Podman(Runtime):
         base = podman_argv()
         if subprocess.run(base + ["image", "exists", SMOKE_REF], env=env, capture_output=True).returncode == 0:
             return
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(base + ["import", "-", SMOKE_REF], stdin=tar.stdout, env=env,
-                             capture_output=True, text=True, timeout=120)
-        tar.stdout.close()
-        tar.wait()
+        from .. import supervise
+
+        # both under nm-supervise: killed, doctor leaves neither tar nor podman running
+        tar = subprocess.Popen(supervise.wrap(["tar", "-C", str(rootfs), "-c", "."]), stdout=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL)
+        try:
+            imp = subprocess.run(supervise.wrap(base + ["import", "-", SMOKE_REF]), stdin=tar.stdout, env=env,
+                                 capture_output=True, text=True, timeout=120)
+        finally:
+            tar.stdout.close()
+            tar.wait()
         if imp.returncode != 0:
-            raise NearmetalError(f"podman import failed: {imp.stderr.strip().splitlines()[-1:]}")
+            raise NearmetalError(f"podman import failed: {(imp.stderr.strip().splitlines() or ['no output'])[-1]}")
 
     def gpu_args(self, gpu, component):
         """CDI devices when a spec declares nvidia.com/gpu (the toolkit's own set-up); otherwise

@@ -53,7 +53,7 @@ class Podman(ImageFormat):
         meta["podman_ref"] = reference(meta["name"]) if self.name in meta["formats"] else None
 
     def make(self, image_dir, name, log, report, meta):
-        from ..chroot import run
+        from ..chroot import run, supervised
 
         if not self.available():
             raise NearmetalError("podman is not installed: cannot build --format podman")
@@ -63,11 +63,12 @@ class Podman(ImageFormat):
             log.write(f"$ tar -C {image_dir / 'rootfs'} -c . | {' '.join(podman_argv())} import - {ref}\n")
             log.flush()
             start = log.tell()
-            tar = subprocess.Popen(["tar", "-C", str(image_dir / "rootfs"), "-c", "."], stdout=subprocess.PIPE,
-                                   stderr=log.fh, stdin=subprocess.DEVNULL)
+            # both under nm-supervise: killed, nearmetal leaves neither tar nor podman running
+            tar = subprocess.Popen(supervised(["tar", "-C", str(image_dir / "rootfs"), "-c", "."]),
+                                   stdout=subprocess.PIPE, stderr=log.fh, stdin=subprocess.DEVNULL)
             try:
-                imp = subprocess.Popen([*podman_argv(), "import", "-", ref], stdin=tar.stdout, stdout=log.fh,
-                                       stderr=log.fh, env=_env())
+                imp = subprocess.Popen(supervised([*podman_argv(), "import", "-", ref]), stdin=tar.stdout,
+                                       stdout=log.fh, stderr=log.fh, env=_env())
                 tar.stdout.close()
                 imp_rc = imp.wait()
             finally:
