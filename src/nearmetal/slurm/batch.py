@@ -79,8 +79,25 @@ def _job_dir():
     return d
 
 
+def _slurm(argv, timeout, **kw):
+    """A Slurm client command; one that hangs (slurmctld down) or is missing is a clear error."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired:
+        raise NearmetalError(f"`{argv[0]}` gave no answer in {timeout} s: is slurmctld running?") from None
+    except OSError as e:
+        raise NearmetalError(f"cannot run `{argv[0]}`: {e.strerror}") from None
+
+
+def _scancel(job):
+    try:
+        _slurm(["scancel", job], 30)
+    except NearmetalError:  # on the way out already: the caller's error is the one to report
+        pass
+
+
 def _scontrol(job):
-    out = subprocess.run(["scontrol", "show", "job", str(job)], capture_output=True, text=True, timeout=30)
+    out = _slurm(["scontrol", "show", "job", str(job)], 30)
     return dict(re.findall(r"(\w+)=(\S*)", out.stdout)) if out.returncode == 0 else {}
 
 
@@ -104,8 +121,7 @@ def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.std
     if verbose:
         print(f"# batch script {path}:", file=err)
         print(text, end="", file=err)
-    sub = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, timeout=60,
-                         env=plan.environ())
+    sub = _slurm(["sbatch", "--parsable", str(path)], 60, env=plan.environ())
     if sub.returncode != 0:
         reason = (sub.stderr.strip().splitlines() or ["no reason given"])[-1]
         raise NearmetalError(f"Slurm refused the job: {reason} (script: {path})")
@@ -120,8 +136,8 @@ def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.std
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         state = _wait(job, poll)
-    except KeyboardInterrupt:
-        subprocess.run(["scancel", job], capture_output=True)
+    except (KeyboardInterrupt, NearmetalError):  # killed, or Slurm stopped answering: cancel the job
+        _scancel(job)
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -157,6 +173,6 @@ def _wait(job, poll):
             return state
         reason = state.get("Reason", "")
         if js == "PENDING" and any(reason.startswith(h) for h in HOPELESS):
-            subprocess.run(["scancel", job], capture_output=True)
+            _scancel(job)
             raise NearmetalError(f"Slurm job {job} can never start: {reason}; cancelled")
         time.sleep(poll)
