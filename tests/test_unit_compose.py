@@ -29,6 +29,7 @@ from nearmetal.resolve import Host, resolve
 from nearmetal.run import RunRequest
 from nearmetal.launchers.srun import _plugins as REAL_PLUGINS
 from nearmetal.runtimes.base import Mount
+from nearmetal.runtimes import RUNTIMES, names as runtime_names
 
 pytestmark = pytest.mark.unit
 
@@ -322,7 +323,11 @@ def test_matrix(machine, scheduler, family, mode, runtime):
     got, delta, notes = launch(r)
     assert got == expand(argv, machine)
     assert delta == {k: expand(v, machine) for k, v in env.items()}
-    assert notes == ({"native": [], "hybrid": [f"hybrid: container {family}"], "bind": [f"bind: host {family}"]}[mode])
+    expected = {"native": [], "hybrid": [f"hybrid: container {family}"], "bind": [f"bind: host {family}"]}[mode]
+    if mode == "bind" and runtime == "charliecloud":  # ch-run cannot bind the staged MPI read-only: said so
+        expected = expected + [notes[-1]]
+        assert notes[-1].startswith("charliecloud: /nm/host-mpi bound read-write"), notes
+    assert notes == expected
 
 
 # -- MPMD: components sharing one MPI_COMM_WORLD ---------------------------------------------
@@ -387,7 +392,8 @@ def test_mpmd_srun_heterogeneous_step(machine):
                     f"--set-env={UCX_TLS} /img/nm-test/rootfs -- {MPICH}")
     assert env == {"USER": "tester", "OMP_NUM_THREADS": "1", "UCX_POSIX_USE_PROC_LINK": "n",
                    "UCX_TLS": "posix,sysv,self,rc,ud,dc"}
-    assert notes == ["bind: host mpich", "MPMD: 2 components, 3 ranks in one MPI_COMM_WORLD"]
+    assert notes[0] == "bind: host mpich" and notes[-1] == "MPMD: 2 components, 3 ranks in one MPI_COMM_WORLD"
+    assert len(notes) == 3 and notes[1].startswith("charliecloud: /nm/host-mpi bound read-write"), notes
 
 
 def test_mpmd_srun_per_component_placement(machine):
@@ -810,3 +816,26 @@ def test_a_finished_job_leaves_no_charliecloud_join_state_behind(tmp_path):
     Plan(["mpirun"], {}, [], components=[Part(), Part(), NativePart()], tag=tag).after_job()
     assert [n for n in names if os.path.exists(n)] == []
     Plan(["mpirun"], {}, [], components=[Part()], tag=tag).after_job()  # nothing left: nothing to do
+
+
+def _rw_model(family):
+    model = bind_model(family)
+    model.mounts = [Mount(m.source, m.target, readonly=False) for m in model.mounts]
+    return model
+
+
+@pytest.mark.parametrize("runtime", runtime_names())
+def test_each_runtime_binds_read_only_what_is_meant_read_only_or_says_it_cannot(runtime):
+    """The same bind-mode launch with the staged host MPI mounted read-only and read-write: a
+    runtime that can bind read-only makes a different launch of them and adds no note; one that
+    cannot (ch-run) makes the same launch and names the writable mount in the run's notes."""
+    ro_argv, _, ro_notes = launch(req("bind", runtime=runtime, mpi="openmpi"))
+    rw_argv, _, rw_notes = launch(req("bind", runtime=runtime, mpi="openmpi"), models=[_rw_model("openmpi")])
+    writable = [n for n in ro_notes if "bound read-write" in n]
+    if RUNTIMES.get(runtime).read_only_binds:
+        assert ro_argv != rw_argv and not writable
+    else:
+        assert ro_argv == rw_argv
+        assert len(writable) == 1 and writable[0].startswith(f"{runtime}: /nm/host-mpi bound read-write"), ro_notes
+        assert all(f"{name}" in writable[0] for name in runtime_names() if RUNTIMES.get(name).read_only_binds)
+    assert not [n for n in rw_notes if "bound read-write" in n]  # nothing meant read-only: nothing to say

@@ -78,7 +78,7 @@ def _component(c, model, tag, total_ranks, shared_env, cores, gpu=None):
         rank_env["OMP_WAIT_POLICY"] = "passive"
     rank_env.update(shared_env)
     rank_env.update(c.env)
-    runtime = c.runtime
+    runtime, writable = c.runtime, None
     if runtime is None:
         rank_argv = model.argv
     else:
@@ -120,6 +120,7 @@ def _component(c, model, tag, total_ranks, shared_env, cores, gpu=None):
         spec.share_dev = share_dev
         spec.devices = list(getattr(model, "devices", []))
         rank_argv = runtime.wrap(spec)
+        writable = runtime.writable_binds_note(mounts)
         rank_env = runtime.rank_env(spec)
         launch_env.update(runtime.launch_env())
     if gpu is not None and gpu.visible is not None:
@@ -130,4 +131,5 @@ def _component(c, model, tag, total_ranks, shared_env, cores, gpu=None):
                          pmi_port=bool(runtime and runtime.needs_pmi_port), cores=cores)
     lreq.total_ranks = total_ranks
     return lreq, launch_env, (list(model.notes) + (runtime.notes(c.runtime_args) if runtime else [])
+                              + ([writable] if writable else [])
                               + (gpu.notes if gpu is not None else []))

@@ -1,5 +1,6 @@
-"""Bind: the host's MPI library and its dependency closure, mounted read-only into the
-container and preferred over the image's own MPI.
+"""Bind: the host's MPI library and its dependency closure, mounted (read-only where the
+runtime can: not ch-run, whose launches say so) into the container and preferred over the
+image's own MPI.
 
 Steps, each of which can refuse with the exact reason:
 1. ABI: the program's MPI SONAME family must match the host MPI's (MPICH ABI
@@ -8,8 +9,8 @@ Steps, each of which can refuse with the exact reason:
    or the loader), plus the directories of plugins the MPI loads at run time.
 3. glibc: the highest GLIBC_x.y the staged libraries need must not exceed the image's.
 4. Staging: the closure is hard-linked (or copied) into one directory under the
-   nearmetal home, keyed by content, and that directory is bind-mounted read-only at
-   /nm/host-mpi (a mount point every nearmetal image has).
+   nearmetal home, keyed by content, and that directory is bind-mounted (read-only but for
+   ch-run) at /nm/host-mpi (a mount point every nearmetal image has).
 5. Preference: LD_LIBRARY_PATH when the program lets it win; when the program's DT_RPATH
    would pin the container's MPI, launch through the image's ld.so with --library-path and
    --preload so the host library still wins.
@@ -276,7 +277,7 @@ def _prepare(req):
         if kind in plugin_env:
             env[plugin_env[kind]] = f"{LIBDIR}/{kind}"
     notes += [f"bind: host {installation['family']} {installation['version']} ({len(libs)} libraries, plugins: "
-             f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT} (read-only)"]
+             f"{', '.join(plugins) or 'none'}) staged at {staged} -> {MOUNT_POINT}"]
     for alias, target in aliases.items():
         notes.append(f"bind: {alias} provided as an alias of the host's {target} (same MPICH ABI)")
     notes += cuda_notes(installation, plugins)

@@ -173,6 +173,22 @@ class Runtime(ABC):
         """What this runtime decided for the launch, for --dry-run and -v."""
         return []
 
+    # Whether wrap() can make a bind mount read-only. Where it cannot, the mounts meant
+    # read-only are writable by the ranks as far as file permissions go, and the run says so.
+    read_only_binds = True
+
+    def writable_binds_note(self, mounts):
+        """The note for mounts meant read-only that this runtime binds read-write; None if none."""
+        meant = [m.target for m in mounts if m.readonly]
+        if self.read_only_binds or not meant:
+            return None
+        from . import RUNTIMES
+
+        others = [name for name in RUNTIMES.names() if RUNTIMES.get(name).read_only_binds]
+        return (f"{self.name}: {', '.join(meant)} bound read-write: {self.binary} has no read-only bind, so the ranks "
+                f"can write there where file permissions allow (as root: always; bind mode's /nm/host-mpi holds hard "
+                f"links to the host MPI's files); {', '.join(others)} bind read-only")
+
     def context(self, runtime_args):
         """Settings worth storing with each run of this runtime (the study's run context)."""
         return {}

@@ -12,6 +12,10 @@ class Charliecloud(Runtime):
     # with squashfuse, which needs /dev/fuse.
     formats = {"dir": ("userns",), "squashfs": ("userns", "fuse")}
 
+    # ch-run's --bind is always read-write (0.31 to 0.38 have no read-only form); the run's notes say
+    # which mounts that exposes (Runtime.writable_binds_note).
+    read_only_binds = False
+
     def launch_env(self):
         # ch-run refuses to start without $USER.
         env = self.env_for_tools()
@@ -25,7 +29,7 @@ class Charliecloud(Runtime):
         need_mount_point(component, "charliecloud")
         return GpuArgs([f"--bind={src}:{dst}" for src, dst in bind_pairs(gpu)], {"LD_LIBRARY_PATH": "/nm/host-gpu/lib"},
                        notes=[f"gpu: charliecloud: the host's /dev is in the container; {len(gpu.libraries)} driver "
-                              "libraries bound at /nm/host-gpu/lib"])
+                              "libraries bound at /nm/host-gpu/lib (read-write: ch-run has no read-only bind)"])
 
     def missing(self, image, fmt):
         from ..image import formats
