@@ -18,7 +18,7 @@ import pytest
 from conftest import NEARMETAL, REPO, assert_one_line_error, nearmetal
 from test_lifetime import LONG_LATENCY, Reaped, ranks_of
 
-NAME = "nmuser"
+from nearmetal.privilege import SUGGESTED as NAME  # noqa: E402  (docs/privilege.md names it)
 FAMILIES = ("openmpi", "mpich")
 
 

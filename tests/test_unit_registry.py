@@ -318,3 +318,14 @@ def test_dummy_scheduler_with_its_own_launcher():
         SCHEDULERS.unregister("flux")
         LAUNCHERS.unregister("flux")
     assert schedulers.names() == ("local", "slurm")
+
+
+def test_every_image_format_that_keeps_an_imported_file_names_a_kind_import_knows():
+    """ImageFormat.kept_from is compared with what importer.kind_of says of a source: a kind
+    spelt differently would silently never keep the file (a SIF extracted instead of kept)."""
+    from nearmetal.image import formats
+    from nearmetal.image.importer import KINDS
+
+    kept = {name: formats.get(name).kept_from for name in formats.names()}
+    assert kept["sif"] == "SIF"
+    assert all(kind is None or kind in KINDS for kind in kept.values()), kept

@@ -39,13 +39,14 @@ def compose(components, models, cores, environ, tag, gpus=None, binding=None):
         launch_env.update(env)
         notes += n
     from . import networks
+    from .launchers._binding import CHOICES
 
     network = networks.get(first.network)
     hosts, agent = network.hosts(total), network.agent()  # the host's: the launcher's own placement
     used = (binding or {}).get("used")
     for p in parts:
         p[0].hosts, p[0].agent = hosts, agent
-        p[0].binding = used if used in ("core", "none") else None
+        p[0].binding = used if used in CHOICES else None
     if binding and binding.get("reason"):
         notes.append(f"binding: {binding['reason']}")
     notes += network.notes(total)

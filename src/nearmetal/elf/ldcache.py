@@ -24,7 +24,6 @@ FLAG_ELF_LIBC6 = 0x0003
 FLAG_X8664_LIB64 = 0x0300
 #: ld.so.cache flags of an x86-64 glibc library ("libc6,x86-64" in ldconfig -p).
 FLAGS_X86_64 = FLAG_ELF_LIBC6 | FLAG_X8664_LIB64
-_HWCAP_EXTENSION = 1 << 62
 # A system's cache is kilobytes; an imported image's may be anything (a multi-GB file, a FIFO)
 MAX_CACHE_BYTES = 64 << 20
 

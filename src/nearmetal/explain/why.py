@@ -6,7 +6,6 @@ what `nearmetal explain` stored (its candidates and ablation variants); the repo
 
 import json
 
-from ..study.config.ids import variant_id
 from . import ablation as ab
 from .candidates import identical, rank, slower_answers
 from .evidence import gather
@@ -246,6 +245,3 @@ def section(store, study_id, analysis):
     return {"tested": bool(plan), "answers": answers, "noise": _noise(analysis, store, study_id),
             "ablations": sorted(ablations)}
 
-
-def ablation_id(variant):
-    return variant_id(variant)

@@ -1,6 +1,7 @@
 """MPICH's hydra process manager (mpiexec.hydra), simple PMI wire-up."""
 
 from . import LAUNCHERS
+from ._binding import CHOICES
 from .base import Launcher
 
 
@@ -17,7 +18,7 @@ class Hydra(Launcher):
     @staticmethod
     def _binding(req):
         """hydra's -bind-to: rank i on core i, or explicitly unbound (launchers/_binding.py)."""
-        return ["-bind-to", req.binding] if req.binding in ("core", "none") else []
+        return ["-bind-to", req.binding] if req.binding in CHOICES else []
 
     def command(self, req):
         argv = [self.installation["launcher"], *self._remote(req), *self._binding(req), "-n", str(req.ranks)]

@@ -3,7 +3,7 @@ prints them."""
 
 from collections import defaultdict
 
-from ..analysis.answer_text import interval_words, noise_words, variant_names
+from ..analysis.answer_text import variant_names
 from . import formatting as F
 from . import method_words as MW
 from . import points as PT
@@ -22,7 +22,7 @@ def where_label(p, multi_placement):
 def variant_summaries(analysis):
     """Per variant: counts of verdicts, the worst slower and best faster point, and a
     sentence. Returns a list of dicts in variant order:
-    {variant, baseline, compared, counts: {verdict: n}, worst, best, text}."""
+    {variant, baseline, compared, measured, counts: {verdict: n}, worst, best, text}."""
     points = analysis.get("points") or []
     margin = (analysis.get("study") or {}).get("margin")
     multi = defaultdict(set)
@@ -147,7 +147,6 @@ def answer(analysis):
                 sentences.append((f"{v.get('name') or v.get('variant')}: {c['text']}.",
                                   c.get("verdict") or "inconclusive"))
     margin = a.get("margin")
-    level = a.get("level_words") or "95% interval"
     note = MW.answer_note(analysis, f"±{margin * 100:g}%" if F.is_num(margin) else "the margin")
     skipped = [n for n in a.get("not_answered") or [] if isinstance(n, dict)]
     if skipped:  # what has no answer of its own, and how to ask for it

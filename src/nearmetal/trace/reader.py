@@ -78,9 +78,6 @@ class Process:
         ids = self.events["function"] if events is None else [e["function"] for e in events]
         return [self.functions.get(int(f), "?") for f in ids]
 
-    def function_name(self, event):
-        return self.functions.get(int(event["function"]), "?")
-
     def calls(self, *names):
         """The events of the functions named (any of them)."""
         ids = [i for i, n in self.functions.items() if n in names]

@@ -9,13 +9,11 @@ params gpu, gpu_name, cuda, visible of every record. Then:
 - nm-gpu-osu: `# path=cuda-aware|staged ...` (param path), `lat BYTES US` (metric latency,
   "us") and `bw BYTES MBS` (metric bandwidth, "MB/s"), param size, as the OSU parser's.
 The kernels are not in the CPU kernel registry (they are not built into images; docs/gpu.md):
-parse_gpu(text, kernel) reads any of them.
+parse(text, kernel, params) reads any of them.
 """
 
 from . import record
 from .stream import FUNCTIONS
-
-KERNELS = ("gpu-stream", "gpu-copy", "gpu-osu")
 
 
 def gpu_info(text):

@@ -21,6 +21,7 @@ from ...choices import modes as _modes
 from ...choices import mpis as _mpis
 from ...choices import runtimes as _runtimes
 from ...errors import NearmetalError
+from ...launchers._binding import CHOICES as BINDING_CHOICES
 from ...networks import DEFAULT as DEFAULT_NETWORK
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
                      Account, Gpus, Network, Ranks, Runtime, Scheduler, Threads, _choices, _nonblank)
@@ -89,7 +90,7 @@ class StudySection(_Strict):
     margin: StrictFloat = Field(0.03, gt=0, lt=1, allow_inf_nan=False)
     pin: StrictBool = False
     # each rank on a core of its own ("core"), or where the kernel puts it ("none"): launchers/_binding.py
-    binding: Literal["core", "none"] = "core"
+    binding: Literal[BINDING_CHOICES] = "core"
     scheduler: Scheduler = "local"
     workdir: StrictStr | None = None
     # contention (study/execute/contention.py): wait before each run, at most quiet_wait seconds, for
@@ -287,7 +288,7 @@ class Variant(_Strict):
     gpus: Gpus = ""                       # --gpus for the ranks ("": none; docs/gpu.md)
     env: EnvMap = {}       # for the ranks (inside the container), over the benchmark's
     runtime_args: list[ExecString] = []   # extra arguments for the runtime, before the image
-    binding: Literal["core", "none"] | None = None   # None: [study] binding
+    binding: Literal[BINDING_CHOICES] | None = None   # None: [study] binding
 
     @model_validator(mode="after")
     def _container_fields(self):
