@@ -290,16 +290,20 @@ def _stage_strays(src):
                 parts = name.split(".")
                 if parts[:2] == ["nearmetal", "study"] and len(parts) > 2 and parts[2] in later:
                     found.append(f"{path.relative_to(src)} imports {name}")
-    for path in _modules(src / "analysis"):
+    # what comes after the analysis (explain reads its answers, the report renders it) is
+    # imported neither by the analysis nor by the study pipeline before it
+    after = ("nearmetal.report", "nearmetal.explain")
+    for path in [*_modules(src / "analysis"), *_modules(src / "study")]:
         found += [f"{path.relative_to(src)} imports {name}" for name in sorted(_imported(path, src))
-                  if name == "nearmetal.report" or name.startswith("nearmetal.report.")]
+                  if name in after or name.startswith(tuple(f"{a}." for a in after))]
     return found
 
 
 def test_the_study_stages_import_only_earlier_stages():
     """config -> plan -> store -> execute: study/config imports nothing of plan, store or
     execute, study/plan nothing of store or execute, study/store nothing of execute (lazy
-    imports included); the analysis imports nothing of the report that renders it."""
+    imports included); the analysis and the pipeline import nothing of explain or the report,
+    which come after them."""
     assert {p.name for p in (SRC / "study").iterdir() if p.is_dir() and p.name != "__pycache__"} == set(STAGES)
     found = _stage_strays(SRC)
     assert not found, "a stage imports a later one:\n" + "\n".join(found)
@@ -315,10 +319,14 @@ def test_the_stage_check_sees_what_it_must(tmp_path):
     (tmp_path / "study/store/c.py").write_text("import nearmetal.study.execute.runner\nfrom ..plan.plan import cells\n")
     (tmp_path / "study/execute/d.py").write_text("from ..store import codec\nfrom ..plan import plan\n")
     (tmp_path / "analysis/e.py").write_text("def g():\n    from ..report.formatting import point_label\n")
+    (tmp_path / "analysis/f.py").write_text("from ..explain.why import section\n")
+    (tmp_path / "study/execute/g.py").write_text("import nearmetal.report\n")
     found = _stage_strays(tmp_path)
     assert found == ["study/config/a.py imports nearmetal.study.plan", "study/config/a.py imports nearmetal.study.plan.plan",
                      "study/plan/b.py imports nearmetal.study.store.store",
                      "study/plan/b.py imports nearmetal.study.store.store.Store",
                      "study/store/c.py imports nearmetal.study.execute.runner",
                      "analysis/e.py imports nearmetal.report.formatting",
-                     "analysis/e.py imports nearmetal.report.formatting.point_label"], found
+                     "analysis/e.py imports nearmetal.report.formatting.point_label",
+                     "analysis/f.py imports nearmetal.explain.why", "analysis/f.py imports nearmetal.explain.why.section",
+                     "study/execute/g.py imports nearmetal.report"], found

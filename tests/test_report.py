@@ -306,12 +306,18 @@ def test_representative_sizes():
 
 
 def test_overhead_ci_follows_the_ratio():
-    lower = {"ratio": 1.10, "ci_low": 1.05, "ci_high": 1.15, "overhead_pct": 10.0}
+    """The analysis maps the ratio's interval to the overhead's (a time and a rate alike); the
+    report shows that interval as it is."""
+    from nearmetal.analysis.stats import with_overhead
+
+    lower = with_overhead({"ratio": 1.10, "ci_low": 1.05, "ci_high": 1.15}, higher_is_better=False)
+    assert lower["overhead_pct"] == pytest.approx(10.0)
     assert PT.overhead_ci(lower) == pytest.approx((5.0, 15.0))
-    higher = {"ratio": 0.8, "ci_low": 0.75, "ci_high": 0.85, "overhead_pct": 25.0}
+    higher = with_overhead({"ratio": 0.8, "ci_low": 0.75, "ci_high": 0.85}, higher_is_better=True)
+    assert higher["overhead_pct"] == pytest.approx(25.0)
     lo, hi = PT.overhead_ci(higher)
     assert lo == pytest.approx((1 / 0.85 - 1) * 100) and hi == pytest.approx((1 / 0.75 - 1) * 100)
-    assert PT.overhead_ci({"ratio": 1.0, "ci_low": None, "ci_high": None, "overhead_pct": 0.0}) is None
+    assert PT.overhead_ci(with_overhead({"ratio": 1.0, "ci_low": None, "ci_high": None}, False)) is None
     assert F.fmt_ratio({"ratio": 1.034, "ci_low": 0.99, "ci_high": 1.071}) == "1.03 [0.99–1.07]"
 
 

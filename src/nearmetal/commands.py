@@ -222,8 +222,11 @@ def _report(store, study_name, out_dir, fmt, failed):
 
     from .report import render_terminal, write_report
     from .analysis.analyze import analyze
+    from .explain.why import section as why_section
 
     analysis = analyze(store, study_name)
+    # explain runs after the analysis, on what it found: why each slower answer is slower
+    analysis["why"] = why_section(store, store.study(analysis["study"]["name"])["id"], analysis)
     console = Console()
     if fmt == "html" or failed is not None:
         render_terminal(analysis, console)

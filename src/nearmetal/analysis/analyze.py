@@ -174,9 +174,6 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     if traces:  # `trace = true` benchmarks: each run's trace directory (study/config/traced.py)
         out["traces"] = traces
     out["answers"] = answers(out)
-    from ..explain.why import section as why_section
-
-    out["why"] = why_section(store, study["id"], out)  # why each slower answer is slower (explain/)
     if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (analysis/findings.py)
         from .findings import evaluate_stored
 

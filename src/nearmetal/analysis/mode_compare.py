@@ -166,10 +166,10 @@ def decide_look(baseline, variant, pairs, *, alpha, margin, higher_is_better, n_
     else:
         c.update(ratio=math.exp(strat[0]), ci_low=math.exp(strat[1]), ci_high=math.exp(strat[2]),
                  p_value=strat[3], test="yuen by mode", paired=False)  # within modes, not block by block
-        c["overhead_pct"] = ((1 / c["ratio"]) - 1) * 100 if hib else (c["ratio"] - 1) * 100
         inside = 1 - margin <= c["ci_low"] and c["ci_high"] <= 1 + margin
         if inside and min(len(baseline), len(variant)) >= stats.MIN_N_EQUIVALENT:
             c["verdict"] = "equivalent"
+    stats.with_overhead(c, hib)
     lo, hi, p = c["ci_low"], c["ci_high"], c["p_value"]
 
     # the share of launches outside the best mode, and what it does to the mean cost

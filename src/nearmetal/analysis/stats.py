@@ -2,7 +2,8 @@
 
 summarize(values)            -> one group's descriptive statistics and outliers
 compare(baseline, variant)   -> ratio (paired: trimmed mean of per-block log ratios; else of medians),
-                                bootstrap CI, rank-test p-value, verdict
+                                its CI (paired: Yuen's t; else bootstrap), rank-test p-value,
+                                overhead and its CI, verdict
 direction_for_unit(unit)     -> whether higher values are better for a unit
 
 Every result is a JSON-serializable dict of plain floats/ints/None/bools/lists.
@@ -285,13 +286,14 @@ def median_ci(values, alpha=0.05, n_boot=2000, seed=0):
 
 def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=None, n_boot=2000,
             seed=0, alpha=0.05) -> dict:
-    """Compare a variant with its baseline: ratio, percentile-bootstrap CI, two-sided rank
-    test, overhead and verdict. See docs/statistics.md.
+    """Compare a variant with its baseline: ratio, its interval, two-sided rank test, overhead
+    and verdict. See docs/statistics.md.
 
     baseline, variant: the two groups' values (unpaired: the ratio of their medians). pairs:
     optional list of (baseline_value, variant_value) measured in the same randomized block;
     when given, the ratio is exp(trimmed mean of the blocks' log ratios), and it, its CI and
-    the test use the pairs (block bootstrap, Wilcoxon signed-rank), and
+    the test use the pairs (Yuen's trimmed-mean t interval, Wilcoxon signed-rank); without,
+    the CI is a percentile bootstrap of the ratio of medians; and
     baseline/variant (which may be None) are the full groups, used for n_baseline,
     n_variant and baseline_noise. An empty pairs list means an unpaired comparison.
     """
@@ -353,10 +355,7 @@ def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=Non
     if p_value is None:
         test = None
 
-    # --- overhead, verdict -----------------------------------------------------------------
-    overhead = None
-    if ratio is not None:
-        overhead = ((1.0 / ratio) - 1.0) * 100.0 if higher_is_better else (ratio - 1.0) * 100.0
+    # --- verdict ---------------------------------------------------------------------------
     verdict = "inconclusive"
     if ci_low is not None:
         if 1.0 - margin <= ci_low and ci_high <= 1.0 + margin:
@@ -366,11 +365,10 @@ def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=Non
             above = ci_low > 1.0          # variant's median is larger
             verdict = "faster" if above == bool(higher_is_better) else "slower"
 
-    return {
+    return with_overhead({
         "ratio": ratio,
         "ci_low": ci_low,
         "ci_high": ci_high,
-        "overhead_pct": overhead,
         "p_value": p_value,
         "test": test,
         "paired": paired,
@@ -380,7 +378,24 @@ def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=Non
         "n_variant": int(var_all.size),
         "n_pairs": int(nb) if paired else None,
         "baseline_noise": _baseline_noise(base_all, sb, boot_base_meds, rng, n_boot, alpha),
-    }
+    }, higher_is_better)
+
+
+def overhead_of(ratio, higher_is_better):
+    """The cost in percent a ratio (variant / baseline) means: + slower, - faster, for a
+    time and a rate alike; None where there is none."""
+    if ratio is None or (higher_is_better and ratio <= 0):
+        return None
+    return ((1.0 / ratio) - 1.0) * 100.0 if higher_is_better else (ratio - 1.0) * 100.0
+
+
+def with_overhead(c, higher_is_better):
+    """A comparison with overhead_pct and its interval, overhead_ci ([low, high]), from its
+    ratio and the ratio's interval: computed here once, for every report to show."""
+    ends = [overhead_of(c.get("ci_low"), higher_is_better), overhead_of(c.get("ci_high"), higher_is_better)]
+    c["overhead_pct"] = overhead_of(c.get("ratio"), higher_is_better)
+    c["overhead_ci"] = sorted(ends) if None not in ends else None
+    return c
 
 
 def _baseline_noise(base_all, sb, boot_meds, rng, n_boot, alpha):

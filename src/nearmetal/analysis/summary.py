@@ -8,6 +8,8 @@ noise: the ratio is reported and the verdict is "inconclusive".
 
 import math
 
+from .stats import with_overhead
+
 
 def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.05):
     """base/var: dicts with n, mean, std. Same keys as stats.compare's result."""
@@ -18,12 +20,11 @@ def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.0
     ratio = mv / mb if mb else float("nan")
     out = {"ratio": ratio, "ci_low": None, "ci_high": None, "p_value": None, "test": None, "paired": False,
            "margin": margin, "n_baseline": nb, "n_variant": nv,
-           "overhead_pct": ((1 / ratio if higher_is_better else ratio) - 1) * 100 if ratio else None,
            "baseline_noise": {"cv": (sb / mb) if mb and nb > 1 else None, "rel_spread": None,
                               "median_ci_halfwidth_rel": None},
            "verdict": "inconclusive", "from_summary": True}
     if nb < 2 or nv < 2 or mb <= 0 or mv <= 0:
-        return out
+        return with_overhead(out, higher_is_better)
     var_log = (sb / mb) ** 2 / nb + (sv / mv) ** 2 / nv
     dof_num = ((sb ** 2) / nb + (sv ** 2) / nv) ** 2
     dof_den = ((sb ** 2 / nb) ** 2 / (nb - 1) if sb else 0) + ((sv ** 2 / nv) ** 2 / (nv - 1) if sv else 0)
@@ -40,4 +41,4 @@ def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.0
     elif out["p_value"] is not None and out["p_value"] < alpha and (lo > 1 or hi < 1):
         worse = hi < 1 if higher_is_better else lo > 1
         out["verdict"] = "slower" if worse else "faster"
-    return out
+    return with_overhead(out, higher_is_better)

@@ -184,24 +184,10 @@ def verdict_of(p):
 
 
 def overhead_ci(c):
-    """The 95% CI of overhead_pct, derived from the ratio's CI with the same mapping that
-    turns the ratio into overhead_pct (detected from the comparison itself, so it follows
-    stats.compare's definition). None when the comparison has no CI."""
-    if not c:
-        return None
-    r, lo, hi, oh = c.get("ratio"), c.get("ci_low"), c.get("ci_high"), c.get("overhead_pct")
-    if not (F.is_num(r) and F.is_num(lo) and F.is_num(hi) and F.is_num(oh)) or r <= 0 or lo <= 0 or hi <= 0:
-        return None
-    maps = (lambda x: (x - 1) * 100, lambda x: (1 / x - 1) * 100, lambda x: (1 - x) * 100)
-    for f in maps:
-        if abs(f(r) - oh) <= 1e-6 * max(1.0, abs(oh)) + 1e-9:
-            a, b = f(lo), f(hi)
-            return (min(a, b), max(a, b))
-    if r != 1:  # unknown mapping: scale the ratio's CI linearly around the estimate
-        k = oh / ((r - 1) * 100)
-        a, b = oh + (lo - r) * 100 * k, oh + (hi - r) * 100 * k
-        return (min(a, b), max(a, b))
-    return None
+    """The interval of overhead_pct as the analysis computed it (analysis.stats.with_overhead):
+    (low, high), or None when the comparison has no interval."""
+    ci = (c or {}).get("overhead_ci")
+    return tuple(ci) if ci else None
 
 
 def noise_rel(c):

@@ -15,7 +15,8 @@ from . import summaries as S
 FIXED_COLUMNS = ("benchmark", "kernel", "metric", "unit", "higher_is_better", "ranks", "threads", "variant",
                  "baseline", "variant.mode", "variant.runtime", "variant.mpi", "variant.image")
 STATS_ORDER = ("n", "min", "max", "median", "mean", "std", "sem", "p5", "p95", "mad", "cv", "outliers")
-COMPARISON_ORDER = ("verdict", "ratio", "ci_low", "ci_high", "overhead_pct", "p_value", "test", "paired", "margin",
+COMPARISON_ORDER = ("verdict", "ratio", "ci_low", "ci_high", "overhead_pct", "overhead_ci.low",
+                    "overhead_ci.high", "p_value", "test", "paired", "margin",
                     "n_baseline", "n_variant", "n_pairs")
 
 
@@ -138,6 +139,8 @@ def _flatten(prefix, d, out):
     for k, v in d.items():
         if isinstance(v, dict):
             _flatten(f"{prefix}{k}.", v, out)
+        elif k.endswith("_ci") and isinstance(v, (list, tuple)) and len(v) == 2:  # an interval: two columns
+            out[f"{prefix}{k}.low"], out[f"{prefix}{k}.high"] = v
         else:
             out[f"{prefix}{k}"] = v
 
