@@ -329,3 +329,29 @@ def test_every_image_format_that_keeps_an_imported_file_names_a_kind_import_know
     kept = {name: formats.get(name).kept_from for name in formats.names()}
     assert kept["sif"] == "SIF"
     assert all(kind is None or kind in KINDS for kind in kept.values()), kept
+
+
+def test_a_new_kernel_is_its_spec_what_the_analysis_and_report_need_of_it_included():
+    """A kernel registered from outside (as a new parser module would) is answered by the
+    metric its spec names, called by its words in sentences, and its scaling drawn as its
+    spec says: no table elsewhere to edit. Unknown names (a program's benchmark) get nothing."""
+    from nearmetal import kernels
+    from nearmetal.analysis.answer_text import bench_words
+    from nearmetal.analysis.quantities import choose
+    from nearmetal.report.kernel_semantics import scales_by_efficiency
+
+    spec = kernels.KernelSpec("halo3d", "nm-halo3d", "osu", "a halo exchange", 2, primary="exchange_s",
+                              words="halo exchange", communicates=True)
+    kernels.register(spec)
+    try:
+        assert kernels.traits("halo3d") is spec and bench_words("halo3d", "halo3d", None) == "halo exchange"
+        points = [{"benchmark": "halo3d", "kernel": "halo3d", "metric": m, "variant": "native", "values": [v],
+                   "higher_is_better": False} for m, v in (("setup_s", 1.0), ("exchange_s", 2.0))]
+        chosen = choose(points)
+        assert chosen[("halo3d", "exchange_s")]["primary"] and not chosen[("halo3d", "setup_s")]["primary"]
+        assert not scales_by_efficiency([{"kernel": "halo3d", "higher_is_better": True}])
+        assert scales_by_efficiency([{"kernel": "stream", "higher_is_better": True}])
+    finally:
+        del kernels.REGISTRY["halo3d"]
+    assert kernels.traits("my-app").primary is None and bench_words("my-app", "my-app", None) == "my-app"
+    assert kernels.traits("gpu-stream").primary == "triad"  # GPU kernels: parsers/gpu.SPECS, not registered

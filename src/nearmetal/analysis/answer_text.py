@@ -5,9 +5,9 @@ number is said one way: the estimator (ESTIMATOR_ONE, or the geometric mean over
 the interval at the level the points were decided at, named ('98.6% interval (sequential,
 9 looks)'), and one noise figure (the baseline's coefficient of variation)."""
 
+from .. import kernels
+
 ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
-KERNEL_WORDS = {"bw": "bandwidth", "bibw": "bidirectional bandwidth", "stream": "STREAM",
-                "stream-portable": "STREAM", "cg": "CG", "startup": "start-up", "pairs": "all-pairs"}
 METRIC_WORDS = {"to_after_init": "to after MPI_Init", "wall_to_main": "to main"}
 MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
 RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
@@ -146,7 +146,7 @@ def _duration(seconds):
 def bench_words(bench, kernel, pl, metric=None):
     """'bandwidth', 'STREAM triad', 'md loop_time (2×1)': a benchmark in words, with the
     metric answered where it has several (or is a program's figure of merit)."""
-    word = KERNEL_WORDS.get(kernel, kernel) if bench == kernel else str(bench)
+    word = (kernels.traits(kernel).words or kernel) if bench == kernel else str(bench)
     if metric is not None and metric not in (bench, kernel):
         word += f" {METRIC_WORDS.get(metric, metric)}"
     return f"{word} ({pl[0]}×{pl[1]})" if pl else word

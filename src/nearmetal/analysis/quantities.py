@@ -10,7 +10,7 @@ never averages different metrics into one ratio), except that
 - `wall_time` (a program's launch to exit, start-up included) is answered only when the
   benchmark asks for it (`metrics = [...]`) or when it is its only metric.
 One answered metric per benchmark is its primary one: the benchmark's `primary`, else a
-kernel's usual one (KERNEL_PRIMARY), else the first figure of merit in the order declared.
+kernel's usual one (its KernelSpec's primary), else the first figure of merit in the order declared.
 
 plan_of(config) takes what the study file says when the study is planned (stored with it in
 records.AnalysisSpec.metrics, so the analysis never reads the file again); choose(points,
@@ -21,17 +21,13 @@ import json
 import math
 from collections import defaultdict
 
+from .. import kernels
 from ..errors import NearmetalError
 
 WALL_TIME = "wall_time"
 PRODUCT_TOL = 1e-4   # relative range of a product taken as constant (values printed to 5+ digits)
 MIN_SPREAD = 1e-3    # each metric must vary 10x more than that, or any product is "constant"
 MIN_RUNS = 3
-# the metric a kernel's answer leads with, where it measures several
-KERNEL_PRIMARY = {"stream": "triad", "stream-portable": "triad", "startup": "to_after_init",
-                  "pairs": "latency", "gpu-stream": "triad", "iobench": "total_s", "metadata": "total_s",
-                  "cg": "gflops", "cg-portable": "gflops", "phases": "main_loop_s", "phases-portable": "main_loop_s",
-                  "coupled": "main_loop_s"}
 
 
 def plan_of(config):
@@ -80,7 +76,7 @@ def choose(points, plan=None):
         spec = plan.get(bench) or {}
         declared = [m for m in spec.get("order") or [] if m in metrics]
         order = declared + sorted((m for m in metrics if m not in declared), key=str)
-        primary = spec.get("primary") or KERNEL_PRIMARY.get(kernel[bench] or "")
+        primary = spec.get("primary") or kernels.traits(kernel[bench]).primary
         folded = {}  # metric -> the metric answering for it
         pairs = [(m, of) for m, of in (spec.get("inverse") or {}).items() if m in metrics and of in metrics]
         # detected (a, b), a first in order: kept as (b, a), so that a answers where neither is a time

@@ -13,13 +13,21 @@ from .build import build, host_bin, programs  # noqa: F401  (public API)
 class KernelSpec:
     """name: what users type (`nearmetal bench NAME`); program: the binary; parser: module in
     kernels/parsers; min_ranks/max_ranks: what the kernel accepts; default_args: arguments
-    used when the user gives none; summary: one line for --help and listings."""
+    used when the user gives none; summary: one line for --help and listings.
+    What the analysis and the report need to know of it: primary, the metric its answer
+    leads with where it measures several (None: the first); words, its name in sentences
+    (None: its name); communicates, whether it measures communication or start-up (its
+    scaling reads as the ratio to the baseline, more ranks meaning more work); efficiency,
+    whether its scaling is a computation's (drawn as parallel efficiency)."""
 
-    __slots__ = ("name", "program", "parser", "min_ranks", "max_ranks", "default_args", "summary")
+    __slots__ = ("name", "program", "parser", "min_ranks", "max_ranks", "default_args", "summary", "primary",
+                 "words", "communicates", "efficiency")
 
-    def __init__(self, name, program, parser, summary, min_ranks=1, max_ranks=None, default_args=()):
+    def __init__(self, name, program, parser, summary, min_ranks=1, max_ranks=None, default_args=(), *,
+                 primary=None, words=None, communicates=False, efficiency=False):
         self.name, self.program, self.parser, self.summary = name, program, parser, summary
         self.min_ranks, self.max_ranks, self.default_args = min_ranks, max_ranks, tuple(default_args)
+        self.primary, self.words, self.communicates, self.efficiency = primary, words, communicates, efficiency
 
 
 _REGISTRY = {}
@@ -55,6 +63,18 @@ def get(name):
     if name not in registry:
         raise NearmetalError(f"unknown kernel '{name}' (choose from: {', '.join(sorted(registry))})")
     return registry[name]
+
+
+def traits(name):
+    """The KernelSpec of a kernel name as the analysis and the report read it: a registered
+    kernel's, a GPU kernel's (parsers/gpu.SPECS: not built into images, so not registered),
+    or, for any other name (a program's benchmark), one that says nothing."""
+    registry = __getattr__("REGISTRY")
+    if name in registry:
+        return registry[name]
+    from .parsers.gpu import SPECS
+
+    return SPECS.get(name) or KernelSpec(name or "", None, None, "")
 
 
 def parse(spec, text, params=None):

@@ -7,6 +7,7 @@ into compute, communication and total (docs/reports.md, sections 4, 5 and 7)."""
 import json
 from collections import defaultdict
 
+from .. import kernels
 from . import formatting as F
 from . import points as PT
 
@@ -14,9 +15,6 @@ from . import points as PT
 # headline metric of a benchmark: the first of these it has, else its first metric
 HEADLINE_METRICS = ("latency", "bandwidth", "triad", "gflops", "total_s", "step_s", "time_s", "wall_s",
                     "wall_to_main", "copy")
-# kernels that measure communication or start-up, not a computation that could scale
-COMM_KERNELS = ("latency", "bw", "bibw", "allgather", "alltoall", "allreduce", "bcast", "barrier", "pairs",
-                "pingpong", "startup", "metadata", "mpi-info")
 
 
 def headline_metric(metrics):
@@ -50,8 +48,6 @@ def headline_point(entries):
     return keys[0]
 
 
-# kernels whose scaling is a computation's: drawn as parallel efficiency
-SCALING_EFFICIENCY_KERNELS = ("stream", "cg", "phases")
 
 # phase names by class (a metric name without its _s suffix)
 COMPUTE_WORDS = ("compute", "comp", "work", "stencil", "kernel", "update", "solve", "flop", "local")
@@ -146,5 +142,5 @@ def scales_by_efficiency(entries):
     """Whether scaling reads as parallel efficiency (compute kernels and other rates) rather
     than as the ratio to the baseline (communication and start-up, where more ranks mean
     more work)."""
-    kb = PT.kernel_base(entries[0].get("kernel"))
-    return kb in SCALING_EFFICIENCY_KERNELS or (kb not in COMM_KERNELS and bool(entries[0].get("higher_is_better")))
+    kernel = kernels.traits(entries[0].get("kernel"))  # its KernelSpec says which it is
+    return kernel.efficiency or (not kernel.communicates and bool(entries[0].get("higher_is_better")))

@@ -15,9 +15,11 @@ from .stream import build_info
 from .. import KernelSpec, register
 
 # A host-optimized and a portable (SSE2) build.
-register(KernelSpec("cg", "nm-cg", "cg", "HPCG-like preconditioned CG on a 27-point stencil (GFLOP/s), host-optimized build"))
+register(KernelSpec("cg", "nm-cg", "cg", "HPCG-like preconditioned CG on a 27-point stencil (GFLOP/s), host-optimized build",
+                    primary="gflops", words="CG", efficiency=True))
 register(KernelSpec("cg-portable", "nm-cg-portable", "cg",
-                    "HPCG-like preconditioned CG on a 27-point stencil (GFLOP/s), portable build"))
+                    "HPCG-like preconditioned CG on a 27-point stencil (GFLOP/s), portable build",
+                    primary="gflops", words="CG", efficiency=True))
 
 
 METRICS = {"gflops": "GFLOP/s", "time_s": "s", "iterations": "", "residual": "", "true_residual": "",

@@ -21,7 +21,8 @@ from .stream import build_info
 
 from .. import KernelSpec, register
 
-register(KernelSpec("coupled", "nm-coupled", "coupled", "coupled-model proxy: two components on split MPI_COMM_WORLD exchanging fluxes", 2))
+register(KernelSpec("coupled", "nm-coupled", "coupled", "coupled-model proxy: two components on split MPI_COMM_WORLD exchanging fluxes", 2,
+                    primary="main_loop_s"))
 
 
 TIMES = ("init_s", "main_loop_s", "compute_s", "halo_s", "exchange_s")

@@ -7,7 +7,8 @@ from . import record
 
 from .. import KernelSpec, register
 
-register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm"))
+register(KernelSpec("metadata", "nm-metadata", "metadata", "start-up file and library metadata storm",
+                    primary="total_s", communicates=True))
 
 
 COLUMNS = (("files", "count"), ("libraries", "count"), ("bytes", "bytes"),

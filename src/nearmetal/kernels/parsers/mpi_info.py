@@ -6,7 +6,8 @@ from . import record
 
 from .. import KernelSpec, register
 
-register(KernelSpec("mpi-info", "nm-mpi-info", "mpi_info", "which MPI library every rank really maps"))
+register(KernelSpec("mpi-info", "nm-mpi-info", "mpi_info", "which MPI library every rank really maps",
+                    communicates=True))
 
 
 

@@ -20,11 +20,15 @@ from . import record
 from .. import KernelSpec, register
 
 # OSU-compatible micro-benchmarks (OSU methodology and output format).
-register(KernelSpec("latency", "nm-latency", "osu", "OSU latency: blocking ping-pong, half round trip (us)", 2, 2))
-register(KernelSpec("bw", "nm-bw", "osu", "OSU bandwidth: window of non-blocking sends (MB/s)", 2, 2))
-register(KernelSpec("bibw", "nm-bibw", "osu", "OSU bidirectional bandwidth (MB/s)", 2, 2))
+register(KernelSpec("latency", "nm-latency", "osu", "OSU latency: blocking ping-pong, half round trip (us)", 2, 2,
+                    communicates=True))
+register(KernelSpec("bw", "nm-bw", "osu", "OSU bandwidth: window of non-blocking sends (MB/s)", 2, 2,
+                    words="bandwidth", communicates=True))
+register(KernelSpec("bibw", "nm-bibw", "osu", "OSU bidirectional bandwidth (MB/s)", 2, 2,
+                    words="bidirectional bandwidth", communicates=True))
 for _coll in ("allgather", "alltoall", "allreduce", "bcast", "barrier"):
-    register(KernelSpec(_coll, f"nm-{_coll}", "osu", f"OSU {_coll}: average latency over ranks (us)", 2))
+    register(KernelSpec(_coll, f"nm-{_coll}", "osu", f"OSU {_coll}: average latency over ranks (us)", 2,
+                        communicates=True))
 
 
 # OSU's column names, as printed (osu_util.c / osu_util_mpi.c), longest first.

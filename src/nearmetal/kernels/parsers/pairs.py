@@ -12,7 +12,8 @@ from . import record
 
 from .. import KernelSpec, register
 
-register(KernelSpec("pairs", "nm-pairs", "pairs", "all-pairs ping-pong latency and bandwidth matrix", 2))
+register(KernelSpec("pairs", "nm-pairs", "pairs", "all-pairs ping-pong latency and bandwidth matrix", 2,
+                    primary="latency", words="all-pairs", communicates=True))
 
 
 

@@ -4,7 +4,8 @@ from . import record
 
 from .. import KernelSpec, register
 
-register(KernelSpec("pingpong", "nm-pingpong", "pingpong", "blocking ping-pong latency and bandwidth", min_ranks=2))
+register(KernelSpec("pingpong", "nm-pingpong", "pingpong", "blocking ping-pong latency and bandwidth", min_ranks=2,
+                    communicates=True))
 
 
 

@@ -10,9 +10,11 @@ from . import record
 from .. import KernelSpec, register
 
 # A host-optimized and a portable (SSE2) build.
-register(KernelSpec("stream", "nm-stream", "stream", "STREAM copy/scale/add/triad with OpenMP (GB/s), host-optimized build"))
+register(KernelSpec("stream", "nm-stream", "stream", "STREAM copy/scale/add/triad with OpenMP (GB/s), host-optimized build",
+                    primary="triad", words="STREAM", efficiency=True))
 register(KernelSpec("stream-portable", "nm-stream-portable", "stream",
-                    "STREAM copy/scale/add/triad with OpenMP (GB/s), portable build"))
+                    "STREAM copy/scale/add/triad with OpenMP (GB/s), portable build", primary="triad",
+                    words="STREAM", efficiency=True))
 
 
 FUNCTIONS = {"Copy:": "copy", "Scale:": "scale", "Add:": "add", "Triad:": "triad"}
