@@ -178,11 +178,11 @@ def test_the_plan_is_decided_from_the_study_file_and_stored_with_it():
     ("", "nope", "figure of merit 'rate' has inverse_of = 'nope', which is none of its figures of merit (rate, loop)"),
     ('primary = "speed"\n', "loop", "primary = 'speed' is none of its metrics (rate, loop, wall_time)"),
 ])
-def test_a_plan_naming_no_figure_of_merit_is_refused_in_one_line(extra, of, expect):
-    cfg = config_mod.parse(HEAD + extra + FOMS.format(of=of))
+def test_a_plan_naming_no_figure_of_merit_is_refused_in_one_line_when_the_file_is_read(extra, of, expect):
+    """Refused with the file (so --dry-run refuses it too, and nothing is stored), its key path named."""
     with pytest.raises(NearmetalError) as e:
-        plan_of(cfg)
-    assert str(e.value) == f"benchmark md: {expect}"
+        config_mod.parse(HEAD + extra + FOMS.format(of=of))
+    assert str(e.value).endswith(f"benchmark[0]: {expect}"), str(e.value)
 
 
 def test_a_primary_outside_the_metrics_asked_and_a_fom_its_own_inverse_are_refused():

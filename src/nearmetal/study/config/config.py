@@ -28,7 +28,7 @@ from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap,
 from .finding_spec import Finding
 from .placement import Nodes, SlurmSection
 from .mpmd import MpmdFields
-from .program import ProgramFields, check_inputs
+from .program import ProgramFields, check_inputs, foms_of
 from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
                      validation_error)
@@ -258,6 +258,8 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
         _check_zip_names(self.zips or [])
         if self.primary is not None and self.metrics and self.primary not in self.metrics:
             raise ValueError(f"primary = {self.primary!r:.60} is not one of metrics = {self.metrics!r:.200}")
+        if self.command is not None:
+            _check_fom_names(self)
         total = sum(len(a.encode()) + 1 for a in self.args + (self.command or []))
         total += sum(len(k.encode()) + len(v.encode()) + 2 for k, v in self.env.items())
         if total > MAX_EXEC_TOTAL:
@@ -267,6 +269,20 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
     @property
     def label(self):
         return self.name or self.kernel or os.path.basename(self.command[0])
+
+
+def _check_fom_names(bench):
+    """primary and each inverse_of name one of a program benchmark's figures of merit (its
+    preset's, then its own; primary may also be its wall_time): refused with the file, before
+    anything is planned, not when the study's analysis is decided."""
+    preset, own = foms_of(bench)
+    names = [f.name for f in (list(getattr(preset, "foms", ()) if preset else ()) + own)]
+    for f in own:
+        if f.inverse_of is not None and f.inverse_of not in names:
+            raise ValueError(f"figure of merit {f.name!r} has inverse_of = {f.inverse_of!r:.60}, which is none of "
+                             f"its figures of merit ({', '.join(names)})")
+    if bench.primary is not None and names and bench.primary not in names + ["wall_time"]:
+        raise ValueError(f"primary = {bench.primary!r:.60} is none of its metrics ({', '.join(names + ['wall_time'])})")
 
 
 class Variant(_Strict):

@@ -80,10 +80,11 @@ def _open_study(opened, cfg, text, db_path, resume, builtin, say, what):
     seed = cfg.study.seed if cfg.study.seed is not None else random.SystemRandom().randrange(2**31)
     _say_left_out(cfg, say)
     runs = make_plan(cfg, seed)
+    spec = analysis_spec.decide(cfg)  # before anything is stored: a refusal here leaves no study behind
     created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     study_id = store.create_study(cfg.study.name, text, seed, cfg.study.margin, cfg.baseline.model_dump(),
                                   __version__, created, planned=[codec.planned_row(r) for r in runs])
-    codec.store_analysis_spec(store, study_id, analysis_spec.decide(cfg))
+    codec.store_analysis_spec(store, study_id, spec)
     return store, study_id, True
 
 
