@@ -206,12 +206,35 @@ def test_killed_run_takes_its_job_along(host_mpis, mpi):
         job.close()
 
 
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_a_run_stopped_by_sigterm_says_so_in_its_exit_status(host_mpis, mpi):
+    """A batch script that stops `run` sees 143 (killed by SIGTERM), not the launcher's own code:
+    MPICH's hydra exits 0 when told to stop, which would read as success."""
+    proc = subprocess.Popen([NEARMETAL, "run", "--mpi", mpi, "-n", "2", "--", "nm-latency", *LONG_LATENCY],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks_of(descendants(proc.pid), "nm-latency")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, err)  # the shell shows it as 143
+    assert not ranks_of(descendants(proc.pid), "nm-latency")
+
+
 def test_supervisor_passes_exit_status_and_signals(tmp_path):
     from nearmetal import supervise
 
     sup = supervise.binary()
     assert subprocess.run([sup, "--", "sh", "-c", "exit 7"]).returncode == 7
     assert subprocess.run([sup, "--", "sh", "-c", "kill -KILL $$"]).returncode == -signal.SIGKILL
+    # stopped on request: killed by the signal forwarded, though the job itself exits 0 on it
+    job = subprocess.Popen([sup, "--", "sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.05; done"])
+    time.sleep(0.5)
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=10) == -signal.SIGTERM
     missing = subprocess.run([sup, "--", str(tmp_path / "nope")], capture_output=True, text=True)
     assert missing.returncode == 127 and "cannot start" in missing.stderr
     assert subprocess.run([sup, "--grace-ms", "x", "--", "true"], capture_output=True).returncode == 125

@@ -7,7 +7,8 @@
  *
  * Two processes, because a process cannot clean up after its own SIGKILL:
  *   front   this process (the PID nearmetal, a shell or a timeout sees). It forwards
- *           SIGINT/SIGTERM/SIGHUP/SIGQUIT to the keeper and exits with the job's status.
+ *           SIGINT/SIGTERM/SIGHUP/SIGQUIT to the keeper and exits with the job's status
+ *           (killed by the signal it forwarded, when it forwarded one).
  *           --die-with-parent: it dies with its parent (nearmetal's Python process).
  *   keeper  its child: a child subreaper (PR_SET_CHILD_SUBREAPER), so every process the
  *           job starts stays its descendant, even daemonized ones (podman's conmon) and
@@ -259,13 +260,21 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
         poll_ms = daemons_since >= 0 ? 100 : (poll_ms * 3 / 2 > 250 ? 250 : poll_ms * 3 / 2);
         next_look = now_ms() + poll_ms;
     }
-    if (!asked && !wait_for(job, &job_status, &job_done, linger_ms, 0, &asked) && !asked)
+    int lingered = 0;
+    if (!asked && !wait_for(job, &job_status, &job_done, linger_ms, 0, &asked) && !asked) {
         asked = SIGTERM; /* the launcher is gone but part of its job lingers */
+        lingered = 1;
+    }
     if (asked)
         terminate_tree(job, asked == SIGINT ? SIGINT : SIGTERM, grace_ms, &job_status, &job_done);
     if (!job_done) { /* cannot happen once the tree is empty; keep the status honest */
         job_status = SIGKILL;
     }
+    /* Stopped on request (a forwarded signal, or the front's death): say so as a process
+     * killed by that signal does, whatever the launcher's own exit code (MPICH's hydra
+     * exits 0 on SIGTERM, which a batch script would read as success). */
+    if (asked && !lingered && WIFEXITED(job_status))
+        job_status = asked; /* a wait status: terminated by signal `asked` */
     exit_like(job_status);
 }
 
