@@ -192,6 +192,20 @@ def test_a_primary_outside_the_metrics_asked_and_a_fom_its_own_inverse_are_refus
         Fom(name="rate", regex="r ([0-9.]+)", unit="steps/s", inverse_of="rate")
 
 
+@pytest.mark.parametrize("lo, hi, n, said", [
+    (0.997, 1.001, 3, "−0.3% to +0.1%: inside the margin, but 3 repetitions are too few to call it equivalent "
+                      "(it takes at least 4); the margin is ±3%"),
+    (1.0, 1.0, 3, "+0.0% to +0.0%: inside the margin, but 3 repetitions are too few to call it equivalent "
+                  "(it takes at least 4); the margin is ±3%"),  # identical values: no empty 'could be'
+    (0.997, 1.001, 8, "−0.3% to +0.1%: inside the margin, but not decided equivalent at these repetitions; "
+                      "the margin is ±3%"),
+])
+def test_an_undecided_interval_inside_the_margin_says_why(lo, hi, n, said):
+    e = {"cost_ratio": (lo + hi) / 2, "ci_low": lo, "ci_high": hi, "n_blocks": n,
+         "overhead_ci": [(lo - 1) * 100, (hi - 1) * 100]}
+    assert could_be_words(e, 0.03) == said
+
+
 @pytest.mark.parametrize("hi_pct, said", [(12.53, "+13%: could be 13% slower"), (9.99999, "+10%: could be 10% slower"),
                                           (0.3, "+0.3%: could be 0.3% slower")])
 def test_an_intervals_end_and_its_could_be_agree(hi_pct, said):

@@ -6,6 +6,7 @@ the interval at the level the points were decided at, named ('98.6% interval (se
 9 looks)'), and one noise figure (the baseline's coefficient of variation)."""
 
 from .. import kernels
+from .stats import MIN_N_EQUIVALENT
 
 ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
 METRIC_WORDS = {"to_after_init": "to after MPI_Init", "wall_to_main": "to main"}
@@ -112,6 +113,15 @@ def could_be_words(e, margin):
     rather than 'could be': the point's own test did not confirm it at these repetitions
     (a rank test over few launches, one of them far off), or it is not beyond the margin."""
     lo, hi = e["ci_low"], e["ci_high"]
+    m = f"the margin is ±{margin * 100:g}%"
+    if 1 - margin <= lo and hi <= 1 + margin:  # inside the margin, yet not called equivalent: say why
+        n = e.get("n_blocks")
+        if n is not None and n < MIN_N_EQUIVALENT:
+            return (f"{interval_words(e)}: inside the margin, but {n} repetitions are too few to call it "
+                    f"equivalent (it takes at least {MIN_N_EQUIVALENT}); {m}")
+        if (e.get("modes") or {}).get("share_differs"):
+            return f"{interval_words(e)}: inside the margin, but slow launches are not as frequent (below); {m}"
+        return f"{interval_words(e)}: inside the margin, but not decided equivalent at these repetitions; {m}"
     if lo > 1 or hi < 1:
         side = "slower" if lo > 1 else "faster"
         if lo > 1 + margin or hi < 1 - margin:
