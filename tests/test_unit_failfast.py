@@ -101,11 +101,19 @@ kernel = "latency"
 
 @pytest.fixture
 def machine(monkeypatch):
-    """Seams for this machine: which images exist, which runtimes are installed and start."""
+    """Seams for this machine: which images exist, which runtimes are installed and start,
+    which programs the images lack (none unless a test says so)."""
     from nearmetal import doctor, image, resolve, runtimes
+    from nearmetal.models import program
 
     have = {"nm-bookworm-mpich-openmpi"}
-    m = SimpleNamespace(installed={"ch-run", "podman"}, starts={"ch-run": (True, "started"), "podman": (True, "ok")})
+    m = SimpleNamespace(installed={"ch-run", "podman"}, starts={"ch-run": (True, "started"), "podman": (True, "ok")},
+                        lacking=set())
+
+    def in_image(image, name, family):
+        if name in m.lacking:
+            raise NearmetalError(f"program not found in image '{image.name}': {name}")
+        return f"/usr/bin/{name}", None
 
     def image_of(self, spec):
         if spec is not None and spec not in have:
@@ -117,7 +125,22 @@ def machine(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}" if name in m.installed else None)
     monkeypatch.setattr(type(runtimes.get("apptainer")), "path", lambda self: None)
     monkeypatch.setattr(doctor, "runtime_starts", lambda rt: m.starts[rt.binary])
+    monkeypatch.setattr(program, "container_program", in_image)
     return m
+
+
+def test_a_program_the_image_lacks_is_refused_before_any_run_with_its_cells(machine):
+    """Every container run of such a cell would fail to start: refused at once (the native
+    cells would otherwise be spent first), counted per image and MPI."""
+    machine.lacking = {"gmx_mpi"}
+    text = ('[study]\nname = "s"\n[matrix]\nmode = ["native", "hybrid", "bind"]\nruntime = ["charliecloud"]\n'
+            'mpi = ["openmpi", "mpich"]\n[[benchmark]]\ncommand = ["gmx_mpi", "mdrun"]\n'
+            '[[benchmark]]\nkernel = "latency"\n')
+    found, _ = preflight.problems(config_mod.parse(text))
+    assert found == ["program not found in image 'nm-bookworm-mpich-openmpi': gmx_mpi (2 cells, openmpi)",
+                     "program not found in image 'nm-bookworm-mpich-openmpi': gmx_mpi (2 cells, mpich)"], found
+    machine.lacking = set()
+    assert preflight.problems(config_mod.parse(text)) == ([], [])
 
 
 def test_a_misspelt_image_is_refused_with_the_images_there_are_and_the_closest(machine):

@@ -72,7 +72,9 @@ def container_program(image, name, family):
         candidates = [f"{image.kernel_bin(family)}/{name}"]
     elif "/" in name:
         if not name.startswith("/"):
-            raise NearmetalError(f"program path inside the image must be absolute: {name}")
+            raise NearmetalError(f"program path inside the image must be absolute: {name} (a container starts the "
+                                 f"image's own programs; a script among the inputs runs through its interpreter: "
+                                 f"command = [\"sh\", \"{name}\"])")
         candidates = [name]
     else:
         candidates = [f"{APP_PREFIX}/{family}/bin/{name}"] + [f"{d}/{name}" for d in CONTAINER_PATH]

@@ -9,6 +9,9 @@ refused in one line, at once, instead of after the native runs have been spent.
 - a container runtime that is not installed (with `[study] missing_runtimes = "skip"` its
   cells are left out of the plan instead, and the plan says so: runner._say_left_out), or
   that does not start a container here (doctor's check: a container of /bin/true);
+- a program that is not in the image (a container runs the image's own: a host-side or
+  relative path cannot start there; run a staged script through its interpreter,
+  command = ["sh", "run.sh"]), checked in each image that is there, for each MPI;
 - GPUs this machine does not have: a `gpus` count above its GPUs, an index or UUID it lacks
   (a machine without any GPU leaves GPU benchmarks out of the plan instead: plan/gpu_cells.py).
 
@@ -48,6 +51,7 @@ def problems(cfg):
             out.append(f"image '{spec}' of {_cells(n)}: {why}")
         elif build:
             notes.append(f"image '{spec}' is not here: its {_cells(n)} fail until {build}")
+    out += program_problems(contained)
     if schedulers.get(cfg.study.scheduler).job_is_child:
         for name, n in Counter(c.variant["runtime"] for c in contained if c.variant.get("runtime")).items():
             why = runtime_problem(name)
@@ -55,6 +59,31 @@ def problems(cfg):
                 out.append(f"runtime {name} of {_cells(n)}: {why}")
         out += gpus_problems(planned)
     return out, notes
+
+
+def program_problems(contained):
+    """One phrase per program a container cell would start but that its image (one that is
+    there; the others are said above) does not hold, as the run itself would refuse it."""
+    from ... import kernels
+    from ...models.program import container_program
+    from ...resolve import Host
+
+    wanted = Counter()
+    for c in contained:
+        bench = c.benchmark
+        program = bench.command[0] if bench.is_program() else kernels.get(bench.kernel).program
+        wanted[(c.variant.get("image") or "default", program, c.variant["mpi"])] += 1
+    host, out = Host(), []
+    for (spec, program, family), n in wanted.items():
+        try:
+            image = host.image(None if spec == "default" else spec)
+        except NearmetalError:
+            continue  # not there: image_problem said so
+        try:
+            container_program(image, program, family)
+        except NearmetalError as e:
+            out.append(f"{e} ({_cells(n)}, {family})")
+    return out
 
 
 def gpus_problems(planned):
