@@ -253,7 +253,7 @@ def test_answer_words_name_the_point_and_the_baseline():
     m = {"bounds": [0.4], "locations": [0.18, 0.69], "counts": [11, 7], "separation": [20.0], "n": 18}
     info = {"detected": m, "share_baseline": 7 / 18, "share_variant": 0.25, "share_differs": False}
     assert mode_compare.answer_words({"size": 8}, info, "µs", "natively") == \
-        "at 8 B launches fall into two groups: 0.18 and 0.69 µs, 25% slow, 39% natively"
+        "at 8 B launches fall into two groups: 0.18 and 0.69 µs, 25% slow against 39% natively"
 
 
 # ------------------------------------------------------------------ wired into a study's analysis
@@ -298,8 +298,8 @@ def test_a_study_point_with_modes_is_decided_and_answered_in_plain_words():
     a = answers(on)
     v = a["by_variant"][0]
     assert v["verdict"] == "equivalent" and a["by_benchmark"][0]["modes"]["n_points"] == 1
-    assert re.search(r"On latency, at 8 B launches fall into two groups: 0\.1\d+ and 0\.[67]\d* us, \d+% slow, "
-                     r"\d+% natively\.$", v["sentence"])
+    assert re.search(r"On latency, at 8 B launches fall into two groups: 0\.1\d+ and 0\.[67]\d* us, \d+% slow "
+                     r"against \d+% natively\.$", v["sentence"])
     assert answers(off)["by_variant"][0]["verdict"] == "inconclusive"
 
 
@@ -315,7 +315,7 @@ def test_an_answer_whose_slow_share_differs_is_not_equivalent_and_says_why():
     e = a["by_benchmark"][0]
     assert e["verdict"] == "inconclusive" and e["modes"]["share_differs"]
     assert e["text"].startswith("latency: as fast in each group of launches, but the share of slow launches differs")
-    assert "75% slow, 30% natively" in e["text"]
+    assert "75% slow against 30% natively" in e["text"]
     assert a["by_variant"][0]["verdict"] == "inconclusive"  # a variant of one benchmark: the same answer
     assert "share of slow launches differs" in a["by_variant"][0]["sentence"]
 

@@ -239,10 +239,10 @@ def for_answer(base, var, result, higher_is_better=False, alpha=0.05):
 
 def answer_words(point, info, unit="", baseline_words="in the baseline"):
     """The plain sentence an answer adds for a benchmark whose launches fall into modes:
-    'at 8 B launches fall into two groups: 0.18 and 0.69 us, 39% slow, 33% natively'."""
+    'at 8 B launches fall into two groups: 0.18 and 0.69 us, 39% slow against 33% natively'."""
     from .labels import point_label
 
-    where = f"{info['share_baseline'] * 100:.0f}% {baseline_words}"
     label = point_label(point) if point else ""
-    text = describe(info["detected"], unit, info["share_variant"], where)
+    text = (describe(info["detected"], unit, info["share_variant"])
+            + f" against {info['share_baseline'] * 100:.0f}% {baseline_words}")
     return (f"at {label} " if label and label != "—" else "") + text

@@ -171,7 +171,7 @@ def _noise(analysis, store=None, study_id=None):
             where = ("the same modes appear in the baseline's launches: a property of the machine, not of the "
                      "variant" if both else "the baseline's launches do not fall into these modes: the variant "
                      "makes them")
-            text = f"{e['label']}: {e['modes']['text']}; {where}"
+            text = f"{e.get('name') or vid}, {e['label']}: {e['modes']['text']}; {where}"
             cpus = _cpus_of(store, study_id, p) if store is not None else None
             if cpus:
                 text += f"; {cpus}"
