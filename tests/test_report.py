@@ -395,3 +395,21 @@ def test_terminal_narrow_console_never_breaks_a_variant_label():
     assert max(len(line) for line in out.splitlines()) <= 80
     for label in labels.values():
         assert any(f" {label} " in line for line in out.splitlines()), (label, out)
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_terminal_table_of_baseline_rows_only_drops_columns_not_cells(width):
+    """Every compared variant failed: only baseline rows are left, their ratio cells '—' under
+    a 'ratio [95%]' header wider than any cell; the columns are measured with the header as
+    shown, so columns go (n, noise, overhead) and no cell is cut ('native/openmp', '5.00 1/')."""
+    a = synthetic_analysis(seed=5, n_variants=3, kernels=("barrier",), placements=[(2, 1)], n_failures=0)
+    bases = PT.baseline_ids(a)
+    a["points"] = [dict(p, comparison=None) for p in a["points"] if p["variant"] in bases]
+    out = terminal_text(a, width=width)
+    assert max(len(line) for line in out.splitlines()) <= width
+    labels, _ = PT.short_variant_labels(a)
+    shown = [labels[b] for b in bases]
+    for p in a["points"]:
+        median = f"{F.fmt_num(PT.median_of(p))} {p['unit']}".strip()
+        assert any(f" {median} " in line or line.endswith(f" {median}") for line in out.splitlines()), (median, out)
+    assert all(any(f" {label} " in line for line in out.splitlines()) for label in shown), out

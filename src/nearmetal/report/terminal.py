@@ -29,10 +29,12 @@ VERDICT_STYLE = {"equivalent": "green", "slower": "bold red", "faster": "cyan", 
 RIGHT = ("n", "median", "ratio", "overhead", "noise")
 
 
-def _width(cols, body):
-    """Width of a SIMPLE_HEAD table without edge padding: the cells, 3 characters between
-    columns (padding, the box's blank divider, padding) and its blank edge on either side."""
-    return sum(max([len(col)] + [len(str(r[col])) for r in body]) + 3 for col in cols) - 1
+def _width(cols, body, headers=None):
+    """Width of a SIMPLE_HEAD table without edge padding: the cells and their headers as
+    shown (headers: {column: header} where it differs from the column's name), 3 characters
+    between columns (padding, the box's blank divider, padding) and its blank edge on either side."""
+    headers = headers or {}
+    return sum(max([len(headers.get(col, col))] + [len(str(r[col])) for r in body]) + 3 for col in cols) - 1
 
 
 def _verdict_text(p, is_baseline):
@@ -117,15 +119,16 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
         # narrow consoles: leave out a point column that names no point, then n, noise and
         # overhead, rather than cutting cells short; a variant's label is never folded
         empty_point = all(c["point"] in ("", "—") for c in body)
+        headers = {"ratio": MW.ratio_column(analysis)}  # 'ratio [90%]': measured as shown
         for drop in (["point"] if empty_point else []) + ["n", "noise", "overhead"]:
-            if _width(cols, body) <= console.width:
+            if _width(cols, body, headers) <= console.width:
                 break
             cols.remove(drop)
-        fits = _width(cols, body) <= console.width
+        fits = _width(cols, body, headers) <= console.width
         table = Table(title=f"{head} — {sub}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
                       caption=(note + "; full table in the HTML report") if note else None, caption_justify="left")
         for col in cols:
-            table.add_column(MW.ratio_column(analysis) if col == "ratio" else col,
+            table.add_column(headers.get(col, col),
                              justify="right" if col in RIGHT else "left", no_wrap=fits or col == "variant",
                              overflow="fold")
         for cells, new_section in zip(body, sections):
