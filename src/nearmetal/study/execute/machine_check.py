@@ -125,9 +125,11 @@ def precheck(cfg, say, take=sample, wait=contention.wait_quiet, clock=time.monot
             f"out of the statistics. What would help: wait for a quiet machine (quiet = true waits at most "
             f"quiet_wait = {study.quiet_wait:g} s before each run), or resume later with --resume."))
     else:
+        after = ("; the first look says whether the margin is still reachable" if study.adaptive else
+                 "; with fixed repetitions, the answers say how far the noise let them resolve")
         rec["text"] = (f"At the start {busy}: its runs may be disturbed and noisier. What would help: quiet = true "
-                       f"(waits at most quiet_wait = {study.quiet_wait:g} s for a quiet machine before each run); "
-                       f"the first look says whether the margin is still reachable.")
+                       f"(waits at most quiet_wait = {study.quiet_wait:g} s for a quiet machine before each run)"
+                       f"{after}.")
     say(f"⚠ study {study.name}: {rec['text']}")
     return rec
 
