@@ -159,7 +159,7 @@ def test_explain_true_in_the_study_runs_the_stage_after_the_main_runs(tmp_path):
     path.write_text(text)
     db = tmp_path / "auto" / "study.db"
     out = nearmetal("study", path, "--db", db, "--no-progress", "--out", tmp_path / "auto", check=True, timeout=900)
-    assert "explain tcp: 1 candidate cause(s) to test (tcp--no-ompi-mca-btl)" in out.stderr, out.stderr
+    assert "explain tcp: 1 candidate cause to test (tcp--no-ompi-mca-btl)" in out.stderr, out.stderr
     with closing(sqlite3.connect(db)) as con:
         assert con.execute("SELECT COUNT(*) FROM runs WHERE variant = 'tcp--no-ompi-mca-btl' AND status = 'ok'"
                            ).fetchone()[0] >= 4

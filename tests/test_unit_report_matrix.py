@@ -59,7 +59,7 @@ def test_an_undecided_cell_reads_undecided_and_is_counted():
     assert data["answers"]["by_benchmark"][0]["verdict"] == "inconclusive"
     assert (cell["word"], cell["mark"]) == ("undecided", "?")
     assert m["summary"][0].endswith(": 1 undecided on at least one (none slower or faster).")
-    assert m["summary"][1:] == ["1 of 1 cells are undecided (?): the detail below says why for each."]
+    assert m["summary"][1:] == ["1 of 1 cell is undecided (?): the detail below says why for each."]
 
 
 def test_a_disturbed_cell_is_marked_and_the_busy_machine_is_said_first():

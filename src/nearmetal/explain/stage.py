@@ -130,7 +130,7 @@ def make_plan(cfg, store, study_id, analysis, say):
                                 "where": [c.as_dict() for c in where],
                                 "has_profile": any(r.get("mpi_profile") for r in evidence[vid].every_rank())})
         tried = [c["ablation_id"] for c in causes if c.get("ablation_id")]
-        say(f"explain {vid}: {len(tried)} candidate cause(s) to test" + (f" ({', '.join(tried)})" if tried else ""))
+        say(f"explain {vid}: {len(tried)} candidate cause{'' if len(tried) == 1 else 's'} to test" + (f" ({', '.join(tried)})" if tried else ""))
     return plan
 
 

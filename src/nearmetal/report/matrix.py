@@ -131,7 +131,8 @@ def _summary(rows, cols, margin_txt, analysis):
                    f"{c['ratio_txt']} {c['interval_txt']}.".replace(" .", "."))
     undecided = sum(1 for _, c, _ in cells if c["verdict"] == "inconclusive")
     if undecided:
-        out.append(f"{undecided} of {len(cells)} cells are undecided (?): the detail below says why for each.")
+        out.append(f"{undecided} of {len(cells)} cell{'s' if len(cells) != 1 else ''} "
+                   f"{'is' if undecided == 1 else 'are'} undecided (?): the detail below says why for each.")
     busy = (analysis.get("contention") or {}).get("text")
     if busy and any(c["disturbed"] for _, c, _ in cells):
         out.append(f"{DISTURBED} {busy}")

@@ -19,6 +19,10 @@ def where_label(p, multi_placement):
     return s
 
 
+def _points(n):
+    return f"{n} point{'' if n == 1 else 's'}"
+
+
 def variant_summaries(analysis):
     """Per variant: counts of verdicts, the worst slower and best faster point, and a
     sentence. Returns a list of dicts in variant order:
@@ -60,9 +64,9 @@ def variant_summaries(analysis):
                 users = sorted(names.get(k, k) for k, b in base_of.items() if b == vid)
                 text = f"{names.get(vid, vid)}: baseline for {', '.join(users)}" if users else \
                     f"{names.get(vid, vid)}: baseline, no variant compared with it"
-                text += f" ({len(entries)} points measured, every metric and parameter)."
+                text += f" ({_points(len(entries))} measured, every metric and parameter)."
             else:
-                text = f"{names.get(vid, vid)}: no point compared with a baseline ({len(entries)} points measured)."
+                text = f"{names.get(vid, vid)}: no point compared with a baseline ({_points(len(entries))} measured)."
         else:
             m = margin if F.is_num(margin) else (PT.comparison(compared[0]) or {}).get("margin")
             mtxt = f" within ±{m * 100:g}%" if F.is_num(m) else ""

@@ -338,9 +338,10 @@ def dry_run(cfg, out):
     seed = cfg.study.seed if cfg.study.seed is not None else 0
     runs = make_plan(cfg, seed)
     ex = Executor(cfg, store=None, study_id=None, progress=False)
-    drawn = "" if cfg.study.seed is not None else " (a random seed is drawn at run time)"
+    order = (f"seed {seed}" if cfg.study.seed is not None else
+             "order shown with seed 0; the study draws a random seed when it runs")
     out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
-        f"{cfg.study.first_blocks} randomized blocks, seed {seed}{drawn})")
+        f"{cfg.study.first_blocks} randomized blocks, {order})")
     if cfg.study.adaptive:
         from ..plan.plan import cells
         from ..plan.sequential import looks_of
