@@ -250,3 +250,22 @@ def test_a_broken_preset_file_refuses_the_study_before_anything_runs(tmp_path):
     err = assert_one_line_error(out)
     assert "broken.toml: fom[0].regex: needs a group" in err and "benchmark[0].preset" in err
     assert not (tmp_path / "app.db").exists() or rows(tmp_path / "app.db", "select count(*) from runs") == [(0,)]
+
+
+def test_dry_run_shows_the_working_directory_the_study_will_use(tmp_path, monkeypatch):
+    """--dry-run prints the exact launch: a program's working directory lies beside the
+    database the study would use (--db, else results/NAME/), absolute, as the real runs have it."""
+    study = write(tmp_path, '''
+name = "where"
+command = ["/bin/true"]
+mode = ["native", "hybrid"]
+runtime = ["charliecloud"]
+mpi = ["openmpi"]
+''')
+    out = nearmetal("study", str(study), "--dry-run", "--db", str(tmp_path / "x" / "s.db"))
+    assert out.returncode == 0, out.stderr
+    assert f"--bind={tmp_path}/x/nm-runs/" in out.stdout, out.stdout
+    monkeypatch.chdir(tmp_path)
+    out = nearmetal("study", str(study), "--dry-run")
+    assert out.returncode == 0, out.stderr
+    assert f"--bind={tmp_path}/results/app/nm-runs/" in out.stdout, out.stdout

@@ -106,7 +106,7 @@ def cmd_study(args):
     cfg, text = runner.load(args.file)
     source = args.file or "built-in quickstart"
     if args.dry_run:  # the plan, then what would keep its cells from running: refused as a real study is
-        runner.dry_run(cfg, print)
+        runner.dry_run(cfg, print, args.db)
         sys.stdout.flush()
         preflight.check(cfg, source, say=lambda line: print(f"# {line}"))
         return 0

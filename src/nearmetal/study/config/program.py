@@ -123,14 +123,16 @@ def check_inputs(cfg, planned=None):
                 raise NearmetalError(f"benchmark[{i}] ({bench.label}): {e}") from None
 
 
-def working_dir(config, bench, variant, cell_key, store):
+def working_dir(config, bench, variant, cell_key, store, db_path=None):
     """(the ranks' working directory or None, whether it is nearmetal's own run directory):
     a program's fresh one per run, and one an unprivileged account (a `user` variant) can
-    enter where the study names none; else the benchmark's or the study's `workdir`."""
+    enter where the study names none; else the benchmark's or the study's `workdir`. Beside
+    the store's database; without a store (--dry-run), beside db_path, the one it would use."""
     named = config.workdir_of(bench)
     if not (bench.is_program() or (variant.get("user") and not named)):
         return named, False
-    return run_dir(named or (str(store.path.parent) if store else "results"), cell_key), True
+    beside = str(store.path) if store else os.path.abspath(db_path or "results/study.db")
+    return run_dir(named or os.path.dirname(beside), cell_key), True
 
 
 def run_dir(base, cell_key):

@@ -31,7 +31,7 @@ class CellLaunch:
         return bool(self.image.get("cold_cache"))
 
 
-def compose(config, cell, placer, store):
+def compose(config, cell, placer, store, db_path=None):
     """The CellLaunch of a cell (study/records.Cell); store None: a dry run, which creates
     nothing (no working directory, no staging directory, no image preparation)."""
     from ... import kernels, schedulers
@@ -43,7 +43,7 @@ def compose(config, cell, placer, store):
     from ..config.program import hand_over, large_inputs, working_dir
 
     bench, variant, dry = cell.benchmark, cell.variant, store is None
-    workdir, own_dir = working_dir(config, bench, variant, cell.key, store)
+    workdir, own_dir = working_dir(config, bench, variant, cell.key, store, db_path)
     if bench.is_program():  # any program: its own argv
         spec, program, args = None, bench.command[0], bench.command[1:]
     else:

@@ -32,8 +32,9 @@ def _now():
 
 
 class Executor:
-    def __init__(self, config, store, study_id, console=None, progress=True):
-        self.config, self.store, self.study_id = config, store, study_id
+    def __init__(self, config, store, study_id, console=None, progress=True, db_path=None):
+        """db_path: without a store (--dry-run), the database the study would use."""
+        self.config, self.store, self.study_id, self._db_path = config, store, study_id, db_path
         self.console, self.progress = console, progress
         self._launches = {}   # cell key -> cell_launch.CellLaunch
         self._benchmarks = {b.label: b for b in config.benchmark}
@@ -50,7 +51,7 @@ class Executor:
         if cell.key not in self._launches:
             from .cell_launch import compose
 
-            self._launches[cell.key] = compose(self.config, cell, self._placer, self.store)
+            self._launches[cell.key] = compose(self.config, cell, self._placer, self.store, self._db_path)
         return self._launches[cell.key]
 
     # -- one run

@@ -331,13 +331,14 @@ def _expected_seconds(runs, added):
     return sum(cell_s.get(a.cell.key, fallback) for a in added)
 
 
-def dry_run(cfg, out):
-    """Print every run, in order, with its argv — without touching a database."""
+def dry_run(cfg, out, db_path=None):
+    """Print every run, in order, with its argv — without touching a database (db_path: the
+    one the study would use; a program's working directory lies beside it)."""
     from .executor import Executor
 
     seed = cfg.study.seed if cfg.study.seed is not None else 0
     runs = make_plan(cfg, seed)
-    ex = Executor(cfg, store=None, study_id=None, progress=False)
+    ex = Executor(cfg, store=None, study_id=None, progress=False, db_path=db_path or default_db(cfg.study.name))
     order = (f"seed {seed}" if cfg.study.seed is not None else
              "order shown with seed 0; the study draws a random seed when it runs")
     out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
