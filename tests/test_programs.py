@@ -9,11 +9,14 @@ import os
 import shutil
 import sqlite3
 
+import jsonschema
 import pytest
 
-from conftest import assert_one_line_error, nearmetal
+from conftest import REPO, assert_one_line_error, nearmetal
 
 pytestmark = pytest.mark.integration
+
+SCHEMA = json.loads((REPO / "src/nearmetal/schemas/bench-record.schema.json").read_text())
 
 
 def write(tmp_path, body, name="app"):
@@ -108,10 +111,13 @@ def test_bench_command_prints_the_figures_of_merit():
     out = nearmetal("bench", "--command", "--preset", "osu", "--mpi", "mpich", "--json", "--",
                     "nm-latency", "-m", "4:8")
     assert out.returncode == 0, out.stderr
-    recs = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
-    assert [(r["metric"], r["point"]) for r in recs] == [("latency", {"size": 4}), ("latency", {"size": 8}),
-                                                         ("wall_time", {})]
-    assert all(r["mpi"] == "mpich" for r in recs)
+    recs = [json.loads(line) for line in out.stdout.splitlines()]  # records only: the program's output is on stderr
+    for r in recs:
+        jsonschema.validate(r, SCHEMA)  # the form kernels' records have
+    assert [(r["metric"], r["params"].get("size")) for r in recs] == [("latency", 4), ("latency", 8),
+                                                                      ("wall_time", None)]
+    assert all(r["kernel"] == "command" and r["params"]["mpi"] == "mpich" for r in recs)
+    assert "# OSU MPI Latency Test" in out.stderr or "Latency" in out.stderr
 
 
 def test_bench_command_with_a_regex_fom_in_a_container(default_image):

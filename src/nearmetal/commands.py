@@ -46,12 +46,14 @@ def _rank_env(args):
 def cmd_bench(args):
     import json
 
-    from . import kernels, schedulers
+    from . import kernels
 
     if args.run_program or args.preset or args.fom or args.success:
         if not args.run_program:
             raise NearmetalError("--preset, --fom and --success read a program's output: add --command")
-        return _bench_command(args)
+        from .bench_program import bench_command
+
+        return bench_command(args)
     if not args.kernel:
         raise NearmetalError("no kernel given: nearmetal bench KERNEL [OPTIONS] [-- KERNEL_ARGS], "
                              "or nearmetal bench --command [OPTIONS] -- PROGRAM ARGS")
@@ -71,13 +73,9 @@ def cmd_bench(args):
     if outcome.status in ("not started", "timeout"):
         raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
-    resolved = p.components[0]
-    params = {"mode": args.mode, "mpi": resolved.installation["family"], "ranks": ranks, "threads": args.threads}
-    if req.scheduler != schedulers.DEFAULT:
-        params["scheduler"] = req.scheduler
-    if args.mode != "native":
-        params |= {"runtime": args.runtime, "image": resolved.image.name}
-    records = kernels.parse(spec, out, params)
+    from .bench_program import launch_params
+
+    records = kernels.parse(spec, out, launch_params(args, p, req, ranks))
     if args.json:
         for r in records:
             print(json.dumps(r))
@@ -304,80 +302,6 @@ def cmd_io(args):
     from .io.cli import command
 
     return command(args)
-
-
-def _bench_command(args):
-    """`bench --command`: any program, launched as `run` launches it, with its figures of
-    merit read as a study's program benchmark reads them."""
-    import json
-    import time
-
-    from pydantic import ValidationError
-
-    from .apps import presets
-    from .apps.fom import Fom, FomError
-    from .study.config.program import files_read, read_outputs, records
-
-    if args.kernel:
-        raise NearmetalError(f"--command runs the program after '--', not kernel '{args.kernel}': drop one of them")
-    if not args.kernel_args:
-        raise NearmetalError("--command needs the program after '--': nearmetal bench --command [OPTIONS] -- PROGRAM ARGS")
-    if args.preset is not None:
-        presets.get(args.preset)   # a built-in or a valid NAME.toml: refused now, before the run
-    foms = []
-    for i, text in enumerate(args.fom):
-        name, sep1, rest = text.partition(":")
-        unit, sep2, regex = rest.partition(":")
-        if not (sep1 and sep2):
-            raise NearmetalError(f"--fom {text!r:.60}: write NAME:UNIT:REGEX, e.g. 'step:s:Time per step: ([0-9.]+)'")
-        try:
-            foms.append(Fom(name=name, unit=unit, regex=regex))
-        except ValidationError as e:
-            raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg']}") from None
-    if args.success is not None:
-        from .apps.fom import pattern
-
-        try:
-            pattern(args.success)
-        except ValueError as e:
-            raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
-    bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
-    req, p, scheduler = _planned(args, args.kernel_args[0], args.kernel_args[1:], args.ranks or 2)
-    if args.dry_run:
-        print(scheduler.describe(p, req, [req]))
-        return 0
-    if req.mode != "native":
-        from .run import unseen_host_files
-
-        for warning in unseen_host_files(p.components):
-            print(f"nearmetal bench: {warning}", file=sys.stderr)
-    t0 = time.perf_counter()
-    outcome = scheduler.run(p, req, [req], timeout=args.timeout)
-    wall = time.perf_counter() - t0
-    if outcome.status in ("not started", "timeout"):
-        raise NearmetalError(f"{req.program}: {outcome.reason}")
-    sys.stdout.write(outcome.stdout)
-    sys.stderr.write(outcome.stderr)
-    if outcome.exit_status != 0:
-        raise NearmetalError(f"{req.program} failed with exit status {outcome.exit_status}")
-    try:
-        found = records(bench, read_outputs(args.workdir, files_read(bench), outcome.stdout, outcome.stderr), wall)
-    except FomError as e:
-        raise NearmetalError(str(e)) from None
-    for r in found:
-        if args.json:
-            print(json.dumps(dict(r, mode=args.mode, mpi=p.components[0].installation["family"], ranks=req.ranks)))
-        else:
-            point = "".join(f" {k}={v}" for k, v in r["point"].items())
-            print(f"nearmetal: {r['metric']}{point} = {r['value']:g} {r['unit']}".rstrip())
-    return 0
-
-
-class _ProgramBench:
-    """What study/program.records needs of a benchmark, for a one-off run."""
-
-    def __init__(self, command, preset, foms, success):
-        self.command, self.preset, self.fom, self.success = command, preset, foms, success
 
 
 def cmd_trace(args):
