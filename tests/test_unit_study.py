@@ -455,3 +455,18 @@ def test_writer_lock_is_reentrant_in_one_process_and_released(tmp_path):
     assert holder(p)[1] == "study 'a'"
     a.close()
     assert holder(p) is None and lock_path(p).read_text() == ""
+
+
+def test_the_reference_study_file_in_the_docs_parses_as_written(tmp_path, monkeypatch):
+    """docs/study-files.md's reference block, every key at once, is a study file users copy:
+    it parses verbatim (its one input, topol.tpr, made where it is read)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "study-files.md").read_text()
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "topol.tpr").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    cfg = config_mod.parse(block, source="study-files.md")
+    assert [b.label for b in cfg.benchmark] == ["latency", "coupled-mpmd", "gmx_mpi"]
+    assert [f.id for f in cfg.finding] == ["bind-matches-native"] and len(cfg.variant) == 1
+    assert len(cells(cfg)) > 0
