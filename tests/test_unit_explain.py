@@ -515,3 +515,28 @@ def test_the_share_is_of_the_gap_the_answer_states_not_of_every_metric_of_its_be
     assert share_of(analysis, "slow", "base", "warm", ["startup", "io"])["n_points"] == 2  # io at 2 ranks left out
     analysis["answers"]["by_benchmark"] = []  # no answer per quantity: every point of the benchmarks
     assert share_of(analysis, "slow", "base", "warm", ["startup"])["n_points"] == 2
+
+
+def test_the_busy_machine_count_is_the_studys_own_runs_not_explains_ablations(tmp_path):
+    """After explain, the answer's 'N of M runs were taken on a busy machine' counts the runs the
+    study measured, not the ablation runs explain added later (on a machine busy by then)."""
+    from nearmetal.analysis.analyze import analyze
+    from nearmetal.study.store.store import Store
+
+    load = {"load_start": 0.1, "load_end": 0.1, "steal_pct": 0.0, "others_cpu_s": 0.0, "own_cpu_s": 1.0, "cpus": 2,
+            "busy": 0, "quiet": None, "quiet_wait_s": None}
+    with Store(tmp_path / "s.db") as store:
+        planned = [{"run_key": f"b|n=2|t=1|{v}#rep{k}", "position": 3 * k + i, "block": k, "repetition": k,
+                    "warmup": False, "benchmark": "b", "kernel": "latency", "variant": v,
+                    "variant_json": {"name": v, "mode": "native", "mpi": "openmpi"}, "ranks": 2, "threads": 1}
+                   for k in range(4) for i, v in enumerate(("base", "slow", "slow-fixed"))]
+        sid = store.create_study("s", "", 1, 0.03, {"variant": "base"}, "0", "now", planned=planned)
+        for r in store.runs(sid):
+            busy = r["variant"] == "slow-fixed" or r["run_key"].endswith("#rep0") and r["variant"] == "slow"
+            store.finish_run(r["id"], "ok", 0, ["p"], {}, None, "now", 1.0, "",
+                             [{"metric": "latency", "unit": "us", "value": 1.0, "point": {"size": 8}}],
+                             load=dict(load, busy=int(busy), others_cpu_s=1.5 if busy else 0.0))
+        everything = analyze(store, "s", n_boot=50)["contention"]
+        own = analyze(store, "s", n_boot=50, later_variants=["slow-fixed"])["contention"]
+    assert (everything["disturbed"], everything["runs"]) == (5, 12)
+    assert (own["disturbed"], own["runs"]) == (1, 8) and own["text"].startswith("1 of 8 runs were taken on a busy")

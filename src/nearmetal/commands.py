@@ -165,6 +165,8 @@ def cmd_explain(args):
     from .report.why import render_why
 
     render_why(why, Console())
+    err.print(f"the study's reports predate these results: `nearmetal report --db {db}` writes them again",
+              highlight=False)
     return 0
 
 
@@ -220,9 +222,11 @@ def _report(store, study_name, out_dir, fmt, failed):
 
     from .report import render_terminal, write_report
     from .analysis.analyze import analyze
-    from .explain.why import section as why_section
+    from .explain.why import section as why_section, stored_plan
 
-    analysis = analyze(store, study_name)
+    row = store.study(study_name) if study_name else next(iter(store.studies()), None)
+    ablations = ((stored_plan(store, row["id"]) if row else None) or {}).get("ablations") or []
+    analysis = analyze(store, study_name, later_variants=ablations)  # explain's runs: not the study's
     # explain runs after the analysis, on what it found: why each slower answer is slower
     analysis["why"] = why_section(store, store.study(analysis["study"]["name"])["id"], analysis)
     console = Console()

@@ -18,7 +18,10 @@ from .answers import answers
 from ..study.store.store import Store
 
 
-def analyze(store: Store, study_name=None, n_boot=2000):
+def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
+    """The analysis dict of a stored study (docs/analysis.md). later_variants: variants a later
+    stage added (explain's ablations); their runs do not count in how busy the machine was
+    during the study's own runs (the contention sentence the answer carries)."""
     from . import stats
 
     studies = store.studies()
@@ -157,7 +160,8 @@ def analyze(store: Store, study_name=None, n_boot=2000):
     from ..study.execute.contention import summary as contention_summary
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
-        out["contention"] = contention_summary(load_rows, excluded=exclude_disturbed)
+        own = [r for r in load_rows if r["variant"] not in set(later_variants)]
+        out["contention"] = contention_summary(own or load_rows, excluded=exclude_disturbed)
     from ..study.execute import machine_check
 
     checked = machine_check.summary(machine_check.load(store, study["id"]))
