@@ -267,3 +267,20 @@ def test_a_resumed_study_skips_the_runs_its_stopped_benchmark_left_planned(tmp_p
         assert Executor(cfg, store, sid, progress=False).run_all() == (1, 1)
         rows = {r["id"]: (r["status"], r["stderr_tail"]) for r in store.runs(sid)}
     assert rows[third["id"]] == ("skipped", "skipped: benchmark 'a' stopped ...")
+
+
+def test_a_misspelt_kernel_is_named_once_with_the_closest():
+    with pytest.raises(NearmetalError) as e:
+        config_mod.parse('[study]\nname = "k"\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n'
+                         '[[benchmark]]\nkernel = "latencyy"\n', source="k.toml")
+    said = str(e.value)
+    assert said.endswith("the closest is 'latency')") and said.count("'latencyy'") == 1, said
+
+
+def test_a_pattern_re2_refuses_is_quoted_as_written():
+    """Not with the multi-line flag nearmetal puts before it: '(missing ): (a', not '(?m)(a'."""
+    from nearmetal.apps.linear import compiled
+
+    with pytest.raises(ValueError) as e:
+        compiled("(a")
+    assert "(?m)" not in str(e.value) and "missing ): (a;" in str(e.value), str(e.value)

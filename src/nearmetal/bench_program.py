@@ -48,7 +48,7 @@ def bench_command(args):
         try:
             foms.append(Fom(name=name, unit=unit, regex=regex))
         except ValidationError as e:
-            raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg']}") from None
+            raise NearmetalError(f"--fom {name!r:.40}: {e.errors()[0]['msg'].removeprefix('Value error, ')}") from None
     if args.success is not None:
         from .apps.fom import pattern
 

@@ -46,7 +46,8 @@ class _ManyMatches(Exception):
 
 def _reason(e):
     msg = e.args[0] if e.args else e
-    return msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
+    msg = msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
+    return msg.replace("(?m)", "", 1)  # RE2 quotes the pattern with the multi-line flag nearmetal adds
 
 
 def _options():

@@ -131,7 +131,11 @@ def _resolve(spec):
     how = build_command(spec)
     if how:
         raise NearmetalError(f"no image '{spec}': build it with `{how}`")
-    raise NearmetalError(f"no image '{spec}': build it with `nearmetal image build ...` or give a path")
+    from ..closest import closest, known_names
+
+    names = [i.name for i in list_images()]
+    near = f" ({known_names(spec, names, 'images')})" if closest(spec, names) else ""
+    raise NearmetalError(f"no image '{spec}': build it with `nearmetal image build ...` or give a path{near}")
 
 
 def list_images() -> list[Image]:

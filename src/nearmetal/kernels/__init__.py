@@ -61,7 +61,11 @@ def __getattr__(name):
 def get(name):
     registry = __getattr__("REGISTRY")
     if name not in registry:
-        raise NearmetalError(f"unknown kernel '{name}' (choose from: {', '.join(sorted(registry))})")
+        from ..closest import closest
+
+        near = closest(name, registry)
+        raise NearmetalError(f"unknown kernel '{name}' (choose from: {', '.join(sorted(registry))})"
+                             + (f"; the closest is '{near}'" if near else ""))
     return registry[name]
 
 

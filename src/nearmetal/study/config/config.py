@@ -240,7 +240,9 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
         from ...kernels import REGISTRY
 
         if v is not None and v not in REGISTRY:
-            raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))})")
+            from ...closest import known_names
+
+            raise ValueError(f"unknown kernel {v!r:.60} ({known_names(v, REGISTRY, 'kernels')})")
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",

@@ -153,7 +153,9 @@ def _problem(err, union):
     found = err.get("input")
     if isinstance(found, dict):   # a table: what was wrong in it is in the message
         return msg if err["type"] == "value_error" else f"{msg}; found a table"
-    return f"{msg}; found {shown(found)}"
+    said = shown(found)
+    quoted = isinstance(found, str) and said in msg  # a message that quotes the value says it once
+    return msg if quoted else f"{msg}; found {said}"
 
 
 # -- directories named in study files --------------------------------------------------------
