@@ -20,6 +20,7 @@ from ..analysis.answer_text import level_words
 from . import formatting as F
 from . import method_words as MW
 from . import io_section as IO
+from . import kernel_semantics as K
 from . import matrix as M
 from . import plot_base as B
 from . import points as PT
@@ -201,7 +202,7 @@ def _full_tables(groups, analysis):
             prev = k
         first = entries[0]
         tables.append({"bench": bench, "metric": metric, "anchor": _anchor(bench, metric),
-                       "unit": first.get("unit") or "", "kernel": first.get("kernel"),
+                       "unit": first.get("unit") or "", "kernel": K.kernel_shown(first.get("kernel")),
                        "better": "higher is better" if first.get("higher_is_better") else "lower is better",
                        "rows": rows, "npoints": len(order)})
     return tables

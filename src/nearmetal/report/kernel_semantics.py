@@ -144,3 +144,9 @@ def scales_by_efficiency(entries):
     more work)."""
     kernel = kernels.traits(entries[0].get("kernel"))  # its KernelSpec says which it is
     return kernel.efficiency or (not kernel.communicates and bool(entries[0].get("higher_is_better")))
+
+
+def kernel_shown(kernel):
+    """The kernel a table's title names: one of nearmetal's kernels; None for a program's
+    benchmark ('command') or imported results ('imported'), which are no kernel."""
+    return kernel if kernel and kernels.traits(kernel).program else None

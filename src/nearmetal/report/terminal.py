@@ -17,6 +17,7 @@ from rich.text import Text
 
 from . import formatting as F
 from . import matrix as M
+from . import kernel_semantics as K
 from . import method_words as MW
 from . import points as PT
 from . import row_selection as RS
@@ -66,7 +67,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     bits.append(MW.ratio_note(analysis))
     bits.append(MW.NOISE)
     if dropped:
-        bits.append(f"variants shown without {dropped}")
+        bits.append(f"variant names leave out what every variant has: {dropped}")
     console.print(Text("; ".join(bits) + ".", style="dim"))
     if (analysis.get("contention") or {}).get("text"):  # runs taken on a busy machine (study/execute/contention.py)
         console.print(Text("⚠ " + analysis["contention"]["text"], style="bold yellow"))
@@ -87,7 +88,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
         multi_pl = len(PT.placements(entries)) > 1
         unit = first.get("unit") or ""
         head = f"{bench}" + (f" · {metric}" if metric != bench else "") + (f" ({unit})" if unit else "")
-        kern = first.get("kernel")
+        kern = K.kernel_shown(first.get("kernel"))
         sub = ("higher is better" if first.get("higher_is_better") else "lower is better")
         if kern and kern != bench:
             sub = f"kernel {kern}, " + sub
