@@ -176,6 +176,10 @@ def cmd_report(args):
     from .study.store.store import Store
 
     db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
+    if not args.db and not db.exists():  # the quickstart's: another study's is named with --db
+        others = sorted(str(p) for p in Path("results").glob("*/study.db"))[:3]
+        raise NearmetalError(f"no results database at {db} (the quickstart's): name one with --db"
+                             + (f", e.g. --db {others[0]}" if others else ""))
     out_dir = _out_dir(args.out, db)
     store = Store(db, readonly=True)  # a report never writes the database (docs/store.md)
     try:
