@@ -284,3 +284,8 @@ def test_a_pattern_re2_refuses_is_quoted_as_written():
     with pytest.raises(ValueError) as e:
         compiled("(a")
     assert "(?m)" not in str(e.value) and "missing ): (a;" in str(e.value), str(e.value)
+
+
+def test_an_io_study_file_given_to_study_says_which_command_runs_it():
+    with pytest.raises(NearmetalError, match=r"an I/O study file .*run it with `nearmetal io sweep io\.toml`"):
+        config_mod.parse('[study]\nname = "io"\n[io]\nlibraries = ["posix"]\n', source="io.toml")

@@ -364,7 +364,8 @@ def build_context(analysis):
         "io_html": IO.render(io, figs["io"]),
         "why_html": why_html(analysis.get("why")),
         "tables": tables,
-        "npoints": len(points),
+        # a point as the docs define it: benchmark x metric x parameter x placement, whichever variants measured it
+        "npoints": len({(p.get("benchmark"), p.get("metric"), PT.row_key(p)) for p in points}),
         "ratio_note": MW.ratio_note(analysis), "ratio_column": MW.ratio_column(analysis), "noise_note": MW.NOISE,
         "level_words": level_words(analysis),
         "runs": analysis.get("runs") or {},

@@ -376,6 +376,9 @@ def validated(text, source="<study>"):
     at once, named by key path. What planning would refuse besides (zips, the baseline, the
     study's size) is checked by plan/study_file.parse. Touches no file system."""
     data = parse_toml(text, source)
+    if "io" in data and "benchmark" not in data:  # an I/O sweep's file (io/config.py), given to `study`
+        raise NearmetalError(f"{source}: an I/O study file ([io], no [[benchmark]]): run it with "
+                             f"`nearmetal io sweep {source}`")
     try:
         return StudyConfig.model_validate(data)
     except ValidationError as e:
