@@ -270,7 +270,8 @@ def _check_workdir(path):
     try:
         tempfile.TemporaryDirectory(dir=probe, prefix=".nearmetal-probe-").cleanup()
     except OSError as e:
-        return "not writable" if probe == path else f"cannot be created ({one_line(probe)}: {e.strerror})"
+        # the directory exists: what refused is creating in it (/proc: "No such file or directory")
+        return "not writable" if probe == path else f"cannot be created in {one_line(probe)} ({e.strerror})"
     return None
 
 
