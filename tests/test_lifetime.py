@@ -29,7 +29,9 @@ print(p.pid, flush=True)
 def reap():
     while True:
         try:
-            os.wait()
+            pid, status = os.wait()
+            if pid == p.pid:  # the target's exit status, for Reaped.status()
+                print(os.waitstatus_to_exitcode(status), flush=True)
         except ChildProcessError:
             threading.Event().wait(0.05)
 threading.Thread(target=reap, daemon=True).start()
@@ -78,6 +80,10 @@ class Reaped:
 
     def alive(self):
         return descendants(self.reaper.pid)
+
+    def status(self):
+        """The target's exit status once it has ended (-N: killed by signal N)."""
+        return int(self.reaper.stdout.readline())
 
     def wait_for(self, predicate, timeout, what):
         deadline = time.monotonic() + timeout
@@ -210,18 +216,15 @@ def test_killed_run_takes_its_job_along(host_mpis, mpi):
 def test_a_run_stopped_by_sigterm_says_so_in_its_exit_status(host_mpis, mpi):
     """A batch script that stops `run` sees 143 (killed by SIGTERM), not the launcher's own code:
     MPICH's hydra exits 0 when told to stop, which would read as success."""
-    proc = subprocess.Popen([NEARMETAL, "run", "--mpi", mpi, "-n", "2", "--", "nm-latency", *LONG_LATENCY],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    job = Reaped([NEARMETAL, "run", "--mpi", mpi, "-n", "2", "--", "nm-latency", *LONG_LATENCY])
     try:
-        deadline = time.monotonic() + 60
-        while len(ranks_of(descendants(proc.pid), "nm-latency")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
+        job.wait_for(lambda procs: len(ranks_of(procs, "nm-latency")) >= 2, 60, "two ranks running")
+        os.kill(job.target, signal.SIGTERM)
+        job.wait_for(lambda procs: not procs, 10, "nothing left after SIGTERM")
+        status = job.status()
     finally:
-        proc.kill()
-    assert proc.returncode == -signal.SIGTERM, (proc.returncode, err)  # the shell shows it as 143
-    assert not ranks_of(descendants(proc.pid), "nm-latency")
+        job.close()
+    assert status == -signal.SIGTERM, status  # the shell shows it as 143
 
 
 def test_supervisor_passes_exit_status_and_signals(tmp_path):
@@ -235,6 +238,12 @@ def test_supervisor_passes_exit_status_and_signals(tmp_path):
     time.sleep(0.5)
     job.send_signal(signal.SIGTERM)
     assert job.wait(timeout=10) == -signal.SIGTERM
+    # ... but a job that had ended by itself keeps its own status, though a signal came while
+    # its leftovers lingered
+    job = subprocess.Popen([sup, "--linger-ms", "3000", "--", "sh", "-c", "sleep 30 & exit 3"])
+    time.sleep(0.5)
+    job.send_signal(signal.SIGTERM)
+    assert job.wait(timeout=10) == 3
     missing = subprocess.run([sup, "--", str(tmp_path / "nope")], capture_output=True, text=True)
     assert missing.returncode == 127 and "cannot start" in missing.stderr
     assert subprocess.run([sup, "--grace-ms", "x", "--", "true"], capture_output=True).returncode == 125

@@ -413,3 +413,21 @@ def test_terminal_table_of_baseline_rows_only_drops_columns_not_cells(width):
         median = f"{F.fmt_num(PT.median_of(p))} {p['unit']}".strip()
         assert any(f" {median} " in line or line.endswith(f" {median}") for line in out.splitlines()), (median, out)
     assert all(any(f" {label} " in line for line in out.splitlines()) for label in shown), out
+
+
+def test_csv_writes_an_interval_as_two_columns_whether_or_not_a_point_has_one():
+    """One column set for every study: comparison.overhead_ci.low/.high, empty where a point has
+    no interval (an imported summary of n = 1), never a plain overhead_ci column."""
+    from nearmetal.analysis.stats import with_overhead
+
+    a = synthetic_analysis(seed=5, n_variants=3, kernels=("barrier",), placements=[(2, 1)], n_failures=0)
+    compared = [p for p in a["points"] if p.get("comparison")]
+    assert len(compared) >= 2
+    compared[0]["comparison"] = with_overhead({"ratio": 1.2, "ci_low": None, "ci_high": None, "verdict": "inconclusive"},
+                                              False)
+    fields, rows = csv_rows(a)
+    assert "comparison.overhead_ci.low" in fields and "comparison.overhead_ci.high" in fields
+    assert "comparison.overhead_ci" not in fields
+    by_id = {id(p): r for p, r in zip(a["points"], rows)}
+    assert by_id[id(compared[0])]["comparison.overhead_ci.low"] is None
+    assert isinstance(by_id[id(compared[1])]["comparison.overhead_ci.low"], float)

@@ -111,6 +111,7 @@ def machine(monkeypatch):
                         lacking=set())
 
     def in_image(image, name, family):
+        assert family in ("openmpi", "mpich"), family  # a family, never FAMILY@/PREFIX
         if name in m.lacking:
             raise NearmetalError(f"program not found in image '{image.name}': {name}")
         return f"/usr/bin/{name}", None
@@ -141,6 +142,14 @@ def test_a_program_the_image_lacks_is_refused_before_any_run_with_its_cells(mach
                      "program not found in image 'nm-bookworm-mpich-openmpi': gmx_mpi (2 cells, mpich)"], found
     machine.lacking = set()
     assert preflight.problems(config_mod.parse(text)) == ([], [])
+    # an installation of its own (FAMILY@/PREFIX) is looked up as its family's, as the run does
+    assert preflight.problems(config_mod.parse(text.replace('"openmpi", "mpich"', '"openmpi@/usr"'))) == ([], [])
+    # a relative program path: refused even where the image is not built yet (no image to look in)
+    relative = text.replace('command = ["gmx_mpi", "mdrun"]', 'command = ["./run.sh"]').replace(
+        'mpi = ["openmpi", "mpich"]', 'mpi = ["openmpi", "mpich"]\nimage = ["nm-to-be-built"]')
+    found, notes = preflight.problems(config_mod.parse(relative))
+    assert notes and all("nm-to-be-built" in n for n in notes)
+    assert found and all(f.startswith("program path inside the image must be absolute: ./run.sh") for f in found)
 
 
 def test_a_misspelt_image_is_refused_with_the_images_there_are_and_the_closest(machine):

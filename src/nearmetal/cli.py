@@ -242,6 +242,10 @@ def fast_parse_run(argv):
     return _Args(**a)
 
 
+# the commands that read a study database (a damaged stored value: cli.main's one line)
+DATABASE_COMMANDS = ("study", "report", "explain", "io")
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = fast_parse_run(argv[1:]) if argv and argv[0] == "run" else None
@@ -272,11 +276,11 @@ def main(argv=None):
         print(f"nearmetal {args.command}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except ValueError as e:
-        # JSON read from files is checked where it is read (safe_read, layouts); what reaches here
-        # is a value stored in a study database that was damaged outside nearmetal. json is looked
-        # up, not imported: `run`'s fast path never loads it.
+        # JSON read from files is checked where it is read (safe_read, layouts); in a command that
+        # reads a study database, what reaches here is a value stored in it that was damaged
+        # outside nearmetal. json is looked up, not imported: `run`'s fast path never loads it.
         json = sys.modules.get("json")
-        if json is None or not isinstance(e, json.JSONDecodeError):
+        if json is None or not isinstance(e, json.JSONDecodeError) or args.command not in DATABASE_COMMANDS:
             raise
         print(f"nearmetal {args.command}: error: a value stored in the database is not valid JSON ({e.msg}, "
               f"character {e.pos}): the file was damaged outside nearmetal; keep a copy and re-run the study",

@@ -75,7 +75,11 @@ def cmd_bench(args):
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     from .bench_program import launch_params
 
-    records = kernels.parse(spec, out, launch_params(args, p, req, ranks))
+    try:
+        records = kernels.parse(spec, out, launch_params(args, p, req, ranks))
+    except (ValueError, KeyError, IndexError) as e:  # output cut short (a rank killed) or not the kernel's
+        why = f"exit status {rc}" if rc != 0 else f"output nearmetal cannot read ({type(e).__name__}: {e})"
+        raise NearmetalError(f"kernel '{spec.name}' failed: {why}") from None
     if args.json:
         for r in records:
             print(json.dumps(r))
@@ -165,8 +169,10 @@ def cmd_explain(args):
     from .report.why import render_why
 
     render_why(why, Console())
-    err.print(f"the study's reports predate these results: `nearmetal report --db {db}` writes them again",
-              highlight=False)
+    if why.get("ablations"):  # runs were added: the reports written before do not show them
+        study = f" --study {args.study}" if args.study else ""
+        err.print(f"the study's reports predate these results: `nearmetal report --db {db}{study}` writes them again",
+                  highlight=False)
     return 0
 
 

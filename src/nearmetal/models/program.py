@@ -63,6 +63,10 @@ def app_program(name, family):
     return hits[0] if hits else None
 
 
+RELATIVE = ("program path inside the image must be absolute: {name} (a container starts the image's own programs; "
+            "a script among the inputs runs through its interpreter: command = [\"sh\", \"{name}\"])")
+
+
 def container_program(image, name, family):
     """(path inside the image, host path of that file) for PROGRAM in IMAGE."""
     from ..elf import LinkerView
@@ -72,9 +76,7 @@ def container_program(image, name, family):
         candidates = [f"{image.kernel_bin(family)}/{name}"]
     elif "/" in name:
         if not name.startswith("/"):
-            raise NearmetalError(f"program path inside the image must be absolute: {name} (a container starts the "
-                                 f"image's own programs; a script among the inputs runs through its interpreter: "
-                                 f"command = [\"sh\", \"{name}\"])")
+            raise NearmetalError(RELATIVE.format(name=name))
         candidates = [name]
     else:
         candidates = [f"{APP_PREFIX}/{family}/bin/{name}"] + [f"{d}/{name}" for d in CONTAINER_PATH]

@@ -139,8 +139,8 @@ def _flatten(prefix, d, out):
     for k, v in d.items():
         if isinstance(v, dict):
             _flatten(f"{prefix}{k}.", v, out)
-        elif k.endswith("_ci") and isinstance(v, (list, tuple)) and len(v) == 2:  # an interval: two columns
-            out[f"{prefix}{k}.low"], out[f"{prefix}{k}.high"] = v
+        elif k.endswith("_ci") and (v is None or isinstance(v, (list, tuple)) and len(v) == 2):
+            out[f"{prefix}{k}.low"], out[f"{prefix}{k}.high"] = v or (None, None)  # an interval: two columns
         else:
             out[f"{prefix}{k}"] = v
 

@@ -185,9 +185,10 @@ class Runtime(ABC):
         from . import RUNTIMES
 
         others = [name for name in RUNTIMES.names() if RUNTIMES.get(name).read_only_binds]
+        links = "; /nm/host-mpi holds hard links to the host MPI's files" if "/nm/host-mpi" in meant else ""
         return (f"{self.name}: {', '.join(meant)} bound read-write: {self.binary} has no read-only bind, so the ranks "
-                f"can write there where file permissions allow (as root: always; bind mode's /nm/host-mpi holds hard "
-                f"links to the host MPI's files); {', '.join(others)} bind read-only")
+                f"can write there where file permissions allow (as root: always{links}); {', '.join(others)} bind "
+                f"read-only")
 
     def context(self, runtime_args):
         """Settings worth storing with each run of this runtime (the study's run context)."""

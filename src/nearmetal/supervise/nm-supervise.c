@@ -8,7 +8,7 @@
  * Two processes, because a process cannot clean up after its own SIGKILL:
  *   front   this process (the PID nearmetal, a shell or a timeout sees). It forwards
  *           SIGINT/SIGTERM/SIGHUP/SIGQUIT to the keeper and exits with the job's status
- *           (killed by the signal it forwarded, when it forwarded one).
+ *           (killed by the signal it forwarded, when that stopped a running job).
  *           --die-with-parent: it dies with its parent (nearmetal's Python process).
  *   keeper  its child: a child subreaper (PR_SET_CHILD_SUBREAPER), so every process the
  *           job starts stays its descendant, even daemonized ones (podman's conmon) and
@@ -52,7 +52,8 @@
  * with it; --chroot DIR also mounts /proc and binds /dev at DIR/proc and DIR/dev there, then
  * chroots into DIR: the host never sees a build's mounts, and no killed build leaves one.
  *
- * Exit status: the job's (a job killed by signal S kills the front with S). 127 with a
+ * Exit status: the job's (a job killed by signal S kills the front with S; a running job
+ * stopped by a forwarded signal S, as if killed by S, whatever its launcher exits with). 127 with a
  * one-line message when PROGRAM cannot be started; 125 for bad usage.
  */
 #define _GNU_SOURCE
@@ -260,11 +261,12 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
         poll_ms = daemons_since >= 0 ? 100 : (poll_ms * 3 / 2 > 250 ? 250 : poll_ms * 3 / 2);
         next_look = now_ms() + poll_ms;
     }
-    int lingered = 0;
-    if (!asked && !wait_for(job, &job_status, &job_done, linger_ms, 0, &asked) && !asked) {
+    /* Stopped on request only if the job was still running when the request came (a SIGCHLD
+     * pending beside it is reaped first: sigtimedwait hands out the lower signal first). */
+    reap(job, &job_status, &job_done);
+    int stopped = asked && !job_done;
+    if (!asked && !wait_for(job, &job_status, &job_done, linger_ms, 0, &asked) && !asked)
         asked = SIGTERM; /* the launcher is gone but part of its job lingers */
-        lingered = 1;
-    }
     if (asked)
         terminate_tree(job, asked == SIGINT ? SIGINT : SIGTERM, grace_ms, &job_status, &job_done);
     if (!job_done) { /* cannot happen once the tree is empty; keep the status honest */
@@ -273,7 +275,7 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
     /* Stopped on request (a forwarded signal, or the front's death): say so as a process
      * killed by that signal does, whatever the launcher's own exit code (MPICH's hydra
      * exits 0 on SIGTERM, which a batch script would read as success). */
-    if (asked && !lingered && WIFEXITED(job_status))
+    if (stopped && WIFEXITED(job_status))
         job_status = asked; /* a wait status: terminated by signal `asked` */
     exit_like(job_status);
 }

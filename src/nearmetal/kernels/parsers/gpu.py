@@ -19,8 +19,7 @@ from .stream import FUNCTIONS
 # What the analysis and the report read of each (kernels.traits); not registered, since
 # `nearmetal bench` and the images build only the CPU kernels.
 SPECS = {s.name: s for s in (
-    KernelSpec("gpu-stream", "nm-gpu-stream", "gpu", "device memory bandwidth, STREAM-like (GB/s)", primary="triad",
-               words="GPU STREAM"),
+    KernelSpec("gpu-stream", "nm-gpu-stream", "gpu", "device memory bandwidth, STREAM-like (GB/s)", primary="triad"),
     KernelSpec("gpu-copy", "nm-gpu-copy", "gpu", "host-device copy bandwidth (GB/s)"),
     KernelSpec("gpu-osu", "nm-gpu-osu", "gpu", "OSU-style device-buffer latency and bandwidth", 2, 2,
                communicates=True))}

@@ -240,9 +240,11 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
         from ...kernels import REGISTRY
 
         if v is not None and v not in REGISTRY:
-            from ...closest import known_names
+            from ...closest import closest
 
-            raise ValueError(f"unknown kernel {v!r:.60} ({known_names(v, REGISTRY, 'kernels')})")
+            near = closest(v, REGISTRY)  # every kernel listed: the common ones sort late
+            raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))}"
+                             + (f"; the closest is '{near}')" if near else ")"))
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",

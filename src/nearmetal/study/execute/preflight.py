@@ -65,22 +65,26 @@ def program_problems(contained):
     """One phrase per program a container cell would start but that its image (one that is
     there; the others are said above) does not hold, as the run itself would refuse it."""
     from ... import kernels
-    from ...models.program import container_program
+    from ...discovery.mpi import split
+    from ...models import program as programs
     from ...resolve import Host
 
     wanted = Counter()
     for c in contained:
         bench = c.benchmark
         program = bench.command[0] if bench.is_program() else kernels.get(bench.kernel).program
-        wanted[(c.variant.get("image") or "default", program, c.variant["mpi"])] += 1
+        family, _prefix = split(c.variant["mpi"])  # FAMILY@/PREFIX: an installation of that family
+        wanted[(c.variant.get("image") or "default", program, family)] += 1
     host, out = Host(), []
     for (spec, program, family), n in wanted.items():
         try:
-            image = host.image(None if spec == "default" else spec)
-        except NearmetalError:
-            continue  # not there: image_problem said so
-        try:
-            container_program(image, program, family)
+            if "/" in program and not program.startswith("/"):  # refused whatever the image
+                raise NearmetalError(programs.RELATIVE.format(name=program))
+            try:
+                image = host.image(None if spec == "default" else spec)
+            except NearmetalError:
+                continue  # not there: image_problem said so
+            programs.container_program(image, program, family)
         except NearmetalError as e:
             out.append(f"{e} ({_cells(n)}, {family})")
     return out
