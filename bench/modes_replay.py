@@ -19,7 +19,11 @@ when the study is over, and records where and why it ended, so the analysis deci
 points still open at that final look); a database stored before that record existed gets it
 here.
 
-usage: bench/modes_replay.py [--db PATH] [--show-open] [--ended-at BLOCKS]
+--margin M replays the same runs at another equivalence margin (a fraction): what a wider
+margin would decide of them. A lower bound for a study run at that margin, whose looks would
+have closed points earlier and given the open ones more blocks.
+
+usage: bench/modes_replay.py [--db PATH] [--show-open] [--ended-at BLOCKS] [--margin M]
 """
 
 import argparse
@@ -156,7 +160,11 @@ def main():
                     help="replay as if the time had run out after these blocks (a look the study took): the runs "
                          "of later blocks are left out and the study ended there, as it did before the shortened "
                          "final look")
+    ap.add_argument("--margin", type=float, metavar="M",
+                    help="replay at this equivalence margin (0 < M < 1) instead of the study's")
     a = ap.parse_args()
+    if a.margin is not None and not 0 < a.margin < 1:
+        ap.error("--margin is a fraction between 0 and 1, e.g. 0.15")
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "study.db"
         shutil.copy(a.db, db)  # the database is read-only; sqlite may want a journal beside it
@@ -164,6 +172,12 @@ def main():
             cut_at(db, a.ended_at)
         for line in record_end(db):
             print(f"resumed: {line}")
+        if a.margin is not None:  # after the end is recorded: the study's own margin decided where it ended
+            import sqlite3
+
+            with sqlite3.connect(db) as con:
+                con.execute("UPDATE studies SET margin = ?", (a.margin,))
+            print(f"replayed at the margin ±{a.margin * 100:g}%")
         runs = None
         for use in (False, True):
             an, secs = replay(db, use)
