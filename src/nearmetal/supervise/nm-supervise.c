@@ -273,9 +273,10 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
         job_status = SIGKILL;
     }
     /* Stopped on request (a forwarded signal, or the front's death): say so as a process
-     * killed by that signal does, whatever the launcher's own exit code (MPICH's hydra
-     * exits 0 on SIGTERM, which a batch script would read as success). */
-    if (stopped && WIFEXITED(job_status))
+     * killed by that signal does, however the launcher ended (MPICH's hydra exits 0 on
+     * SIGTERM, which a batch script would read as success; a launcher slow to stop under
+     * load is killed after the grace period, which is still the stop that was asked for). */
+    if (stopped)
         job_status = asked; /* a wait status: terminated by signal `asked` */
     exit_like(job_status);
 }
