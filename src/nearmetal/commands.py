@@ -238,7 +238,7 @@ def _report(store, study_name, out_dir, fmt, failed):
     ablations = ((stored_plan(store, row["id"]) if row else None) or {}).get("ablations") or []
     analysis = analyze(store, study_name, later_variants=ablations)  # explain's runs: not the study's
     # explain runs after the analysis, on what it found: why each slower answer is slower
-    analysis["why"] = why_section(store, store.study(analysis["study"]["name"])["id"], analysis)
+    analysis["why"] = why_section(store, row["id"], analysis)  # analyze() refused a study that is not there
     console = Console()
     if fmt == "html" or failed is not None:
         render_terminal(analysis, console)

@@ -160,7 +160,8 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
     from ..study.execute.contention import summary as contention_summary
 
     if load_rows:  # how busy the machine was (stores of schema 3; the local scheduler)
-        own = [r for r in load_rows if r["variant"] not in set(later_variants)]
+        later = set(later_variants)
+        own = [r for r in load_rows if r["variant"] not in later]
         out["contention"] = contention_summary(own or load_rows, excluded=exclude_disturbed)
     from ..study.execute import machine_check
 

@@ -31,27 +31,17 @@ MIN_RUNS = 3
 
 
 def plan_of(config):
-    """{benchmark label: {"primary", "asked", "inverse", "order"}} of a parsed study file, with
-    a one-line NearmetalError for a `primary` or `inverse_of` naming no figure of merit."""
-    from ..study.config.program import foms_of
+    """{benchmark label: {"primary", "asked", "inverse", "order"}} of a parsed study file (whose
+    validation refused a `primary` or `inverse_of` naming no figure of merit: config.py)."""
+    from ..study.config.program import all_foms
 
     out = {}
     for bench in config.benchmark:
-        foms = []
-        if bench.command is not None:
-            preset, own = foms_of(bench)
-            foms = list(getattr(preset, "foms", ()) if preset else ()) + own
+        foms = all_foms(bench) if bench.command is not None else []
         names = [f.name for f in foms]
         inverse = {f.name: f.inverse_of for f in foms if f.inverse_of}
-        for name, of in inverse.items():
-            if of not in names:
-                raise NearmetalError(f"benchmark {bench.label}: figure of merit {name!r} has inverse_of = {of!r:.60}, "
-                                     f"which is none of its figures of merit ({', '.join(names)})")
         # a program's own records: its figures of merit, then its wall time (study/config/program.py)
         order = names + [WALL_TIME] if bench.command is not None else []
-        if bench.primary is not None and foms and bench.primary not in order:
-            raise NearmetalError(f"benchmark {bench.label}: primary = {bench.primary!r:.60} is none of its metrics "
-                                 f"({', '.join(order)})")
         out[bench.label] = {"primary": bench.primary,
                             "asked": list(bench.metrics), "inverse": inverse, "order": order}
     return out

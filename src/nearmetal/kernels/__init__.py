@@ -61,12 +61,19 @@ def __getattr__(name):
 def get(name):
     registry = __getattr__("REGISTRY")
     if name not in registry:
-        from ..closest import closest
-
-        near = closest(name, registry)
-        raise NearmetalError(f"unknown kernel '{name}' (choose from: {', '.join(sorted(registry))})"
-                             + (f"; the closest is '{near}'" if near else ""))
+        raise NearmetalError(unknown(name))
     return registry[name]
+
+
+def unknown(name):
+    """'unknown kernel 'x' (kernels: every one; the closest is 'y')': every kernel is listed,
+    the common ones sort late."""
+    from ..closest import closest
+
+    registry = __getattr__("REGISTRY")
+    near = closest(name, registry)
+    return (f"unknown kernel {str(name)!r:.60} (kernels: {', '.join(sorted(registry))}"
+            + (f"; the closest is '{near}')" if near else ")"))
 
 
 def traits(name):

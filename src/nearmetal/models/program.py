@@ -67,6 +67,12 @@ RELATIVE = ("program path inside the image must be absolute: {name} (a container
             "a script among the inputs runs through its interpreter: command = [\"sh\", \"{name}\"])")
 
 
+def check_absolute(name):
+    """A program path a container can start: absolute, or a bare name on its PATH."""
+    if "/" in name and not name.startswith("/"):
+        raise NearmetalError(RELATIVE.format(name=name))
+
+
 def container_program(image, name, family):
     """(path inside the image, host path of that file) for PROGRAM in IMAGE."""
     from ..elf import LinkerView
@@ -75,8 +81,7 @@ def container_program(image, name, family):
     if is_kernel(name):
         candidates = [f"{image.kernel_bin(family)}/{name}"]
     elif "/" in name:
-        if not name.startswith("/"):
-            raise NearmetalError(RELATIVE.format(name=name))
+        check_absolute(name)
         candidates = [name]
     else:
         candidates = [f"{APP_PREFIX}/{family}/bin/{name}"] + [f"{d}/{name}" for d in CONTAINER_PATH]

@@ -28,7 +28,7 @@ from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap,
 from .finding_spec import Finding
 from .placement import Nodes, SlurmSection
 from .mpmd import MpmdFields
-from .program import ProgramFields, check_inputs, foms_of
+from .program import ProgramFields, all_foms, check_inputs
 from .traced import TraceFields
 from .inputs import (check_workdir, expand_dir, make_workdir, one_line, parse_toml, probe_path, read_text,  # noqa: F401
                      validation_error)
@@ -237,14 +237,10 @@ class Benchmark(_Strict, ProgramFields, TraceFields, MpmdFields):
     @field_validator("kernel")
     @classmethod
     def _known_kernel(cls, v):
-        from ...kernels import REGISTRY
+        from ...kernels import REGISTRY, unknown
 
         if v is not None and v not in REGISTRY:
-            from ...closest import closest
-
-            near = closest(v, REGISTRY)  # every kernel listed: the common ones sort late
-            raise ValueError(f"unknown kernel {v!r:.60} (kernels: {', '.join(sorted(REGISTRY))}"
-                             + (f"; the closest is '{near}')" if near else ")"))
+            raise ValueError(unknown(v))
         return v
 
     @field_validator("mode", "runtime", "mpi", "image", "image_format", "image_place", "cold", "audit", "network",
@@ -279,9 +275,9 @@ def _check_fom_names(bench):
     """primary and each inverse_of name one of a program benchmark's figures of merit (its
     preset's, then its own; primary may also be its wall_time): refused with the file, before
     anything is planned, not when the study's analysis is decided."""
-    preset, own = foms_of(bench)
-    names = [f.name for f in (list(getattr(preset, "foms", ()) if preset else ()) + own)]
-    for f in own:
+    foms = all_foms(bench)
+    names = [f.name for f in foms]
+    for f in foms:
         if f.inverse_of is not None and f.inverse_of not in names:
             raise ValueError(f"figure of merit {f.name!r} has inverse_of = {f.inverse_of!r:.60}, which is none of "
                              f"its figures of merit ({', '.join(names)})")

@@ -101,6 +101,12 @@ def foms_of(bench):
     return (presets.get(bench.preset) if bench.preset else None), list(bench.fom)
 
 
+def all_foms(bench):
+    """A program benchmark's figures of merit in order: its preset's, then its own."""
+    preset, own = foms_of(bench)
+    return list(getattr(preset, "foms", ()) if preset else ()) + own
+
+
 def files_read(bench):
     """The files (in the run's working directory) the benchmark's FOMs read."""
     preset, own = foms_of(bench)

@@ -78,8 +78,7 @@ def program_problems(contained):
     host, out = Host(), []
     for (spec, program, family), n in wanted.items():
         try:
-            if "/" in program and not program.startswith("/"):  # refused whatever the image
-                raise NearmetalError(programs.RELATIVE.format(name=program))
+            programs.check_absolute(program)  # refused whatever the image
             try:
                 image = host.image(None if spec == "default" else spec)
             except NearmetalError:
