@@ -741,7 +741,7 @@ def test_apptainer_runs_the_sif_or_sqfs_the_user_named():
         launch(req("hybrid", runtime="apptainer", mpi="mpich", image="/x/nm-test.sif"), host=host)
 
 
-# -- bind mode's fabric (models/fabric.py): this machine has none, so the devices are injected --
+# -- bind mode's fabric (models/_fabric.py): this machine has none, so the devices are injected --
 
 FABRIC = ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"]
 
@@ -775,7 +775,7 @@ def test_fabric_devices_under_apptainer_contain():
 
 
 def test_fabric_device_discovery_and_its_note():
-    from nearmetal.models import fabric
+    from nearmetal.models import _fabric as fabric
 
     listing = {"/dev/infiniband": ["uverbs0", "rdma_cm"]}
     found = fabric.devices(listdir=lambda d: listing[d], is_dir=lambda d: d in listing)

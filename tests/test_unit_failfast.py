@@ -104,7 +104,7 @@ def machine(monkeypatch):
     """Seams for this machine: which images exist, which runtimes are installed and start,
     which programs the images lack (none unless a test says so)."""
     from nearmetal import doctor, image, resolve, runtimes
-    from nearmetal.models import program
+    from nearmetal import program_paths as program
 
     have = {"nm-bookworm-mpich-openmpi"}
     m = SimpleNamespace(installed={"ch-run", "podman"}, starts={"ch-run": (True, "started"), "podman": (True, "ok")},

@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 
-from nearmetal import families, launchers, runtimes, schedulers
+from nearmetal import families, launchers, models, runtimes, schedulers
 from nearmetal.errors import NearmetalError
 from nearmetal.registry import Registry
+from nearmetal.run import RunRequest
 from nearmetal.runtimes import RUNTIMES
 from nearmetal.runtimes.base import Runtime
 from test_unit_compose import FakeHost, launch, machine, req  # noqa: F401  (machine: autouse fixture)
@@ -120,6 +121,7 @@ def test_first_names_missing_from_the_package_are_left_out(fake_package):
     ("nearmetal.launchers", "launcher", ("mpirun", "hydra", "srun"), ("mpirun", "hydra", "srun")),
     ("nearmetal.schedulers", "scheduler", ("local", "slurm"), ("local", "slurm")),
     ("nearmetal.families", "MPI", ("openmpi", "mpich"), ("openmpi", "mpich")),
+    ("nearmetal.models", "mode", ("native", "hybrid", "bind"), ("native", "hybrid", "bind")),
 ])
 def test_real_registries_list_their_files_without_importing(package, kind, first, expected):
     fresh = Registry(package, kind, first=first)  # nothing registered in it: names() can only read files
@@ -139,6 +141,8 @@ def test_real_registries_defaults_and_lookups():
     assert families.abi_of("libmpich.so.12") == "mpich" and families.abi_of("libfoo.so.1") is None
     assert schedulers.get("slurm").launcher(families.get("openmpi")) == "srun"
     assert schedulers.get("local").launcher(families.get("openmpi")) == "mpirun"
+    assert [m.name for m in models.MODELS.all()] == ["native", "hybrid", "bind"]
+    assert [models.in_container(n) for n in models.names()] == [False, True, True]
 
 
 @pytest.mark.parametrize("get, name, message", [
@@ -146,6 +150,8 @@ def test_real_registries_defaults_and_lookups():
     (schedulers.get, "pbs", "unknown scheduler 'pbs' (choose from: local, slurm)"),
     (families.get, "lam", "unknown MPI 'lam' (choose from: openmpi, mpich)"),
     (lambda n: launchers.get(n, {}), "aprun", "unknown launcher 'aprun' (choose from: mpirun, hydra, srun)"),
+    (models.MODELS.get, "teleport", "unknown mode 'teleport' (choose from: native, hybrid, bind)"),
+    (models.in_container, "_fabric", "unknown mode '_fabric' (choose from: native, hybrid, bind)"),
     (runtimes.get, "base", "unknown runtime 'base' (choose from: charliecloud, bwrap, podman, apptainer)"),
     (runtimes.get, "_podman_storage", "unknown runtime '_podman_storage' (choose from: charliecloud, bwrap, podman, apptainer)"),
 ])
@@ -355,3 +361,73 @@ def test_a_new_kernel_is_its_spec_what_the_analysis_and_report_need_of_it_includ
         del kernels.REGISTRY["halo3d"]
     assert kernels.traits("my-app").primary is None and bench_words("my-app", "my-app", None) == "my-app"
     assert kernels.traits("gpu-stream").primary == "triad"  # GPU kernels: parsers/gpu.SPECS, not registered
+
+
+# -- an MPI model registered from a test ----------------------------------------------------------------
+
+def _traced(req):
+    """A container model of a test's own: the image's program under strace, the image's MPI."""
+    from nearmetal.models import ModelPlan
+
+    return ModelPlan(["/usr/bin/strace", "-f", req.program, *req.args], env={"TRACED": "1"},
+                     notes=[f"traced: {req.program} under strace"], program=req.program)
+
+
+def _solo(req):
+    """A model without a container: the host's program, started through env(1)."""
+    from nearmetal.models import ModelPlan
+
+    return ModelPlan(["/usr/bin/env", req.program, *req.args], program=req.program)
+
+
+@pytest.fixture
+def extra_models():
+    from nearmetal.models import MODELS
+    from nearmetal.models.base import Model
+
+    class Traced(Model):
+        prepare = staticmethod(_traced)
+
+    class Solo(Model):
+        in_container = False
+        prepare = staticmethod(_solo)
+
+    MODELS.register(name="traced")(Traced)
+    MODELS.register(name="solo")(Solo)
+    try:
+        yield
+    finally:
+        MODELS.unregister("traced")
+        MODELS.unregister("solo")
+    assert models.names() == ("native", "hybrid", "bind")
+
+
+def test_a_model_registered_outside_is_a_mode_everywhere(extra_models, dummy_runtime):
+    from nearmetal import choices
+    from nearmetal.cli import fast_parse_run
+    from nearmetal.cli_parser import build_parser
+    from nearmetal.study.plan.plan import cells
+    from nearmetal.study.plan.study_file import parse
+
+    assert choices.modes() == ("native", "hybrid", "bind", "traced", "solo")
+    assert fast_parse_run(["--mode", "traced", "--", "p"]).mode == "traced"
+    assert build_parser("run").parse_args(["run", "--mode", "solo", "--", "p"]).mode == "solo"
+    text = STUDY.replace('["native", "hybrid"]', '["solo", "traced"]').format(runtime="dummy")
+    cfg = parse(text.replace("[[benchmark]]", '[baseline]\nmode = "solo"\n\n[[benchmark]]'))
+    # a model without a container collapses runtime and image, as native does
+    assert sorted(c.key for c in cells(cfg)) == ["latency|n=2|t=1|solo/openmpi",
+                                                 "latency|n=2|t=1|traced/dummy/openmpi/default"]
+
+
+def test_a_model_registered_outside_plans_a_launch(extra_models, dummy_runtime):
+    from nearmetal.run import plan
+
+    p = plan(RunRequest("/bin/true", ["x"], mode="traced", runtime="dummy", image="nm-test", mpi="openmpi"),
+             host=FakeHost())
+    assert p.argv[-7:] == ["TRACED=1", "OMP_NUM_THREADS=1", "--", "/usr/bin/strace", "-f", "/bin/true", "x"]
+    assert "traced: /bin/true under strace" in p.notes
+    p = plan(RunRequest("/bin/true", ["x"], mode="solo", mpi="openmpi"), host=FakeHost())
+    assert p.components[0].runtime is None and p.argv[-3:] == ["/usr/bin/env", "/bin/true", "x"]
+    with pytest.raises(NearmetalError) as e:
+        plan(RunRequest("/bin/true", mode="solo", mpi="openmpi", runtime_args=["--x"]), host=FakeHost())
+    assert str(e.value) == "runtime arguments need a container mode (hybrid or bind or traced)"

@@ -6,6 +6,7 @@ import sys
 
 from .commands import _planned
 from .errors import NearmetalError
+from .models import in_container
 
 
 def launch_params(args, p, req, ranks):
@@ -16,7 +17,7 @@ def launch_params(args, p, req, ranks):
     params = {"mode": args.mode, "mpi": resolved.installation["family"], "ranks": ranks, "threads": args.threads}
     if req.scheduler != schedulers.DEFAULT:
         params["scheduler"] = req.scheduler
-    if args.mode != "native":
+    if in_container(args.mode):
         params |= {"runtime": args.runtime, "image": resolved.image.name}
     return params
 
@@ -61,7 +62,7 @@ def bench_command(args):
     if args.dry_run:
         print(scheduler.describe(p, req, [req]))
         return 0
-    if req.mode != "native":
+    if in_container(req.mode):
         from .run import unseen_host_files
 
         for warning in unseen_host_files(p.components):

@@ -5,9 +5,9 @@ by one module is a choice everywhere."""
 
 
 def modes():
-    from .models import MODES
+    from .models import names
 
-    return MODES
+    return names()
 
 
 def runtimes():

@@ -49,7 +49,9 @@ def cmd_run(args):
 
         req, *more = [r.replace(env=with_evidence(r.env, args.evidence, r.mode, args.dry_run)) for r in [req] + more]
     p = plan(req, more)
-    if req.mode != "native" or any(r.mode != "native" for r in more):
+    from .models import in_container
+
+    if any(in_container(r.mode) for r in [req] + more):
         from .run import unseen_host_files
 
         for warning in unseen_host_files(p.components):
@@ -165,10 +167,8 @@ def _run_choices(key):
     """The registries' names: listing a package's files, no backend imported (asked of the
     registries directly, not through choices.py: one module less on the hot path)."""
     if key == "mode":
-        from .models import MODES
-
-        return MODES
-    if key == "runtime":
+        from .models import names
+    elif key == "runtime":
         from .runtimes import names
     elif key == "network":
         from .networks import names

@@ -6,6 +6,7 @@ import sys
 
 from .cli import _interrupt_status, _interrupted, _slurm_options
 from .errors import NearmetalError
+from .models import in_container
 
 
 def _planned(args, program, program_args, ranks):
@@ -346,7 +347,7 @@ def cmd_trace(args):
         return 0
     out = tc.out_dir(args.out)
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
-            "runtime": args.runtime if args.mode != "native" else None, "mpi": p.components[0].installation["family"],
+            "runtime": args.runtime if in_container(args.mode) else None, "mpi": p.components[0].installation["family"],
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     outcome = None
     try:

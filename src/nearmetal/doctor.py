@@ -115,7 +115,7 @@ def image_report(spec, programs=()):
     from .image import formats
     from .elf import LinkerView, glibc_release
     from .families import names as family_names
-    from .models.program import container_program
+    from .program_paths import container_program
     from .programs import describe as describe_program
 
     img = image_mod.resolve(spec)

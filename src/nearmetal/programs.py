@@ -9,8 +9,8 @@ import os
 from .elf import LinkerView, read_elf
 from .errors import NearmetalError
 
-# Where an image keeps programs a user runs (models/program.py looks a bare name up there).
-from .models.program import CONTAINER_PATH
+# Where an image keeps programs a user runs (program_paths.py looks a bare name up there).
+from .program_paths import CONTAINER_PATH
 
 
 def describe(host_path, shown_path=None):
@@ -55,7 +55,7 @@ def host_program(path):
     full = os.path.abspath(os.path.expanduser(str(path)))
     if not os.path.isfile(full):
         from .families import names
-        from .models.program import host_program as find
+        from .program_paths import host_program as find
 
         full = find(str(path), names()[0])  # a bare name: PATH (or a kernel), as `run` looks it up
     try:
@@ -71,7 +71,7 @@ def mpi_programs(rootfs):
     from .families import abi_of
 
     from .families import names
-    from .models.program import APP_PREFIX
+    from .program_paths import APP_PREFIX
 
     view = LinkerView(rootfs)
     seen, out = set(), []

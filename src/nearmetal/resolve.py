@@ -10,6 +10,7 @@ the machine is reached only through a Host, so planning is testable without MPI 
 import os
 
 from .errors import NearmetalError
+from .models import in_container
 
 
 class Host:
@@ -46,7 +47,7 @@ class Host:
         kernels, which exist for every MPI in the image, or when none is found)."""
         from .elf import LinkerView
         from .families import names
-        from .models.program import container_program, is_kernel, mpi_abi
+        from .program_paths import container_program, is_kernel, mpi_abi
 
         if is_kernel(program):
             return None
@@ -113,7 +114,7 @@ class Resolved:
 
     @property
     def in_container(self):
-        return self.mode != "native"
+        return in_container(self.mode)
 
 
 def _default_network():
@@ -146,7 +147,7 @@ def resolve(req, more=(), host=None):
         if problem:
             raise NearmetalError(problem)
     scheduler = schedulers.get(req.scheduler)
-    image = host.image(req.image) if req.mode != "native" else None
+    image = host.image(req.image) if in_container(req.mode) else None
     if spec is None and image is not None:
         spec = host.image_program_abi(image, req.program)
     installation = host.installation(spec or _default_family(req, host))
@@ -156,13 +157,13 @@ def resolve(req, more=(), host=None):
         if r.mpi and r.mpi not in (req.mpi, installation["family"]):  # as the first one names it, or its family
             raise NearmetalError(f"MPMD component {i} asks for {r.mpi}, but components share one "
                                  f"MPI_COMM_WORLD: every component must use {req.mpi or installation['family']}")
-        r_image = host.image(r.image) if r.mode != "native" else None
+        r_image = host.image(r.image) if in_container(r.mode) else None
         out.append(Resolved(r, installation, profile, r_image, _runtime(r), scheduler, account))
     return out
 
 
 def _runtime(req):
-    if req.mode == "native":
+    if not in_container(req.mode):
         return None
     from . import runtimes
 
@@ -192,7 +193,7 @@ def _default_family(req, host):
     if not found:
         raise NearmetalError("no MPI installation found on this host: install one (Debian: "
                              + "; ".join(f"{n}: {_packages(n)}" for n in names()) + ")")
-    if req.mode == "native" and "/" in req.program and os.path.isfile(req.program):
+    if not in_container(req.mode) and "/" in req.program and os.path.isfile(req.program):
         fam = host.program_abi(req.program)  # the program's own MPI decides which launcher can start it
         if fam in found:
             return fam

@@ -10,7 +10,7 @@ import os
 import sys
 
 from .errors import NearmetalError
-from .models import MODES
+from .models import in_container
 
 
 class RunRequest:
@@ -32,7 +32,7 @@ class RunRequest:
 
         self.program, self.args, self.mode = program, list(args), mode
         # A native run has no runtime (and does not import runtimes/ to name the default one)
-        self.runtime = runtime or (None if mode == "native" else _default_runtime())
+        self.runtime = runtime or (_default_runtime() if in_container(mode) else None)
         self.image, self.mpi, self.ranks, self.ranks_per_node = image, mpi, ranks, ranks_per_node
         self.threads, self.env = threads, dict(env or {})
         # scheduler: a schedulers/ backend ("local": the MPI's own launcher; "slurm": srun,
@@ -173,8 +173,7 @@ class Plan:
 def _validate(req, check_paths=True):
     """A one-line error for what cannot run; the working directory made absolute, in place
     (one of the two changes a request sees: docs/architecture.md)."""
-    if req.mode not in MODES:
-        raise NearmetalError(f"unknown mode '{req.mode}' (choose from: {', '.join(MODES)})")
+    container = in_container(req.mode)  # an unknown mode: the registry's one-line error
     if req.ranks is None or req.ranks < 1:
         raise NearmetalError(f"-n must be a positive number of ranks, got {req.ranks}")
     if req.threads < 1:
@@ -183,8 +182,11 @@ def _validate(req, check_paths=True):
         raise NearmetalError(f"--ranks-per-node must be at least 1, got {req.ranks_per_node}")
     if not req.program:
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
-    if req.runtime_args and req.mode == "native":
-        raise NearmetalError("runtime arguments need a container mode (hybrid or bind)")
+    if req.runtime_args and not container:
+        from .models import names
+
+        raise NearmetalError("runtime arguments need a container mode ("
+                             + " or ".join(n for n in names() if in_container(n)) + ")")
     from . import networks
 
     networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error

@@ -7,6 +7,7 @@ study's executor does: they stay in DIR, one ev-HOST-PID.json per process (csrc/
 import os
 
 from ..errors import NearmetalError
+from ..models import in_container
 
 # what every runtime shows at the same path inside a container (supervise.place_shared)
 SHARED = "/tmp/"
@@ -17,7 +18,7 @@ def checked_dir(path, mode, dry=False):
     if not path or "\n" in path:
         raise NearmetalError("--evidence: give a directory")
     full = os.path.abspath(os.path.expanduser(path))
-    if mode != "native" and not (full.rstrip("/") + "/").startswith(SHARED):
+    if in_container(mode) and not (full.rstrip("/") + "/").startswith(SHARED):
         raise NearmetalError(f"--evidence {path}: in a container mode the directory must be under /tmp "
                              "(the path every runtime shows unchanged to the ranks)")
     if dry:

@@ -9,6 +9,7 @@ import re
 import shlex
 
 from ..errors import NearmetalError
+from ..models import in_container, names
 from ..networks import is_default
 from ..study.config import placement
 
@@ -34,7 +35,7 @@ def as_variant(ablation, name):
     from ..study.config.config import Variant
 
     fields = {k: v for k, v in ablation.items() if k in Variant.model_fields and k != "name" and v is not None}
-    if fields.get("mode") == "native":
+    if fields.get("mode") in names() and not in_container(fields["mode"]):  # unknown: the Variant's error
         for k in ("runtime", "image", "image_format", "image_place", "runtime_args"):
             fields.pop(k, None)
     try:
@@ -63,7 +64,7 @@ def toml_of(variant):
 def run_flags(variant):
     """The same variant as `nearmetal run` flags (an argv, joined for display)."""
     argv = ["--mode", variant["mode"], "--mpi", variant["mpi"]]
-    if variant["mode"] != "native":
+    if in_container(variant["mode"]):
         argv += ["--runtime", variant.get("runtime") or "", "--image", variant.get("image") or "default"]
     for k, v in (variant.get("env") or {}).items():
         argv += ["--env", f"{k}={v}"]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..errors import NearmetalError
 
-from ..models.program import APP_PREFIX as IN_IMAGE  # noqa: E402
+from ..program_paths import APP_PREFIX as IN_IMAGE  # noqa: E402
 LOG_TAIL = 12
 
 

@@ -16,6 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Str
 
 from ..choices import io_libraries as _libraries
 from ..errors import NearmetalError
+from ..models import in_container
 from ..study.config.config import (MAX_RANKS, Baseline, ImageName, Mode, Mpi, Runtime, SlurmSection, StudySection, _choices, _mpis,
                             _runtimes, check_images, check_workdir)
 from ..study.config.inputs import expand_dir, one_line, parse_toml, read_text, validation_error
@@ -245,7 +246,7 @@ def _check_baseline(s, source):
         return
     for key, values in (("mode", io.mode), ("runtime", io.runtime), ("mpi", io.mpi), ("image", io.image)):
         value = getattr(b, key)
-        if value is not None and value not in values and not (key in ("runtime", "image") and b.mode == "native"):
+        if value is not None and value not in values and not (key in ("runtime", "image") and not in_container(b.mode)):
             raise NearmetalError(f"{source}: baseline.{key}: {value!r:.60} is not in io.{key} ({', '.join(values)})")
 
 
@@ -285,9 +286,9 @@ def variants(s):
     """The study's variants (mode x runtime x MPI x image), native collapsing runtime/image."""
     out = []
     for mode in s.io.mode:
-        for runtime in (s.io.runtime if mode != "native" else [None]):
+        for runtime in (s.io.runtime if in_container(mode) else [None]):
             for mpi in s.io.mpi:
-                for image in (s.io.image if mode != "native" else [None]):
+                for image in (s.io.image if in_container(mode) else [None]):
                     v = {"mode": mode, "runtime": runtime, "mpi": mpi, "image": image}
                     if v not in out:
                         out.append(v)
@@ -295,8 +296,8 @@ def variants(s):
 
 
 def variant_name(v):
-    if v["mode"] == "native":
-        return f"{v['mpi']} (native)"
+    if not in_container(v["mode"]):
+        return f"{v['mpi']} ({v['mode']})"
     return f"{v['mpi']} ({v['mode']} on {v['runtime']}, image {v['image']})"
 
 

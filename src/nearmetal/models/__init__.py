@@ -1,35 +1,29 @@
-"""MPI models: how the MPI library reaches a rank.
+"""MPI models: how the MPI library reaches a rank, one module each (native.py, hybrid.py, bind.py).
 
 native: host program, host MPI. hybrid: container program with the container's own MPI,
 wired to the host launcher through PMI. bind: container program with the host MPI
-mounted in and preferred. Each model turns a request into a ModelPlan.
+mounted in and preferred. Each model turns a resolved request into a ModelPlan.
+
+A new model is one module here: a `Model` subclass registered with `@MODELS.register`; its
+name is the module's, and every list of modes (command line, study and I/O study files)
+comes from this registry. Modules whose name starts with `_` are a model's private helpers.
 """
 
-from ..errors import NearmetalError
+from ..registry import Registry
+from .base import ModelPlan  # noqa: F401  (the models' modules and tests import it from here)
 
-MODES = ("native", "hybrid", "bind")
+MODELS = Registry(__name__, "mode", first=("native", "hybrid", "bind"))
 
 
-class ModelPlan:
-    """argv: what each rank runs (inside the container unless native); env: variables for
-    the ranks (inside the container); mounts: extra bind mounts; notes: what was decided and why."""
+def names():
+    return MODELS.names()
 
-    __slots__ = ("argv", "env", "mounts", "notes", "program", "host_file", "staged", "devices")
 
-    def __init__(self, argv, env=None, mounts=(), notes=(), program=None):
-        self.argv, self.env, self.mounts, self.notes = list(argv), dict(env or {}), list(mounts), list(notes)
-        self.program = program
-        self.host_file = self.staged = None
-        self.devices = []  # host device files the ranks need (bind mode's fabric: models/fabric.py)
+def in_container(mode):
+    """Whether mode's ranks run inside an image (every model but native); an unknown mode: the
+    registry's one-line error."""
+    return MODELS.get(mode).in_container
 
 
 def prepare(mode, request):
-    if mode == "native":
-        from .native import prepare as p
-    elif mode == "hybrid":
-        from .hybrid import prepare as p
-    elif mode == "bind":
-        from .bind import prepare as p
-    else:
-        raise NearmetalError(f"unknown mode '{mode}' (choose from: {', '.join(MODES)})")
-    return p(request)
+    return MODELS.get(mode).prepare(request)

@@ -22,8 +22,9 @@ import os
 import shutil
 
 from ..errors import NearmetalError
-from . import ModelPlan
-from .program import container_program, mpi_abi
+from ..program_paths import container_program, mpi_abi
+from . import MODELS, ModelPlan
+from .base import Model
 
 MOUNT_POINT = "/nm/host-mpi"
 LIBDIR = f"{MOUNT_POINT}/lib"
@@ -198,7 +199,7 @@ def prepare(req):
     from ..discovery.cache import cached_plan
 
     image, installation = req.image, req.installation
-    from .fabric import devices
+    from ._fabric import devices
 
     key = [STAGE_VERSION, str(image.rootfs), image.meta.get("digest"), req.program, installation["family"], installation["library"],
            devices()]  # a fabric that appears (or goes) makes another plan
@@ -306,3 +307,10 @@ def _prepare(req):
     plan = ModelPlan(argv, env=env, mounts=mounts, notes=notes + fabric.notes(found), program=path)
     plan.host_file, plan.staged, plan.devices = host_file, staged, found
     return plan
+
+
+@MODELS.register
+class Bind(Model):
+    """The image's program with the host MPI bound in and preferred."""
+
+    prepare = staticmethod(prepare)

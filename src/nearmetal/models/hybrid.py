@@ -1,8 +1,9 @@
 """Hybrid: the container brings its own MPI; the host launcher wires it up through PMI."""
 
 from ..errors import NearmetalError
-from . import ModelPlan
-from .program import container_program
+from ..program_paths import container_program
+from . import MODELS, ModelPlan
+from .base import Model
 
 
 def prepare(req):
@@ -21,3 +22,10 @@ def prepare(req):
         notes.append(warning)
     notes.append(f"hybrid: container {family} {inner or '?'} under host launcher {req.installation['launcher']}")
     return ModelPlan([path] + list(req.args), notes=notes, program=path)
+
+
+@MODELS.register
+class Hybrid(Model):
+    """The image's program with the image's MPI, wired through PMI."""
+
+    prepare = staticmethod(prepare)

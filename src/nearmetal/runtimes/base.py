@@ -48,7 +48,7 @@ class RankSpec:
         # The host's /dev in the container: ranks whose MPI keeps shared memory only in /dev/shm,
         # under a runtime that would give each rank a private one (private_dev_shm).
         self.share_dev = False
-        # Host device files the ranks need (bind mode's fabric, models/fabric.py): runtimes
+        # Host device files the ranks need (bind mode's fabric, models/_fabric.py): runtimes
         # that do not show the host's /dev pass each one in.
         self.devices = []
         self.workdir = workdir

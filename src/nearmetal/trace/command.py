@@ -25,9 +25,10 @@ MAX_META_BYTES, MAX_META_DEPTH = 4 << 20, 16  # what nearmetal writes there: a f
 def check_program(program, mode):
     """A native program must be a dynamically linked ELF file: preloading cannot reach a
     static one. (In a container the file is the image's: the runtime resolves it there.)"""
-    from ..models.program import is_kernel
+    from ..models import in_container
+    from ..program_paths import is_kernel
 
-    if mode != "native" or is_kernel(program):  # nearmetal's kernels are dynamically linked
+    if in_container(mode) or is_kernel(program):  # nearmetal's kernels are dynamically linked
         return
     path = program if os.sep in program else shutil.which(program)
     if not path or not os.path.isfile(path):

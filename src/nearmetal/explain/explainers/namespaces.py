@@ -5,6 +5,7 @@ baseline's in one), the runtime's own context (`userns`) and the options that se
 (the runtime's own separates_ranks: Apptainer's --userns/--containall/--ipc/--pid). Ablation:
 those options removed (the runtime's default shares the launcher's IPC namespace)."""
 
+from ...models import in_container
 from . import EXPLAINERS
 from .base import Explainer, without_args
 
@@ -44,7 +45,7 @@ class Namespaces(Explainer):
         options = [a for a in args if a not in (ablation.get("runtime_args") or [])]
         runtime = slow.context.get("runtime") or {}
         if not kinds and not options and not (runtime.get("userns") and not (base.context.get("runtime") or {})
-                                              .get("userns") and base.variant.get("mode") != "native"):
+                                              .get("userns") and in_container(base.variant.get("mode") or "native")):
             return []
         if kinds:
             fact = f"the ranks of one run were in separate {' and '.join(sorted(kinds))} namespaces; the baseline's shared them"

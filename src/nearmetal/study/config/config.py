@@ -21,6 +21,7 @@ from ...choices import modes as _modes
 from ...choices import mpis as _mpis
 from ...choices import runtimes as _runtimes
 from ...errors import NearmetalError
+from ...models import in_container
 from ...launchers._binding import CHOICES as BINDING_CHOICES
 from ...networks import DEFAULT as DEFAULT_NETWORK
 from .fields import (MAX_EXEC_TOTAL, MAX_RANKS, MAX_TIMEOUT, STUDY_NAME, EnvMap, ExecString, ImageName, Mode, Mpi,  # noqa: F401
@@ -308,13 +309,13 @@ class Variant(_Strict):
 
     @model_validator(mode="after")
     def _container_fields(self):
-        if self.mode == "native":
+        if not in_container(self.mode):
             given = [k for k in ("runtime", "image") if getattr(self, k) is not None]
             given += [k for k in ("image_format", "image_place") if getattr(self, k) not in ("default", "")]
             if self.runtime_args:
                 given.append("runtime_args")
             if given:
-                raise ValueError(f"a native variant runs no container: remove {', '.join(given)}")
+                raise ValueError(f"a {self.mode} variant runs no container: remove {', '.join(given)}")
         else:
             self.runtime = self.runtime or _runtimes()[0]
             self.image = self.image or "default"

@@ -7,6 +7,7 @@ default."""
 import hashlib
 import os
 
+from ...models import in_container
 from ...networks import DEFAULT as DEFAULT_NETWORK
 from . import placement
 
@@ -44,8 +45,8 @@ def variant_id(v):
     if v.get("name"):
         return v["name"] + placement.id_part(v)
     extra = "".join(_id_part(d, v[d]) for d in OPTIONAL_DIMS if is_set(v.get(d))) + placement.id_part(v)
-    if v["mode"] == "native":
-        return f"native/{mpi_label(v['mpi'])}{extra}"
+    if not in_container(v["mode"]):
+        return f"{v['mode']}/{mpi_label(v['mpi'])}{extra}"
     return f"{v['mode']}/{v['runtime']}/{mpi_label(v['mpi'])}/{image_label(v['image'])}{extra}"
 
 

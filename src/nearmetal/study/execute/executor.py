@@ -207,9 +207,10 @@ class Executor:
 
         p, req = launch.launch, launch.request
         if launch.kernel is None:  # a program benchmark: a fresh working directory with its inputs
+            from ...models import in_container
             from ..config.program import stage
 
-            stage(p.cwd, launch.benchmark.inputs, in_container=req.mode != "native", user=req.user)
+            stage(p.cwd, launch.benchmark.inputs, in_container=in_container(req.mode), user=req.user)
         jobs = []
         scheduler, study = schedulers.get(req.scheduler), self.config.study
         # the hang limit where the job's tree is this process's child (a batch job has its own time limit)

@@ -23,6 +23,7 @@ nodes may have other ones.
 from collections import Counter
 
 from ...errors import NearmetalError
+from ...models import in_container
 from ..config.inputs import one_line
 
 
@@ -43,7 +44,7 @@ def problems(cfg):
     from ..plan.plan import cells
 
     planned = cells(cfg)
-    contained = [c for c in planned if c.variant["mode"] != "native"]
+    contained = [c for c in planned if in_container(c.variant["mode"])]
     out, notes = [], []
     for spec, n in Counter(c.variant.get("image") or "default" for c in contained).items():
         why, build = image_problem(spec)
@@ -66,7 +67,7 @@ def program_problems(contained):
     there; the others are said above) does not hold, as the run itself would refuse it."""
     from ... import kernels
     from ...discovery.mpi import split
-    from ...models import program as programs
+    from ... import program_paths as programs
     from ...resolve import Host
 
     wanted = Counter()

@@ -52,7 +52,7 @@ def input_digest(path):
 def program_file(resolved, program):
     """(path the ranks run, its file on the host) of a program benchmark's command[0]."""
     from ...errors import NearmetalError
-    from ...models.program import container_program, host_program
+    from ...program_paths import container_program, host_program
 
     family = resolved.installation["family"]
     try:

@@ -11,6 +11,7 @@ import itertools
 import random
 
 from ...errors import NearmetalError
+from ...models import in_container
 from ...networks import get as get_network
 from ..config import placement
 from ..config.ids import CONTAINER_ONLY, OPTIONAL_DIMS, VARIANT_DIMS, image_label, is_set, key_part, mpi_label, variant_id  # noqa: F401
@@ -97,7 +98,7 @@ def matrix_cells(config):
             for row in _expand(dims, zips, config.matrix.exclude):
                 variant = {d: row[d] for d in VARIANT_DIMS}
                 variant.update({d: row[d] for d in OPTIONAL_DIMS if is_set(row[d])})
-                if variant["mode"] == "native":  # runtime, image and how it is placed do not apply
+                if not in_container(variant["mode"]):  # runtime, image and how it is placed do not apply
                     for d in CONTAINER_ONLY:
                         variant[d] = None
                     variant = {d: v for d, v in variant.items() if d in VARIANT_DIMS or v is not None}
@@ -139,14 +140,14 @@ def baseline_of(config, variant):
     for dim in ("runtime", "mpi", "image"):
         if getattr(b, dim) is not None:
             base[dim] = getattr(b, dim)
-    if base["mode"] == "native":
+    if not in_container(base["mode"]):
         base["runtime"] = base["image"] = None
-    for dim in ("runtime", "image") if base["mode"] != "native" else ():
+    for dim in ("runtime", "image") if in_container(base["mode"]) else ():
         values = list(getattr(config.matrix, dim))  # a native variant lends none: the matrix's one
         base[dim] = base[dim] or (values[0] if len(values) == 1 else None)
     if is_set(variant.get("gpus")) and "gpus" not in base:  # the same GPUs, natively too
         base["gpus"] = variant["gpus"]
-    if missing := [d for d in ("runtime", "image") if base["mode"] != "native" and base[d] is None]:
+    if missing := [d for d in ("runtime", "image") if in_container(base["mode"]) and base[d] is None]:
         raise NearmetalError(f"baseline: mode '{base['mode']}' needs its {' and '.join(missing)}, and variant "
                              f"'{variant_id(variant)}' has none to lend: give [baseline] {' and '.join(missing)}")
     return base

@@ -2,7 +2,7 @@
 
 import os
 
-from ..errors import NearmetalError
+from .errors import NearmetalError
 
 # Where a bare program name is looked up inside an image (after nearmetal's own kernels).
 CONTAINER_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
@@ -15,7 +15,7 @@ def is_kernel(name):
 def host_program(name, family):
     """A host path for PROGRAM: nearmetal kernels come from the host kernel build."""
     if is_kernel(name):
-        from ..kernels.build import host_bin
+        from .kernels.build import host_bin
 
         bindir = host_bin(family)
         path = os.path.join(bindir, name)
@@ -49,7 +49,7 @@ def app_program(name, family):
     """The native `--recipe` build of a program called `name` for `family`, or None; a
     one-line error when several applications built one of that name. (os only: `run`'s
     hot path.)"""
-    from ..home import home_str
+    from .home import home_str
 
     root = os.path.join(home_str(), "apps")
     try:
@@ -75,7 +75,7 @@ def check_absolute(name):
 
 def container_program(image, name, family):
     """(path inside the image, host path of that file) for PROGRAM in IMAGE."""
-    from ..elf import LinkerView
+    from .elf import LinkerView
 
     view = LinkerView(image.rootfs)
     if is_kernel(name):
@@ -96,8 +96,8 @@ def container_program(image, name, family):
 
 def mpi_abi(view, in_image_path):
     """The MPI ABI family a program links against (through any depth), or None."""
-    from ..elf import read_elf
-    from ..families import abi_of
+    from .elf import read_elf
+    from .families import abi_of
 
     info = read_elf(view.host_path(in_image_path))
     for soname in info.needed:
