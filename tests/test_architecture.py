@@ -169,16 +169,23 @@ def test_user_facing_text_explains_instead_of_citing_a_seed():
 
 
 # Comparisons whose string is not a backend's name, though spelled like one (the source text).
-NOT_A_BACKEND = {"study/config/ids.py": {"os.path.basename(shown) in ('usr', 'local')"}}  # /usr/local path parts
+# And the few that are about one MPI model itself, not whether it runs in a container: the
+# explainer of hybrid mode's own MPI (its ablation is bind), and the wording of answers
+# measured against the default baseline, native ("natively"; no "vs Native" suffix).
+NOT_A_BACKEND = {"study/config/ids.py": {"os.path.basename(shown) in ('usr', 'local')"},  # /usr/local path parts
+                 "explain/explainers/mpi_library.py": {"slow.variant.get('mode') == 'hybrid'",
+                                                       "base.variant.get('mode') != 'hybrid'"},
+                 "analysis/answer_text.py": {"bd.get('mode') != 'native'"},
+                 "analysis/answers.py": {"(meta or {}).get('mode') == 'native'"}}
 
 
 def _backend_names():
-    """{name: packages of the backends called so}: runtimes, image formats, networks, schedulers."""
-    from nearmetal import networks, schedulers
+    """{name: packages of the backends called so}: runtimes, image formats, networks, schedulers, MPI models."""
+    from nearmetal import models, networks, schedulers
 
     out = {}
     for package, registry in (("runtimes", RUNTIMES), ("image/formats", FORMATS), ("networks", networks.NETWORKS),
-                              ("schedulers", schedulers.SCHEDULERS)):
+                              ("schedulers", schedulers.SCHEDULERS), ("models", models.MODELS)):
         for name in registry.names():
             out.setdefault(name, []).append(package)
     return out
@@ -330,3 +337,87 @@ def test_the_stage_check_sees_what_it_must(tmp_path):
                      "analysis/e.py imports nearmetal.report.formatting.point_label",
                      "analysis/f.py imports nearmetal.explain.why", "analysis/f.py imports nearmetal.explain.why.section",
                      "study/execute/g.py imports nearmetal.report"], found
+
+
+def _defined_names(tree):
+    """The names a module defines at its top level (None: it has a module __getattr__, anything goes)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "__getattr__":
+                return None
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                out |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try)):
+            out |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            out |= {(a.asname or a.name) for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for a in n.names}
+    return out
+
+
+def _unresolved_imports(root, files):
+    """`from .x import y` (at any depth, in functions too) whose module or name does not exist."""
+    found = []
+    for path in files:
+        package = path.relative_to(root.parent).parent.parts  # ("nearmetal", "models", ...)
+        for node in _nodes(path):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                parts = list(package[:len(package) - (node.level - 1)]) + (node.module.split(".") if node.module else [])
+            elif (node.module or "").split(".")[0] == root.name:
+                parts = node.module.split(".")
+            else:
+                continue
+            target = root.parent.joinpath(*parts)
+            module = target / "__init__.py" if target.is_dir() else target.with_suffix(".py")
+            where = f"{path.relative_to(root)}:{node.lineno}"
+            if not module.is_file():
+                found.append(f"{where} no module {'.'.join(parts)}")
+                continue
+            defined = _defined_names(_tree(module))
+            for alias in node.names:
+                submodule = target / f"{alias.name}.py" if target.is_dir() else None
+                if alias.name == "*" or defined is None or alias.name in defined or (
+                        submodule and (submodule.is_file() or (target / alias.name).is_dir())):
+                    continue
+                found.append(f"{where} {'.'.join(parts)} has no {alias.name}")
+    return found
+
+
+def test_every_import_of_the_package_names_what_exists():
+    """An import inside a function runs only when its branch does: a module renamed or moved
+    (models/fabric.py to models/_fabric.py) would fail there at run time, after every test that
+    does not reach the branch has passed."""
+    found = _unresolved_imports(SRC, _modules())
+    assert not found, "imports of nothing:\n" + "\n".join(found)
+
+
+def test_the_import_check_sees_what_it_must(tmp_path):
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("X = 1\n")
+    (root / "sub" / "__init__.py").write_text("from .. import X\n")
+    (root / "sub" / "_helper.py").write_text("def f():\n    return 1\n")
+    (root / "user.py").write_text("def g():\n    from .sub import _helper, helper\n    from .sub._helper import f, h\n"
+                                  "    from . import X, Y\n    from pkg.sub import _helper\n    from .gone import z\n")
+    assert _unresolved_imports(root, sorted(root.rglob("*.py"))) == [
+        "user.py:2 pkg.sub has no helper", "user.py:3 pkg.sub._helper has no h", "user.py:4 pkg has no Y",
+        "user.py:6 no module pkg.gone"]
+
+
+def test_the_bench_record_schema_lists_the_registered_modes_and_mpis():
+    """The published record schema names the values a record's params can hold: a model or an
+    MPI family registered without it would write records the schema refuses."""
+    import json
+
+    from nearmetal import models
+
+    schema = json.loads((SRC / "schemas" / "bench-record.schema.json").read_text())
+    params = schema["properties"]["params"]["properties"]
+    assert tuple(params["mode"]["enum"]) == models.names()
+    assert tuple(params["mpi"]["enum"]) == families.names()

@@ -143,6 +143,7 @@ def test_real_registries_defaults_and_lookups():
     assert schedulers.get("local").launcher(families.get("openmpi")) == "mpirun"
     assert [m.name for m in models.MODELS.all()] == ["native", "hybrid", "bind"]
     assert [models.in_container(n) for n in models.names()] == [False, True, True]
+    assert [m.title for m in models.MODELS.all()] == ["Native", "Hybrid mode", "Bind mode"]
 
 
 @pytest.mark.parametrize("get, name, message", [

@@ -5,12 +5,11 @@ number is said one way: the estimator (ESTIMATOR_ONE, or the geometric mean over
 the interval at the level the points were decided at, named ('98.6% interval (sequential,
 9 looks)'), and one noise figure (the baseline's coefficient of variation)."""
 
-from .. import kernels
+from .. import kernels, models
 from .stats import MIN_N_EQUIVALENT
 
 ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
 METRIC_WORDS = {"to_after_init": "to after MPI_Init", "wall_to_main": "to main"}
-MODE_WORDS = {"native": "Native", "hybrid": "Hybrid mode", "bind": "Bind mode"}
 RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
 
 
@@ -333,10 +332,10 @@ def variant_words(analysis, vmeta, with_baseline=True):
     out = {}
     for vid in ids:
         d = dims.get(vid) or {}
-        if d.get("name") or d.get("mode") not in MODE_WORDS or not d.get("mpi"):  # named, or imported
+        if d.get("name") or d.get("mode") not in models.names() or not d.get("mpi"):  # named, or imported
             out[vid] = str(d.get("name") or vid)
             continue
-        s = MODE_WORDS[d["mode"]]
+        s = models.MODELS.get(d["mode"]).title or d["mode"]
         if d.get("runtime"):
             s += f" on {RUNTIME_WORDS.get(d['runtime'], str(d['runtime']).capitalize())}"
         bits = [_mpi_title(d.get("mpi"))] if d.get("mpi") else []

@@ -17,10 +17,12 @@ class ModelPlan:
 class Model:
     """One MPI model, registered with `@MODELS.register` in a module of models/ (its name is
     the module's: the `mode` users name). in_container: its ranks run inside an image, so a
-    launch needs a runtime and an image; prepare(resolved): the ModelPlan for one component."""
+    launch needs a runtime and an image; title: its name in sentences ("Bind mode on
+    Charliecloud"); prepare(resolved): the ModelPlan for one component."""
 
     name = ""
     in_container = True
+    title = ""
 
     @staticmethod
     def prepare(req):

@@ -301,7 +301,7 @@ def _prepare(req):
         notes.append(f"bind: {path} carries DT_RPATH {':'.join(prog_info.rpath)} which would load the image's "
                      f"{pinned.path}; launching through {interp} --preload so the host library wins")
     mounts = [Mount(staged, MOUNT_POINT, readonly=True)]
-    from . import fabric
+    from . import _fabric as fabric
 
     found = fabric.devices()
     plan = ModelPlan(argv, env=env, mounts=mounts, notes=notes + fabric.notes(found), program=path)
@@ -313,4 +313,5 @@ def _prepare(req):
 class Bind(Model):
     """The image's program with the host MPI bound in and preferred."""
 
+    title = "Bind mode"
     prepare = staticmethod(prepare)

@@ -28,4 +28,5 @@ def prepare(req):
 class Hybrid(Model):
     """The image's program with the image's MPI, wired through PMI."""
 
+    title = "Hybrid mode"
     prepare = staticmethod(prepare)

@@ -15,4 +15,5 @@ class Native(Model):
     """The host program with the host MPI."""
 
     in_container = False
+    title = "Native"
     prepare = staticmethod(prepare)
