@@ -283,7 +283,7 @@ def _add_trace(sub):
     t.add_argument("action", nargs="?", choices=("report",), help="report: the report of an existing trace directory")
     t.add_argument("trace_dir", nargs="?", metavar="DIR", help="the trace directory (with report)")
     t.add_argument("--layers", type=_csv(ALL_LAYERS), metavar="L[,L...]",
-                   help=f"layers to trace (default: {','.join(DEFAULT_LAYERS)}; all: {','.join(ALL_LAYERS)})")
+                   help=f"layers to trace (default: {','.join(DEFAULT_LAYERS)}; the layers there are: {','.join(ALL_LAYERS)})")
     t.add_argument("--out", help="trace directory (default: trace-YYYYmmdd-HHMMSS here)")
     t.add_argument("--format", choices=FORMATS, default=FORMATS[0],
                    help="report format (default: html, written into the trace directory; md and json: printed)")
