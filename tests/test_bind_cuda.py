@@ -58,3 +58,15 @@ def test_the_mpi_is_cuda_aware_by_its_module_and_its_link_to_the_cuda_runtime(cu
     found = detect(cuda_mpi, str(tmp_path / "lib" / "libucs.so.0"))
     assert found["cuda"] and found["transports"] == ["cuda_copy", "cuda_ipc"]
     assert found["via"][1] == "mpich links libcudart.so.12"
+
+
+def test_a_staged_ucx_without_cuda_modules_makes_no_cuda_claim(tmp_path):
+    """The fabric stages UCX's whole module directory (Debian's Open MPI and MPICH: libuct_cma,
+    libuct_ib, libuct_rdmacm, ...): none of them is a CUDA transport, so bind says nothing of CUDA."""
+    ucx = tmp_path / "ucx"
+    files = [str(ucx / n) for n in ("libuct_cma.so.0", "libuct_ib.so.0", "libuct_rdmacm.so.0", "libucm_ugni.so.0")]
+    installation = {"family": "openmpi"}
+    assert cuda_notes(installation, {"ucx": (str(ucx), files)}) == []
+    (note,) = cuda_notes(installation, {"ucx": (str(ucx), files + [str(ucx / "libuct_cuda.so.0")])})
+    assert note.startswith("bind: host openmpi is CUDA-aware: UCX's CUDA transports (cuda_copy, cuda_ipc: "
+                           "libuct_cuda.so from ")

@@ -28,7 +28,7 @@ from .base import Model
 
 MOUNT_POINT = "/nm/host-mpi"
 LIBDIR = f"{MOUNT_POINT}/lib"
-STAGE_VERSION = 3  # 2: a prefix installation's own libraries first; 3: inodes in the keys, devices cached
+STAGE_VERSION = 4  # 2: a prefix installation's own libraries first; 3: inodes in the keys, devices cached; 4: no CUDA note for UCX's fabric modules
 
 # Sonames that are the same ABI under two names: provide the one the program asks for.
 ABI_ALIASES = {
@@ -130,9 +130,13 @@ def cuda_notes(installation, plugins):
     if "ucx" not in plugins:
         return []
     directory, files = plugins["ucx"]
-    from ..discovery.mpi_cuda import UCX_TRANSPORTS, _module_name
+    from ..discovery.mpi_cuda import UCX_CUDA_MODULE, UCX_TRANSPORTS, _module_name
 
-    names = sorted({_module_name(f) for f in files})
+    # UCX's whole module directory is staged for the fabric (libuct_cma, libuct_ib, ...): only
+    # its CUDA modules make the MPI CUDA-aware
+    names = sorted({_module_name(f) for f in files if UCX_CUDA_MODULE.match(os.path.basename(f))})
+    if not names:
+        return []
     transports = [t for n in names for t in UCX_TRANSPORTS.get(n, ())]
     return [f"bind: host {installation['family']} is CUDA-aware: UCX's CUDA transports ({', '.join(transports) or 'memory hooks'}: "
             f"{', '.join(n + '.so' for n in names)} from {directory}) staged at {LIBDIR}/ucx; they need the driver "
