@@ -60,6 +60,22 @@ def test_bind_refuses_abi_mismatch(default_image):
     assert "refused" in err and "libmpi.so.40" in err and "libmpich.so.12" in err
 
 
+def test_native_program_of_the_other_mpi_is_refused(tmp_path):
+    """mpiexec.hydra would start an Open MPI program as separate 1-rank jobs that each exit 0
+    with one rank's numbers: refused before anything starts; its own MPI runs it as one job."""
+    import subprocess
+
+    src, exe = tmp_path / "size.c", tmp_path / "size"
+    src.write_text('#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int n; MPI_Init(&c, &v);'
+                   ' MPI_Comm_size(MPI_COMM_WORLD, &n); printf("size=%d\\n", n); MPI_Finalize(); return 0; }\n')
+    subprocess.run(["mpicc.openmpi", "-o", str(exe), str(src)], check=True, timeout=120)
+    err = assert_one_line_error(nearmetal("run", "--mpi", "mpich", "-n", "2", "--", str(exe)))
+    assert err.endswith(f"{exe} is built against Open MPI, but mpich would launch it: each rank would start alone "
+                        "as a 1-rank MPI job; use --mpi openmpi")
+    out = nearmetal("run", "--mpi", "openmpi", "-n", "2", "--", str(exe))
+    assert out.returncode == 0 and out.stdout.split() == ["size=2", "size=2"], out.stderr
+
+
 def test_bind_refuses_old_glibc(bullseye_image):
     out = nearmetal("run", "--mode", "bind", "--mpi", "mpich", "--image", bullseye_image.name, "--", "nm-mpi-info")
     err = assert_one_line_error(out)

@@ -134,6 +134,7 @@ def test_a_program_the_image_lacks_is_refused_before_any_run_with_its_cells(mach
     """Every container run of such a cell would fail to start: refused at once (the native
     cells would otherwise be spent first), counted per image and MPI."""
     machine.lacking = {"gmx_mpi"}
+    machine.installed.add("gmx_mpi")  # on the host: its native cells are fine
     text = ('[study]\nname = "s"\n[matrix]\nmode = ["native", "hybrid", "bind"]\nruntime = ["charliecloud"]\n'
             'mpi = ["openmpi", "mpich"]\n[[benchmark]]\ncommand = ["gmx_mpi", "mdrun"]\n'
             '[[benchmark]]\nkernel = "latency"\n')
@@ -150,6 +151,31 @@ def test_a_program_the_image_lacks_is_refused_before_any_run_with_its_cells(mach
     found, notes = preflight.problems(config_mod.parse(relative))
     assert notes and all("nm-to-be-built" in n for n in notes)
     assert found and all(f.startswith("program path inside the image must be absolute: ./run.sh") for f in found)
+
+
+def test_a_native_program_missing_here_or_of_the_other_mpi_is_refused_before_any_run(machine, monkeypatch, tmp_path):
+    """Native cells would spend their runs failing ("program not found"), or, worse, start a
+    program of the other MPI as N 1-rank jobs that end "ok" with one rank's numbers: both are
+    refused at once, as `run` refuses them. A relative path names a staged input: left to the run."""
+    from nearmetal import resolve
+
+    app = tmp_path / "stencil"
+    app.write_text("")
+    app.chmod(0o755)
+    monkeypatch.setattr(resolve.Host, "program_abi", lambda self, path: "openmpi" if path == str(app) else None)
+    sonames = {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
+    monkeypatch.setattr(resolve.Host, "installation", lambda self, spec: {"family": spec, "soname": sonames[spec]})
+    monkeypatch.setattr(resolve.Host, "installations", lambda self: {f: {"family": f} for f in sonames})
+    text = ('[study]\nname = "s"\n[matrix]\nmode = ["native"]\nmpi = ["openmpi", "mpich"]\n'
+            '[[benchmark]]\ncommand = ["PROG", "100"]\n')
+    found, _ = preflight.problems(config_mod.parse(text.replace("PROG", str(app) + "l")))
+    assert found == [f"program not found: {app}l (1 cell, openmpi)", f"program not found: {app}l (1 cell, mpich)"]
+    found, _ = preflight.problems(config_mod.parse(text.replace("PROG", str(app))))
+    assert found == [f"{app} is built against Open MPI, but mpich would launch it: each rank would start alone as "
+                     "a 1-rank MPI job; use --mpi openmpi (1 cell, mpich)"]
+    assert preflight.problems(config_mod.parse(text.replace("PROG", "./run.sh"))) == ([], [])
+    found, _ = preflight.problems(config_mod.parse(text.replace("PROG", "stencil")))  # a bare name: on PATH
+    assert found == ["program not found on PATH: stencil (1 cell, openmpi)", "program not found on PATH: stencil (1 cell, mpich)"]
 
 
 def test_a_misspelt_image_is_refused_with_the_images_there_are_and_the_closest(machine):

@@ -93,11 +93,39 @@ def test_native_program_abi_chooses_the_family(tmp_path):
     assert c.installation["family"] == "mpich" and ("program_abi", str(prog)) in host.asked
 
 
-def test_native_program_abi_of_a_family_not_installed_falls_back(tmp_path):
+def test_native_program_of_another_mpi_abi_is_refused(tmp_path):
+    """Launched by the other MPI's launcher, each rank of it would start alone as a 1-rank job and
+    finish "successfully" with the numbers of one rank (a new user's study stored them as ok)."""
     prog = tmp_path / "app"
     prog.write_text("")
-    [c] = resolve(req("native", program=str(prog)), host=FakeHost(mpis=("openmpi",), program_abi="mpich"))
+    prog.chmod(0o755)
+    with pytest.raises(NearmetalError) as e:
+        resolve(req("native", program=str(prog), mpi="mpich"), host=FakeHost(program_abi="openmpi"))
+    assert str(e.value) == (f"{prog} is built against Open MPI, but mpich would launch it: each rank would start "
+                            "alone as a 1-rank MPI job; use --mpi openmpi")
+    with pytest.raises(NearmetalError) as e:  # its own MPI is not installed: the default family is no way out
+        resolve(req("native", program=str(prog)), host=FakeHost(mpis=("openmpi",), program_abi="mpich"))
+    assert str(e.value).endswith("use --mpi mpich (install mpich libmpich-dev)")
+    [c] = resolve(req("native", program=str(prog), mpi="openmpi"), host=FakeHost(program_abi="openmpi"))
     assert c.installation["family"] == "openmpi"
+    [c] = resolve(req("native", program=str(prog), mpi="mpich"), host=FakeHost(program_abi=None))  # links no MPI
+    assert c.installation["family"] == "mpich"
+
+
+def test_a_program_on_path_is_checked_and_a_kernel_is_not(tmp_path, monkeypatch):
+    prog = tmp_path / "gmx_like"
+    prog.write_text("")
+    prog.chmod(0o755)
+    import shutil
+
+    which = shutil.which  # the machine fixture's: ch-run and the launchers
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: str(prog) if name == "gmx_like" else which(name, *a, **k))
+    host = FakeHost(program_abi="openmpi")
+    with pytest.raises(NearmetalError, match=r"^gmx_like is built against Open MPI, but mpich would launch it"):
+        resolve(req("native", program="gmx_like", mpi="mpich"), host=host)
+    assert ("program_abi", str(prog)) in host.asked
+    resolve(req("native", program="nm-mpi-info", mpi="mpich"), host=host)  # built for every family
+    resolve(req("hybrid", program="gmx_like", mpi="mpich"), host=host)  # the image's program: bind/hybrid check it
 
 
 def test_bare_program_name_is_not_inspected():

@@ -159,7 +159,38 @@ def resolve(req, more=(), host=None):
                                  f"MPI_COMM_WORLD: every component must use {req.mpi or installation['family']}")
         r_image = host.image(r.image) if in_container(r.mode) else None
         out.append(Resolved(r, installation, profile, r_image, _runtime(r), scheduler, account))
+    for c in out:
+        if not in_container(c.mode):
+            problem = host_program_abi_problem(c.program, c.installation, host)
+            if problem:
+                raise NearmetalError(problem)
     return out
+
+
+def host_program_abi_problem(program, installation, host):
+    """Why a host program cannot be launched by `installation`'s launcher, or None: built
+    against another MPI ABI, it would start as N separate 1-rank jobs, each finishing
+    "successfully" with one rank's numbers. nearmetal's kernels exist for every family; a
+    program that links no MPI, or is not found (the run says so), is not checked."""
+    from .program_paths import host_program, is_kernel
+
+    if is_kernel(program):
+        return None
+    try:
+        path = host_program(program, installation["family"])  # the file the native model runs
+    except NearmetalError:
+        return None
+    if not os.path.isfile(path):
+        return None
+    from .families import abi_of, get as get_family
+
+    linked = host.program_abi(path)
+    launched = abi_of(installation.get("soname") or "") or installation["family"]
+    if linked is None or linked == launched:
+        return None
+    return (f"{program} is built against {get_family(linked).abi_title}, but {installation['family']} would launch "
+            f"it: each rank would start alone as a 1-rank MPI job; use --mpi {linked}"
+            + ("" if linked in host.installations() else f" (install {_packages(linked)})"))
 
 
 def _runtime(req):

@@ -20,6 +20,7 @@ checked only where the runs start on this machine (scheduler "local"): a batch s
 nodes may have other ones.
 """
 
+import os
 from collections import Counter
 
 from ...errors import NearmetalError
@@ -53,7 +54,8 @@ def problems(cfg):
         elif build:
             notes.append(f"image '{spec}' is not here: its {_cells(n)} fail until {build}")
     out += program_problems(contained)
-    if schedulers.get(cfg.study.scheduler).job_is_child:
+    if schedulers.get(cfg.study.scheduler).job_is_child:  # the host's programs are this machine's
+        out += host_program_problems([c for c in planned if not in_container(c.variant["mode"])])
         for name, n in Counter(c.variant["runtime"] for c in contained if c.variant.get("runtime")).items():
             why = runtime_problem(name)
             if why:
@@ -87,6 +89,35 @@ def program_problems(contained):
             programs.container_program(image, program, family)
         except NearmetalError as e:
             out.append(f"{e} ({_cells(n)}, {family})")
+    return out
+
+
+def host_program_problems(native):
+    """One phrase per program a native cell of a program benchmark would start that is not on
+    this machine, or that its MPI's launcher cannot start (built against the other MPI ABI), as
+    `run` refuses them. A relative path is left to the run: it names a file staged into the
+    working directory. (nearmetal's kernels are built for every MPI before the runs.)"""
+    from ...program_paths import host_program
+    from ...resolve import Host, host_program_abi_problem
+
+    wanted = Counter()
+    for c in native:
+        program = c.benchmark.command[0] if c.benchmark.is_program() else None
+        if program and ("/" not in program or os.path.isabs(program)):
+            wanted[(program, c.variant["mpi"])] += 1
+    host, out = Host(), []
+    for (program, mpi), n in wanted.items():
+        try:
+            installation = host.installation(mpi)
+        except NearmetalError:
+            continue  # the run names the missing MPI
+        try:
+            host_program(program, installation["family"])
+            problem = host_program_abi_problem(program, installation, host)
+        except NearmetalError as e:
+            problem = str(e)
+        if problem:
+            out.append(f"{problem} ({_cells(n)}, {mpi})")
     return out
 
 
