@@ -137,6 +137,9 @@ def test_a_study_with_a_catastrophic_fom_fails_its_runs_with_the_reason(tmp_path
     db = tmp_path / "r" / "s.db"
     out = nearmetal("study", path, "--db", db, "--no-progress", timeout=300)
     assert "Traceback" not in out.stderr
+    # nothing measured: the study says so last and fails, as report does (a script would trust a 0)
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].endswith(
+        "no finished runs in study 'hostile': 2 failed; see why in the report's failures"), out.stderr[-2000:]
     import sqlite3
 
     con = sqlite3.connect(db)

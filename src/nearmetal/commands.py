@@ -245,7 +245,7 @@ def _report(store, study_name, out_dir, fmt, failed):
         render_terminal(analysis, console)
     path = write_report(analysis, out_dir, fmt)
     console.print(f"report: {path}", highlight=False)
-    if failed is None:  # `nearmetal report`: a study with nothing measured is not a result
+    if failed is None or failed:  # report, or a study with failed runs: nothing measured is not a result
         _require_finished(analysis)
     return 0
 
