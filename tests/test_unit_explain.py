@@ -356,6 +356,32 @@ def test_paragraph_of_a_tested_cause_an_untested_one_and_none():
     assert paragraph({**entry, "overhead_pct": 0.25}).startswith("Audited is +0.2% slower (latency).")
 
 
+def test_a_share_whose_interval_reaches_zero_is_a_likely_cause_not_the_cause():
+    """A new user's explain said "Cause: ..." for 57% [-23% to 124%]: an interval that reaches 0
+    does not show the change recovers anything. The gap in explain's own blocks is said beside
+    the share (the head's figure is the study's; the share is of the blocks it was measured in)."""
+    from nearmetal.explain.why import confirmed
+
+    share = {"share": 0.57, "low": -0.23, "high": 1.24, "n_blocks": 8,
+             "vs_baseline": {"ratio": 1.15}, "vs_slow": {"ratio": 1.15 / 1.35}}
+    assert not confirmed(share) and confirmed({**share, "low": 0.2}) and not confirmed({**share, "low": None})
+    assert not confirmed({**share, "share": 0.4, "low": 0.1})
+    likely = {"fact": "OMPI_MCA_btl=self,tcp in the ranks", "factor": "no-btl", "fix": "unset OMPI_MCA_btl",
+              "ablation": {"mode": "hybrid"}, "share": share}
+    entry = {"name": "hybrid-tcp", "overhead_pct": 11.0, "benchmarks": ["latency"], "causes": [likely],
+             "likely": likely}
+    assert paragraph(entry) == (
+        "hybrid-tcp is +11% slower (latency). Likely cause, not confirmed: OMPI_MCA_btl=self,tcp in the ranks. "
+        "Changing only that (no-btl) recovered 57% [-23% to 124%] of the gap over 8 blocks, in which the variant "
+        "ran at ×1.35 the baseline's cost and the change at ×1.15: its interval reaches 0, so these blocks do not "
+        "show that it recovers anything; more blocks would tell (nearmetal explain --budget SECONDS). "
+        "Fix: unset OMPI_MCA_btl.")
+    sure = {**likely, "share": {**share, "low": 0.3}}
+    assert paragraph({**entry, "likely": None, "cause": sure}).startswith(
+        "hybrid-tcp is +11% slower (latency). Cause: OMPI_MCA_btl=self,tcp in the ranks. Changing only that (no-btl) "
+        "recovered 57% [30% to 124%] of the gap over 8 blocks, in which the variant ran at ×1.35")
+
+
 # ------------------------------------------------------------------ the study keys and the command line
 
 STUDY_TEXT = '[study]\nname = "s"\n{}\n[[benchmark]]\nkernel = "latency"\n'

@@ -78,6 +78,30 @@ def _pct(x):
     return f"{x * 100:.0f}%"
 
 
+# A share whose interval reaches 0 is not shown to recover anything, however large its estimate.
+_UNCONFIRMED = (": its interval reaches 0, so these blocks do not show that it recovers anything; more blocks "
+                "would tell (nearmetal explain --budget SECONDS)")
+
+
+def confirmed(share):
+    """A tested cause explains the gap: it recovers at least RECOVERS of it, and its interval
+    lies above 0 (without an interval nothing is confirmed)."""
+    return (share.get("share") is not None and share["share"] >= RECOVERS and share.get("low") is not None
+            and share["low"] > 0)
+
+
+def _beside(sh):
+    """The gap in the blocks the share was measured in, beside the study's own figure in the
+    head: the two can differ (other blocks, another load), and the share is of this one."""
+    vs_base, vs_slow = sh.get("vs_baseline") or {}, sh.get("vs_slow") or {}
+    if not vs_base.get("ratio"):
+        return ""
+    if not vs_slow.get("ratio"):
+        return f"; the change ran at ×{vs_base['ratio']:.3g} the baseline's cost"
+    return (f", in which the variant ran at ×{vs_base['ratio'] / vs_slow['ratio']:.3g} the baseline's cost and the "
+            f"change at ×{vs_base['ratio']:.3g}")
+
+
 def paragraph(entry):
     """One short paragraph of an explained answer (entry: a `why` answer dict)."""
     name, over, slower_on = entry["name"], entry.get("overhead_pct"), entry.get("slower_on") or []
@@ -95,14 +119,14 @@ def paragraph(entry):
         head += f" ({', '.join(entry['benchmarks'][:4])})"
     if entry.get("identical"):
         return f"{name}: identical to its baseline — no difference to explain."
-    cause = entry.get("cause")
-    if cause and cause.get("share") and cause["share"].get("share") is not None:
-        sh = cause["share"]
-        interval = f" [{_pct(sh['low'])} to {_pct(sh['high'])}]" if sh.get("low") is not None else ""
-        vs = sh.get("vs_baseline") or {}
-        against = f"; it ran at ×{vs['ratio']:.3g} the baseline's cost" if vs.get("ratio") else ""
-        return (f"{head}. Cause: {cause['fact']}. Changing only that ({cause['factor']}) recovered "
-                f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks{against}. Fix: {cause['fix']}.")
+    cause, likely = entry.get("cause"), entry.get("likely")
+    for found, lead, doubt in ((cause, "Cause", ""), (likely, "Likely cause, not confirmed", _UNCONFIRMED)):
+        if found and found.get("share") and found["share"].get("share") is not None:
+            sh = found["share"]
+            interval = f" [{_pct(sh['low'])} to {_pct(sh['high'])}]" if sh.get("low") is not None else ""
+            return (f"{head}. {lead}: {found['fact']}. Changing only that ({found['factor']}) recovered "
+                    f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks{_beside(sh)}{doubt}. "
+                    f"Fix: {found['fix']}.")
     tested = [c for c in entry["causes"] if c.get("share") and c["share"].get("share") is not None]
     if tested:
         best = tested[0]
@@ -232,9 +256,10 @@ def section(store, study_id, analysis):
             out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
             top = out["causes"][0] if out["causes"] else None
             if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
-                out["cause"] = top
+                out["cause" if confirmed(top["share"]) else "likely"] = top
             untested = top is not None and (top.get("share") or {}).get("share") is None
-            fixed = out.get("cause") or (top if untested and top.get("ablation") else None)  # never a refuted one
+            fixed = (out.get("cause") or out.get("likely")
+                     or (top if untested and top.get("ablation") else None))  # never a refuted one
             if fixed:
                 shown = dict(fixed["ablation"])
                 if not fixed.get("ablation_id"):  # not planned yet: the name explain would give it
