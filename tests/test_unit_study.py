@@ -470,3 +470,22 @@ def test_the_reference_study_file_in_the_docs_parses_as_written(tmp_path, monkey
     assert [b.label for b in cfg.benchmark] == ["latency", "coupled-mpmd", "gmx_mpi"]
     assert [f.id for f in cfg.finding] == ["bind-matches-native"] and len(cfg.variant) == 1
     assert len(cells(cfg)) > 0
+
+
+def test_resume_of_a_study_not_there_yet_says_it_starts_it(tmp_path):
+    """--resume completes an interrupted study; on a database without it, the study starts, and
+    says so (a new user's mistyped --db silently ran a whole study into a new database)."""
+    from nearmetal.study.execute import runner
+
+    said = []
+    cfg = _cfg(reps=2, warmup=0)
+    store, _, new = runner.open_study(cfg, "text", tmp_path / "new.db", resume=True, say=said.append)
+    store.close()
+    assert new and said[-1] == f"--resume: study 'order' is not in {tmp_path / 'new.db'} yet: starting it"
+    said.clear()
+    store, _, new = runner.open_study(cfg, "text", tmp_path / "new.db", resume=True, say=said.append)
+    store.close()
+    assert not new and not any("starting it" in s for s in said)
+    store, _, _ = runner.open_study(cfg, "text", tmp_path / "q.db", resume=True, builtin=True, say=said.append)
+    store.close()
+    assert not any("starting it" in s for s in said)  # the quickstart's script resumes on every run

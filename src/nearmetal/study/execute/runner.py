@@ -77,6 +77,8 @@ def _open_study(opened, cfg, text, db_path, resume, builtin, say, what):
             raise NearmetalError(f"study '{cfg.study.name}' in {db_path} was planned from a different study file; "
                                  f"resume needs the same file (or use a new --db)")
         return store, row["id"], False
+    if resume and not builtin:  # (the quickstart's script resumes on every run: its first starts it)
+        say(f"--resume: study '{cfg.study.name}' is not in {db_path} yet: starting it")
     seed = cfg.study.seed if cfg.study.seed is not None else random.SystemRandom().randrange(2**31)
     _say_left_out(cfg, say)
     runs = make_plan(cfg, seed)
