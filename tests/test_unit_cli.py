@@ -17,6 +17,7 @@ import pytest
 from nearmetal import cli
 from nearmetal.cli import fast_parse_run
 from nearmetal.cli_parser import build_parser
+from nearmetal.errors import NearmetalError
 
 pytestmark = pytest.mark.unit
 
@@ -208,3 +209,25 @@ def test_numbers_int_cannot_read_are_deferred(argv):
 def test_double_dash_program_is_the_same_on_both_paths():
     argv = ["--", "--", "prog"]
     assert command(fast_parse_run(argv)) == command(argparse_run(argv)) == ["--", "prog"]
+
+
+def test_report_and_explain_find_a_named_study_where_study_put_it(tmp_path, monkeypatch):
+    """`report --study NAME` without --db reads results/NAME/study.db (a new user's report looked
+    in the quickstart's database and suggested an unrelated study's)."""
+    from nearmetal.commands import _study_db
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results" / "stencil").mkdir(parents=True)
+    (tmp_path / "results" / "stencil" / "study.db").write_bytes(b"")
+    assert str(_study_db(None, "stencil")) == "results/stencil/study.db"
+    assert str(_study_db("x.db", "stencil")) == "x.db"  # --db wins, whatever is there
+    with pytest.raises(NearmetalError) as e:
+        _study_db(None, "stencl")
+    assert str(e.value) == ("no results database at results/stencl/study.db (where `nearmetal study` puts study "
+                            "'stencl'): name one with --db (here: results/stencil/study.db)")
+    with pytest.raises(NearmetalError) as e:
+        _study_db(None, None)
+    assert str(e.value).startswith("no results database at results/quickstart/study.db (where `nearmetal study` "
+                                   "puts the quickstart): name one with --db")
+    with pytest.raises(NearmetalError, match="study name '../x'"):
+        _study_db(None, "../x")

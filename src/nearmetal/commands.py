@@ -164,7 +164,7 @@ def cmd_explain(args):
 
     from .explain.stage import explain
 
-    db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
+    db = _study_db(args.db, args.study)
     err = Console(stderr=True)
     why = explain(db, args.study, args.budget, say=lambda m: err.print(m, highlight=False), console=err)
     from .report.why import render_why
@@ -182,11 +182,7 @@ def cmd_report(args):
 
     from .study.store.store import Store
 
-    db = Path(args.db) if args.db else Path("results") / "quickstart" / "study.db"
-    if not args.db and not db.exists():  # the quickstart's: another study's is named with --db
-        others = sorted(str(p) for p in Path("results").glob("*/study.db"))[:3]
-        raise NearmetalError(f"no results database at {db} (the quickstart's): name one with --db"
-                             + (f", e.g. --db {others[0]}" if others else ""))
+    db = _study_db(args.db, args.study)
     out_dir = _out_dir(args.out, db)
     store = Store(db, readonly=True)  # a report never writes the database (docs/store.md)
     try:
@@ -212,6 +208,24 @@ def cmd_import(args):
         return _report(store, args.study, out_dir, "html", 0)
     finally:
         store.close()
+
+
+def _study_db(given, study):
+    """The database a report or explain reads: --db, else where `nearmetal study` puts the study
+    named (results/NAME/study.db), else the quickstart's; a one-line error when that one is not there."""
+    from pathlib import Path
+
+    from .study.execute.runner import default_db
+
+    if given:
+        return Path(given)
+    db = default_db(study or "quickstart")
+    if not db.exists():
+        whose = f"study '{study}'" if study else "the quickstart"
+        others = [str(p) for p in sorted(Path("results").glob("*/study.db")) if p != db]
+        raise NearmetalError(f"no results database at {db} (where `nearmetal study` puts {whose}): name one "
+                             "with --db" + (f" (here: {', '.join(others[:3])})" if others else ""))
+    return db
 
 
 def _out_dir(out, db):
