@@ -489,3 +489,17 @@ def test_resume_of_a_study_not_there_yet_says_it_starts_it(tmp_path):
     store, _, _ = runner.open_study(cfg, "text", tmp_path / "q.db", resume=True, builtin=True, say=said.append)
     store.close()
     assert not any("starting it" in s for s in said)  # the quickstart's script resumes on every run
+
+
+def test_an_unknown_key_names_the_closest_key_of_its_own_table():
+    """A misspelt key is named with the key of the same table it is closest to, at any depth
+    (tables, arrays of tables); a key like none says only that it is unknown."""
+    text = ('[study]\nname = "s"\nrepetitons = 3\n[matrix]\nmpii = ["openmpi"]\n[[benchmark]]\nkernel = "latency"\n'
+            'rankz = [2]\n[[variant]]\nmode = "native"\nmpi = "openmpi"\nenvv = {}\n[baseline]\nmode = "native"\n'
+            'colour = 1\n')
+    with pytest.raises(NearmetalError) as e:
+        config_mod.parse(text, source="f.toml")
+    assert str(e.value) == ("f.toml: study.repetitons: unknown key; the closest is 'repetitions'; also "
+                            "baseline.colour: unknown key; also matrix.mpii: unknown key; the closest is 'mpi'; also "
+                            "variant[0].name: required key is missing; also variant[0].envv: unknown key; the closest "
+                            "is 'env'; also benchmark[0].rankz: unknown key; the closest is 'ranks'")

@@ -106,7 +106,7 @@ def load(path):
     try:
         return PresetFile.model_validate(data)
     except ValidationError as e:
-        raise validation_error(e, f"preset file {path}") from None
+        raise validation_error(e, f"preset file {path}", model=PresetFile) from None
 
 
 def listed(cwd=None):

@@ -256,7 +256,7 @@ def parse(text, source="<io study>"):
     try:
         s = IOStudy.model_validate(data)
     except ValidationError as e:
-        raise validation_error(e, source, _special) from None
+        raise validation_error(e, source, _special, model=IOStudy) from None
     try:
         _check_combinations(s, source)
     except NearmetalError as e:

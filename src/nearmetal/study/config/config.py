@@ -381,7 +381,7 @@ def validated(text, source="<study>"):
     try:
         return StudyConfig.model_validate(data)
     except ValidationError as e:
-        raise validation_error(e, source) from None
+        raise validation_error(e, source, model=StudyConfig) from None
 
 
 def check_paths(cfg, source="<study>"):

@@ -112,9 +112,10 @@ _UNION_TAG = re.compile(r"^(int|str|float|bool|literal\[.*\])$")
 _EXPECTED = re.compile(r"^Input should be a valid (.*)$")
 
 
-def validation_error(e, source, special=None):
+def validation_error(e, source, special=None, model=None):
     """A NearmetalError listing every problem of a pydantic ValidationError, each with its
-    key path, on one line. `special(loc, err, union)` may return the text for a problem."""
+    key path, on one line. `special(loc, err, union)` may return the text for a problem;
+    model: the validated class, whose keys name the closest one to an unknown key."""
     errors = e.errors()
     unions = {}
     for err in errors:
@@ -131,10 +132,46 @@ def validation_error(e, source, special=None):
             continue
         seen.add(loc)
         text = special(list(loc), err, union) if special else None
+        if not text and err["type"] == "extra_forbidden" and model is not None:
+            text = _unknown_key(loc, model)
         problems.append(f"{key_path(loc)}: {text or _problem(err, union)}")
     more = len(problems) - MAX_PROBLEMS
     line = "; also ".join(problems[:MAX_PROBLEMS]) + (f" (and {more} more problems)" if more > 0 else "")
     return NearmetalError(one_line(f"{source}: {line}"))
+
+
+def _unknown_key(loc, model):
+    """'unknown key; the closest is 'repetitions'' when a key of the table at loc is alike."""
+    from ...closest import closest
+
+    table = _model_at(model, loc[:-1])
+    keys = [f.alias or name for name, f in table.model_fields.items()] if table is not None else []
+    near = closest(loc[-1], keys) if isinstance(loc[-1], str) else None
+    return f"unknown key; the closest is '{near}'" if near else None
+
+
+def _model_at(model, path):
+    """The pydantic model class that validates the table at `path` (keys and list indices) of a
+    `model` document, or None where the path leads to no model."""
+    import typing
+
+    from pydantic import BaseModel
+
+    def models_in(annotation):
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for arg in typing.get_args(annotation) for m in models_in(arg)]
+
+    current = model
+    for step in path:
+        if isinstance(step, int):
+            continue  # a list's item: the list's model is already current
+        field = next((f for name, f in current.model_fields.items() if (f.alias or name) == step), None)
+        found = models_in(field.annotation) if field is not None else []
+        if len(found) != 1:
+            return None
+        current = found[0]
+    return current
 
 
 def _problem(err, union):
