@@ -566,3 +566,30 @@ def test_the_busy_machine_count_is_the_studys_own_runs_not_explains_ablations(tm
         own = analyze(store, "s", n_boot=50, later_variants=["slow-fixed"])["contention"]
     assert (everything["disturbed"], everything["runs"]) == (5, 12)
     assert (own["disturbed"], own["runs"]) == (1, 8) and own["text"].startswith("1 of 8 runs were taken on a busy")
+
+
+def test_no_slower_answer_but_undecided_ones_says_what_would_decide_them():
+    """A new user's noisy study: explain said only "no slower answer to explain". Undecided
+    answers are the machine's noise, which no ablation recovers: said, with what the study said
+    would decide them when it stopped."""
+    import json as json_mod
+
+    from nearmetal.explain.stage import _undecided_words
+    from nearmetal.study.execute import machine_check
+
+    class Meta:  # the store's meta table, all that is read
+        def __init__(self, kept):
+            self.kept = kept
+
+        def meta(self, key):
+            return json_mod.dumps(self.kept) if key == machine_check._KEY.format(7) and self.kept else None
+
+    analysis = {"answers": {"by_benchmark": [{"verdict": "inconclusive"}, {"verdict": "equivalent"},
+                                             {"verdict": "inconclusive"}]}}
+    stop = "Stopped after 2 blocks (40 s of runs): ... What would help: widen the margin to ±25%."
+    assert _undecided_words(analysis, Meta({"stop": {"text": stop}}), 7) == (
+        "; 2 answers are undecided, which is the machine's run-to-run noise: no change of a variant recovers it. "
+        f"The study said: {stop}")
+    assert _undecided_words(analysis, Meta(None), 7).endswith(
+        "recovers it (more blocks would decide them: a study with a longer max_time, or a quieter machine)")
+    assert _undecided_words({"answers": {"by_benchmark": [{"verdict": "equivalent"}]}}, Meta(None), 7) == ""

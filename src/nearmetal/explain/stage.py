@@ -235,6 +235,21 @@ def _decided(why):
     return True
 
 
+def _undecided_words(analysis, store, study_id):
+    """What explain says of undecided answers when none is slower: no ablation recovers noise;
+    what the study said would decide them when it stopped (or at its outlook), if it said so."""
+    from ..study.execute import machine_check
+
+    n = sum(1 for e in (analysis.get("answers") or {}).get("by_benchmark") or [] if e.get("verdict") == "inconclusive")
+    if not n:
+        return ""
+    kept = machine_check.load(store, study_id) or {}
+    said = (kept.get("stop") or kept.get("outlook") or {}).get("text")
+    return (f"; {n} answer{'s are' if n != 1 else ' is'} undecided, which is the machine's run-to-run noise: no "
+            "change of a variant recovers it" + (f". The study said: {said}" if said else
+                                                 " (more blocks would decide them: a study with a longer max_time, or a quieter machine)"))
+
+
 def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=None):
     """Explain a finished study in `store` (held for writing). Returns the Why section."""
     from ..analysis.analyze import analyze
@@ -242,9 +257,10 @@ def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=No
     deadline = time.monotonic() + budget
     plan = stored_plan(store, study_id)
     if plan is None:
-        plan = make_plan(cfg, store, study_id, analyze(store, cfg.study.name, n_boot=500), say)
+        first = analyze(store, cfg.study.name, n_boot=500)
+        plan = make_plan(cfg, store, study_id, first, say)
         if not plan["answers"]:
-            say(f"study '{cfg.study.name}': no slower answer to explain")
+            say(f"study '{cfg.study.name}': no slower answer to explain" + _undecided_words(first, store, study_id))
             _save(store, study_id, plan)
             return section(store, study_id, analyze(store, cfg.study.name))
         if not plan["ablations"]:
