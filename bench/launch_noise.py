@@ -2,7 +2,9 @@
 """How noisy a stored study's launches were, in the unit its verdicts feel: for each point of
 each container variant, the standard deviation over blocks of the paired log ratio (the
 variant's run against its block's native run of the same MPI, the quickstart's baseline);
-printed per benchmark as the median over its points and variants.
+printed per benchmark as the median over its points and variants. Made for studies with one
+native variant per MPI, as the quickstart: with several (threads, networks) one of them is
+taken for all, so read such a study's figure as a rough one.
 
 At a margin of ±10%, a point needs roughly (2.5 * sd / 0.1)^2 blocks to be decided when the
 true difference is small: sd 0.12 needs ~9, sd 0.30 ~56. Comparing two hosts' databases with

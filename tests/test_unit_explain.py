@@ -374,8 +374,11 @@ def test_a_share_whose_interval_reaches_zero_is_a_likely_cause_not_the_cause():
         "hybrid-tcp is +11% slower (latency). Likely cause, not confirmed: OMPI_MCA_btl=self,tcp in the ranks. "
         "Changing only that (no-btl) recovered 57% [-23% to 124%] of the gap over 8 blocks, in which the variant "
         "ran at ×1.35 the baseline's cost and the change at ×1.15: its interval reaches 0, so these blocks do not "
-        "show that it recovers anything; more blocks would tell (nearmetal explain --budget SECONDS). "
-        "Fix: unset OMPI_MCA_btl.")
+        "show that it recovers anything; more blocks would settle it (explain runs more while its budget and the "
+        "study's max_repetitions allow). Fix: unset OMPI_MCA_btl.")
+    no_interval = {**likely, "share": {**share, "low": None, "high": None}}
+    assert ("recovered 57% of the gap over 8 blocks, in which the variant ran at ×1.35 the baseline's cost and the "
+            "change at ×1.15: too few blocks for an interval, so") in paragraph({**entry, "likely": no_interval})
     sure = {**likely, "share": {**share, "low": 0.3}}
     assert paragraph({**entry, "likely": None, "cause": sure}).startswith(
         "hybrid-tcp is +11% slower (latency). Cause: OMPI_MCA_btl=self,tcp in the ranks. Changing only that (no-btl) "
@@ -570,8 +573,8 @@ def test_the_busy_machine_count_is_the_studys_own_runs_not_explains_ablations(tm
 
 def test_no_slower_answer_but_undecided_ones_says_what_would_decide_them():
     """A new user's noisy study: explain said only "no slower answer to explain". Undecided
-    answers are the machine's noise, which no ablation recovers: said, with what the study said
-    would decide them when it stopped."""
+    answers are not explain's to test: said, with what the study said would decide them when it
+    stopped."""
     import json as json_mod
 
     from nearmetal.explain.stage import _undecided_words
@@ -588,8 +591,8 @@ def test_no_slower_answer_but_undecided_ones_says_what_would_decide_them():
                                              {"verdict": "inconclusive"}]}}
     stop = "Stopped after 2 blocks (40 s of runs): ... What would help: widen the margin to ±25%."
     assert _undecided_words(analysis, Meta({"stop": {"text": stop}}), 7) == (
-        "; 2 answers are undecided, which is the machine's run-to-run noise: no change of a variant recovers it. "
-        f"The study said: {stop}")
+        "; 2 answers are undecided: the study's blocks did not settle them, and explain tests the causes of slower "
+        f"answers only. The study said: {stop}")
     assert _undecided_words(analysis, Meta(None), 7).endswith(
-        "recovers it (more blocks would decide them: a study with a longer max_time, or a quieter machine)")
+        "slower answers only (more blocks would: a longer max_time, or a quieter machine)")
     assert _undecided_words({"answers": {"by_benchmark": [{"verdict": "equivalent"}]}}, Meta(None), 7) == ""

@@ -312,7 +312,7 @@ def _add_study(sub):
 
 def _add_report(sub):
     r = sub.add_parser("report", help="statistics, verdicts and plots from a results database")
-    r.add_argument("--db", help="results database (default: results/quickstart/study.db)")
+    r.add_argument("--db", help="results database (default: results/NAME/study.db for --study NAME, else results/quickstart/study.db)")
     r.add_argument("--study", type=study_name_arg, help="study name (needed when the database holds several)")
     r.add_argument("--out", help="output directory (default: beside the database)")
     r.add_argument("--format", choices=_report_formats(), default=_report_formats()[0],
@@ -325,7 +325,7 @@ def _add_explain(sub):
                                    "variants that change exactly one factor beside the slow variant and its baseline, "
                                    "and report the share of the gap each recovers (docs/explain.md). Resumable: run "
                                    "it again to go on.")
-    e.add_argument("--db", help="results database (default: results/quickstart/study.db)")
+    e.add_argument("--db", help="results database (default: results/NAME/study.db for --study NAME, else results/quickstart/study.db)")
     e.add_argument("--study", type=study_name_arg, help="study name (needed when the database holds several)")
     e.add_argument("--budget", type=_positive_seconds, default=600.0, metavar="SECONDS",
                    help="seconds of ablation runs at most (default: 600)")

@@ -167,11 +167,12 @@ def resolve(req, more=(), host=None):
     return out
 
 
-def host_program_abi_problem(program, installation, host):
+def host_program_abi_problem(program, installation, host, remedy="use --mpi {}"):
     """Why a host program cannot be launched by `installation`'s launcher, or None: built
     against another MPI ABI, it would start as N separate 1-rank jobs, each finishing
     "successfully" with one rank's numbers. nearmetal's kernels exist for every family; a
-    program that links no MPI, or is not found (the run says so), is not checked."""
+    program that links no MPI, or is not found (the run says so), is not checked. remedy:
+    what to do, with {} for the program's own family (a study file says it otherwise)."""
     from .program_paths import host_program, is_kernel
 
     if is_kernel(program):
@@ -189,7 +190,7 @@ def host_program_abi_problem(program, installation, host):
     if linked is None or linked == launched:
         return None
     return (f"{program} is built against {get_family(linked).abi_title}, but {installation['family']} would launch "
-            f"it: each rank would start alone as a 1-rank MPI job; use --mpi {linked}"
+            f"it: each rank would start alone as a 1-rank MPI job; {remedy.format(linked)}"
             + ("" if linked in host.installations() else f" (install {_packages(linked)})"))
 
 

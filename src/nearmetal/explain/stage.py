@@ -236,8 +236,9 @@ def _decided(why):
 
 
 def _undecided_words(analysis, store, study_id):
-    """What explain says of undecided answers when none is slower: no ablation recovers noise;
-    what the study said would decide them when it stopped (or at its outlook), if it said so."""
+    """What explain says of undecided answers when none is slower: they are not its to explain
+    (the Why section says whether launches fall into modes); what the study said would decide
+    them when it stopped (or at its outlook), if it said so."""
     from ..study.execute import machine_check
 
     n = sum(1 for e in (analysis.get("answers") or {}).get("by_benchmark") or [] if e.get("verdict") == "inconclusive")
@@ -245,9 +246,9 @@ def _undecided_words(analysis, store, study_id):
         return ""
     kept = machine_check.load(store, study_id) or {}
     said = (kept.get("stop") or kept.get("outlook") or {}).get("text")
-    return (f"; {n} answer{'s are' if n != 1 else ' is'} undecided, which is the machine's run-to-run noise: no "
-            "change of a variant recovers it" + (f". The study said: {said}" if said else
-                                                 " (more blocks would decide them: a study with a longer max_time, or a quieter machine)"))
+    return (f"; {n} answer{'s are' if n != 1 else ' is'} undecided: the study's blocks did not settle "
+            f"{'them' if n != 1 else 'it'}, and explain tests the causes of slower answers only"
+            + (f". The study said: {said}" if said else " (more blocks would: a longer max_time, or a quieter machine)"))
 
 
 def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=None):

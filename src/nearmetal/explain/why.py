@@ -78,9 +78,12 @@ def _pct(x):
     return f"{x * 100:.0f}%"
 
 
-# A share whose interval reaches 0 is not shown to recover anything, however large its estimate.
-_UNCONFIRMED = (": its interval reaches 0, so these blocks do not show that it recovers anything; more blocks "
-                "would tell (nearmetal explain --budget SECONDS)")
+def _unconfirmed(sh):
+    """Why a share of half or more is not a confirmed cause: its interval reaches 0 (or there
+    is none yet), so the blocks do not show it recovers anything, however large the estimate."""
+    why = ("too few blocks for an interval" if sh.get("low") is None else "its interval reaches 0")
+    return (f": {why}, so these blocks do not show that it recovers anything; more blocks would settle it "
+            "(explain runs more while its budget and the study's max_repetitions allow)")
 
 
 def confirmed(share):
@@ -120,10 +123,11 @@ def paragraph(entry):
     if entry.get("identical"):
         return f"{name}: identical to its baseline — no difference to explain."
     cause, likely = entry.get("cause"), entry.get("likely")
-    for found, lead, doubt in ((cause, "Cause", ""), (likely, "Likely cause, not confirmed", _UNCONFIRMED)):
+    for found, lead in ((cause, "Cause"), (likely, "Likely cause, not confirmed")):
         if found and found.get("share") and found["share"].get("share") is not None:
             sh = found["share"]
             interval = f" [{_pct(sh['low'])} to {_pct(sh['high'])}]" if sh.get("low") is not None else ""
+            doubt = "" if found is cause else _unconfirmed(sh)
             return (f"{head}. {lead}: {found['fact']}. Changing only that ({found['factor']}) recovered "
                     f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks{_beside(sh)}{doubt}. "
                     f"Fix: {found['fix']}.")

@@ -12,6 +12,9 @@ refused in one line, at once, instead of after the native runs have been spent.
 - a program that is not in the image (a container runs the image's own: a host-side or
   relative path cannot start there; run a staged script through its interpreter,
   command = ["sh", "run.sh"]), checked in each image that is there, for each MPI;
+- a host program of a native cell built against the other MPI's ABI: its launcher would
+  start it as N separate 1-rank jobs that end "ok" with one rank's numbers. One that is not on
+  this machine is said, not refused (seed 001 asks for gromacs): its cells fail saying so;
 - GPUs this machine does not have: a `gpus` count above its GPUs, an index or UUID it lacks
   (a machine without any GPU leaves GPU benchmarks out of the plan instead: plan/gpu_cells.py).
 
@@ -40,7 +43,8 @@ def check(cfg, source="<study>", say=None):
 
 def problems(cfg):
     """(problems, notes): the problems (one phrase each) that would keep every run of some
-    cells from starting, and a note for each image that is not built yet."""
+    cells from starting (or make them measure the wrong thing), and a note for each image that
+    is not built yet and each native program that is not here."""
     from ... import schedulers
     from ..plan.plan import cells
 
@@ -52,10 +56,12 @@ def problems(cfg):
         if why:
             out.append(f"image '{spec}' of {_cells(n)}: {why}")
         elif build:
-            notes.append(f"image '{spec}' is not here: its {_cells(n)} fail until {build}")
+            notes.append(f"image '{spec}' is not here: its {_cells(n)} {_fail(n)} until {build}")
     out += program_problems(contained)
     if schedulers.get(cfg.study.scheduler).job_is_child:  # the host's programs are this machine's
-        out += host_program_problems([c for c in planned if not in_container(c.variant["mode"])])
+        wrong, missing = host_program_problems([c for c in planned if not in_container(c.variant["mode"])])
+        out += wrong
+        notes += missing
         for name, n in Counter(c.variant["runtime"] for c in contained if c.variant.get("runtime")).items():
             why = runtime_problem(name)
             if why:
@@ -93,19 +99,20 @@ def program_problems(contained):
 
 
 def host_program_problems(native):
-    """One phrase per program a native cell of a program benchmark would start that is not on
-    this machine, or that its MPI's launcher cannot start (built against the other MPI ABI), as
-    `run` refuses them. A relative path is left to the run: it names a file staged into the
-    working directory. (nearmetal's kernels are built for every MPI before the runs.)"""
-    from ...program_paths import host_program
+    """(wrong, missing): one phrase per program a native cell of a program benchmark would start
+    that its MPI's launcher cannot start as one job (built against the other MPI's ABI: `run`
+    refuses it too), and one note per program that is not on this machine. A relative path is
+    left to the run (a file staged into the working directory), and so are nearmetal's kernels
+    (built for every MPI before the runs)."""
+    from ...program_paths import host_program, is_kernel
     from ...resolve import Host, host_program_abi_problem
 
     wanted = Counter()
     for c in native:
         program = c.benchmark.command[0] if c.benchmark.is_program() else None
-        if program and ("/" not in program or os.path.isabs(program)):
+        if program and not is_kernel(program) and ("/" not in program or os.path.isabs(program)):
             wanted[(program, c.variant["mpi"])] += 1
-    host, out = Host(), []
+    host, wrong, missing = Host(), [], []
     for (program, mpi), n in wanted.items():
         try:
             installation = host.installation(mpi)
@@ -113,12 +120,13 @@ def host_program_problems(native):
             continue  # the run names the missing MPI
         try:
             host_program(program, installation["family"])
-            problem = host_program_abi_problem(program, installation, host)
         except NearmetalError as e:
-            problem = str(e)
+            missing.append(f"{e}: its {_cells(n)} ({mpi}) {_fail(n)} until it is installed")
+            continue
+        problem = host_program_abi_problem(program, installation, host, remedy=f'give its cells mpi = "{{}}"')
         if problem:
-            out.append(f"{problem} ({_cells(n)}, {mpi})")
-    return out
+            wrong.append(f"{problem} ({_cells(n)}, {mpi})")
+    return wrong, missing
 
 
 def gpus_problems(planned):
@@ -137,6 +145,10 @@ def gpus_problems(planned):
         except NearmetalError as e:
             out.append(f"gpus '{value}' of {_cells(n)}: {str(e).split(': ', 1)[-1]}")
     return out
+
+
+def _fail(n):
+    return "fails" if n == 1 else "fail"
 
 
 def _cells(n):
