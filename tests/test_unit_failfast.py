@@ -108,7 +108,7 @@ def machine(monkeypatch):
 
     have = {"nm-bookworm-mpich-openmpi"}
     m = SimpleNamespace(installed={"ch-run", "podman"}, starts={"ch-run": (True, "started"), "podman": (True, "ok")},
-                        lacking=set())
+                        lacking=set(), links={})
 
     def in_image(image, name, family):
         assert family in ("openmpi", "mpich"), family  # a family, never FAMILY@/PREFIX
@@ -127,6 +127,13 @@ def machine(monkeypatch):
     monkeypatch.setattr(type(runtimes.get("apptainer")), "path", lambda self: None)
     monkeypatch.setattr(doctor, "runtime_starts", lambda rt: m.starts[rt.binary])
     monkeypatch.setattr(program, "container_program", in_image)
+    # the host's MPIs and what its programs link: never this machine's (setup installs gromacs, whose
+    # /usr/bin/gmx_mpi links Open MPI; a test names what a program links in m.links)
+    sonames = {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
+    monkeypatch.setattr(resolve.Host, "installation", lambda self, spec: {"family": spec.split("@")[0],
+                                                                          "soname": sonames[spec.split("@")[0]]})
+    monkeypatch.setattr(resolve.Host, "installations", lambda self: {f: {"family": f} for f in sonames})
+    monkeypatch.setattr(resolve.Host, "program_abi", lambda self, path: m.links.get(path))
     return m
 
 
@@ -157,15 +164,10 @@ def test_a_native_program_of_the_other_mpi_is_refused_and_a_missing_one_said(mac
     """A program of the other MPI would start as N 1-rank jobs that end "ok" with one rank's
     numbers: refused at once, as `run` refuses it. One not on this machine is said before the
     runs (they fail saying so). A relative path names a staged input: left to the run."""
-    from nearmetal import resolve
-
     app = tmp_path / "stencil"
     app.write_text("")
     app.chmod(0o755)
-    monkeypatch.setattr(resolve.Host, "program_abi", lambda self, path: "openmpi" if path == str(app) else None)
-    sonames = {"openmpi": "libmpi.so.40", "mpich": "libmpich.so.12"}
-    monkeypatch.setattr(resolve.Host, "installation", lambda self, spec: {"family": spec, "soname": sonames[spec]})
-    monkeypatch.setattr(resolve.Host, "installations", lambda self: {f: {"family": f} for f in sonames})
+    machine.links[str(app)] = "openmpi"
     text = ('[study]\nname = "s"\n[matrix]\nmode = ["native"]\nmpi = ["openmpi", "mpich"]\n'
             '[[benchmark]]\ncommand = ["PROG", "100"]\n')
     # not here: said, as an image still to be built is (seed 001 asks for gromacs), not refused
