@@ -40,7 +40,10 @@ class Host:
         ELF reader is the slowest import `nearmetal run` could make)."""
         from .discovery.cache import per_file
 
-        return per_file("program-abi", path, lambda: _linked_abi(path))
+        asked = self.__dict__.setdefault("_program_abis", {})  # one launch asks twice: its family, its check
+        if path not in asked:
+            asked[path] = per_file("program-abi", path, lambda: _linked_abi(path))
+        return asked[path]
 
     def image_program_abi(self, image, program):
         """The MPI family a program inside an image is built against (None for nearmetal's
@@ -167,18 +170,19 @@ def resolve(req, more=(), host=None):
     return out
 
 
-def host_program_abi_problem(program, installation, host, remedy="use --mpi {}"):
+def host_program_abi_problem(program, installation, host, remedy="use --mpi {}", path=None):
     """Why a host program cannot be launched by `installation`'s launcher, or None: built
     against another MPI ABI, it would start as N separate 1-rank jobs, each finishing
     "successfully" with one rank's numbers. nearmetal's kernels exist for every family; a
     program that links no MPI, or is not found (the run says so), is not checked. remedy:
-    what to do, with {} for the program's own family (a study file says it otherwise)."""
+    what to do, with {} for the program's own family (a study file says it otherwise); path:
+    the program's file when the caller has looked it up already."""
     from .program_paths import host_program, is_kernel
 
     if is_kernel(program):
         return None
     try:
-        path = host_program(program, installation["family"])  # the file the native model runs
+        path = path or host_program(program, installation["family"])  # the file the native model runs
     except NearmetalError:
         return None
     if not os.path.isfile(path):

@@ -1,5 +1,7 @@
 """What every MPI model shares: the plan it makes for a rank, and the class it registers."""
 
+from abc import ABC, abstractmethod
+
 
 class ModelPlan:
     """argv: what each rank runs (inside the container unless native); env: variables for
@@ -14,7 +16,7 @@ class ModelPlan:
         self.devices = []  # host device files the ranks need (bind mode's fabric: models/_fabric.py)
 
 
-class Model:
+class Model(ABC):
     """One MPI model, registered with `@MODELS.register` in a module of models/ (its name is
     the module's: the `mode` users name). in_container: its ranks run inside an image, so a
     launch needs a runtime and an image; title: its name in sentences ("Bind mode on
@@ -25,5 +27,6 @@ class Model:
     title = ""
 
     @staticmethod
+    @abstractmethod
     def prepare(req):
-        raise NotImplementedError
+        """The ModelPlan for one resolved component (every model defines it)."""

@@ -119,11 +119,12 @@ def host_program_problems(native):
         except NearmetalError:
             continue  # the run names the missing MPI
         try:
-            host_program(program, installation["family"])
+            path = host_program(program, installation["family"])
         except NearmetalError as e:
             missing.append(f"{e}: its {_cells(n)} ({mpi}) {_fail(n)} until it is installed")
             continue
-        problem = host_program_abi_problem(program, installation, host, remedy=f'give its cells mpi = "{{}}"')
+        problem = host_program_abi_problem(program, installation, host, remedy=f'give its cells mpi = "{{}}"',
+                                           path=path)
         if problem:
             wrong.append(f"{problem} ({_cells(n)}, {mpi})")
     return wrong, missing
