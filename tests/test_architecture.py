@@ -237,6 +237,34 @@ def test_the_backend_name_check_sees_what_it_must(tmp_path):
     assert not _own_module("runtimes/bwrap.py", "squashfs", names["squashfs"])
 
 
+def _kernel_branches(path, names):
+    """`p.get("kernel") == "startup"`-like comparisons in a module: a kernel's name tested
+    where a trait of its KernelSpec (shape, per_launch, foms, ...) should be asked instead."""
+    return [f"{node.lineno}: {ast.unparse(node)}" for node in _nodes(path)
+            if isinstance(node, ast.Compare) and "kernel" in ast.unparse(node.left).lower()
+            and "traits(" not in ast.unparse(node.left) and _compared_strings(node) & names]
+
+
+def test_no_module_outside_the_kernels_branches_on_a_kernel_name():
+    """The analysis and the report learn what a kernel is from its KernelSpec, so a new kernel
+    is its parser module; only kernels/ and io/ (iobench's own analysis) name kernels."""
+    from nearmetal import kernels
+
+    names = set(kernels.REGISTRY) | {kernels.PROGRAM.name}
+    found = [f"{path.relative_to(SRC)}:{hit}" for path in _modules()
+             if path.relative_to(SRC).parts[0] not in ("kernels", "io") for hit in _kernel_branches(path, names)]
+    assert not found, "comparisons with a kernel's name outside kernels/:\n" + "\n".join(found)
+
+
+def test_the_kernel_name_check_sees_what_it_must(tmp_path):
+    code = tmp_path / "m.py"
+    code.write_text("a = p.get('kernel') == 'startup'\nb = t['kernel'] != 'command'\nc = b.kernel in ('pairs',)\n"
+                    "d = p.get('metric') == 'latency'\ne = p.get('kernel') == 'my-app'\n"
+                    "f = kernels.traits(p.get('kernel')).shape == 'pairs'\n")
+    hits = _kernel_branches(code, {"startup", "command", "pairs", "latency"})
+    assert [h.split(":")[0] for h in hits] == ["1", "2", "3"]
+
+
 def test_the_study_pipelines_records_are_frozen():
     """What crosses a stage of the study pipeline (study/records.py) cannot be changed by the next."""
     from dataclasses import is_dataclass

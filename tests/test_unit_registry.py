@@ -364,6 +364,32 @@ def test_a_new_kernel_is_its_spec_what_the_analysis_and_report_need_of_it_includ
     assert kernels.traits("gpu-stream").primary == "triad"  # GPU kernels: parsers/gpu.SPECS, not registered
 
 
+@pytest.mark.parametrize("shape", ["pairs", "phases", "io"])
+def test_a_new_kernels_shape_and_start_up_cost_come_from_its_spec(shape):
+    """How a kernel's results are laid out (a rank matrix, phases, an I/O section) and whether
+    its answer states a cost per launch are traits of its spec, not of its name."""
+    from nearmetal import kernels
+    from nearmetal.analysis.per_launch import per_launch
+    from nearmetal.report.kernel_semantics import has_phases, is_io, is_pairs
+
+    spec = kernels.KernelSpec("probe2", "nm-probe2", "startup", "a launch probe", shape=shape, per_launch=True)
+    kernels.register(spec)
+    try:
+        point = {"kernel": "probe2", "point": {}}
+        assert (is_pairs([point]), has_phases([point]), is_io(point)) == (
+            shape == "pairs", shape == "phases", shape == "io")
+        launch = {"kernel": "probe2", "unit": "ms", "metric": "to_after_init", "point": {"rank": "max"},
+                  "var": [12.0, 12.0], "base": [10.0, 10.0]}
+        assert abs(per_launch([launch])["delta_s"] - 0.002) < 1e-9
+        assert per_launch([{**launch, "kernel": "latency"}]) is None  # no per-launch cost: not its trait
+    finally:
+        del kernels.REGISTRY["probe2"]
+    plain = {"kernel": "stream", "point": {}}
+    assert not (is_pairs([plain]) or has_phases([plain]) or is_io(plain))
+    # a program's benchmark: its unitless figures of merit are costs, and its answers name the metric
+    assert kernels.traits(kernels.PROGRAM.name).foms and not kernels.traits("imported").foms
+
+
 # -- an MPI model registered from a test ----------------------------------------------------------------
 
 def _traced(req):

@@ -4,6 +4,7 @@ the form kernels' records have (schemas/bench-record.schema.json)."""
 
 import sys
 
+from . import kernels
 from .commands import _planned
 from .errors import NearmetalError
 from .models import in_container
@@ -84,7 +85,7 @@ def bench_command(args):
     params = launch_params(args, p, req, req.ranks)
     for r in found:
         if args.json:  # a record as a kernel's: kernel "command", the point with the launch in params
-            print(json.dumps({"kernel": "command", "params": {**params, **r["point"]}, "metric": r["metric"],
+            print(json.dumps({"kernel": kernels.PROGRAM.name, "params": {**params, **r["point"]}, "metric": r["metric"],
                               "value": r["value"], "unit": r["unit"]}))
         else:
             point = "".join(f" {k}={v}" for k, v in r["point"].items())

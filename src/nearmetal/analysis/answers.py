@@ -21,6 +21,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .. import kernels
 from . import stats
 from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
@@ -137,7 +138,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "primary": lead[(vid, bench)] == metric, "also": list(pick.get("also") or []),
                  "ranks": pl[0] if pl else None, "threads": pl[1] if pl else None,
                  "label": bench_words(bench, first["kernel"], pl,
-                                      metric if len(answered[bench]) > 1 or first["kernel"] == "command" else None),
+                                      metric if len(answered[bench]) > 1 or kernels.traits(first["kernel"]).foms else None),
                  **summary(g, members),
                  "per_launch": per_launch([terms[i] for i in launches[(vid, bench, pl)]])
                  if first["metric"] in STARTUP_METRICS else None}
@@ -230,7 +231,7 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
         unit = str(p.get("unit") or "").strip().casefold()
         if not isinstance(c, dict) or not bid or unit in NON_COST_UNITS:
             continue
-        if not unit and p.get("kernel") != "command":
+        if not unit and not kernels.traits(p.get("kernel")).foms:
             continue  # a kernel's unitless check values (CG's residual, a checksum): no cost to answer
         pick = (choice or {}).get((p.get("benchmark"), p.get("metric")), {"answered": True, "primary": True})
         if not pick["answered"]:

@@ -3,6 +3,8 @@ start-up point, said beside its answer (analysis/answers.py)."""
 
 import numpy as np
 
+from .. import kernels
+
 # the start-up point whose difference of medians is stated per launch, in this order
 STARTUP_METRICS = ("to_after_init", "wall_to_main")
 TIME_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3,
@@ -14,7 +16,7 @@ def per_launch(members):
     (launch to after MPI_Init, else to main; the slowest rank where ranks are resolved), and
     to main as well where both were measured (`to_main_s`): they can differ in sign (MPICH's
     MPI_Init was faster in a container here while reaching main was slower)."""
-    pts = [t for t in members if t["kernel"] == "startup"
+    pts = [t for t in members if kernels.traits(t["kernel"]).per_launch
            and str(t["unit"] or "").strip().casefold() in TIME_SCALE]
     if not pts:
         return None

@@ -34,6 +34,7 @@ import math
 import tomllib
 from dataclasses import dataclass, fields, replace
 
+from .. import kernels
 from ..analysis import stats
 from .figure_data import figures
 from .space import Configuration, parse_kernel_args, parse_size
@@ -364,7 +365,8 @@ def _group(key, cells, order, margin):
 def analyze(points, config_toml="", margin=DEFAULT_MARGIN):
     """The I/O analysis of a study (module docstring), or None when it has no iobench
     benchmark in its points or study file."""
-    measured = list(dict.fromkeys(p.get("benchmark") for p in points if _kernel_base(p.get("kernel")) == IO_KERNEL))
+    measured = list(dict.fromkeys(p.get("benchmark") for p in points
+                                 if kernels.traits(p.get("kernel")).shape == "io"))
     study = study_benchmarks(config_toml)
     if not measured and not study:
         return None
@@ -376,7 +378,3 @@ def analyze(points, config_toml="", margin=DEFAULT_MARGIN):
               for k in sorted(cells, key=lambda k: (str(k[0]), k[1] or 0, k[2] or 0))]
     return {"configurations": {n: _configuration_dict(c, study.get(n)) for n, c in confs.items()},
             "unknown": sorted(set(measured) - set(confs)), "groups": groups}
-
-
-def _kernel_base(kernel):
-    return (kernel or "").removesuffix("-portable")

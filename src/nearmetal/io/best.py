@@ -18,6 +18,7 @@ from ..safe_write import write_text
 from ..study.plan import study_file
 from ..analysis.analyze import analyze as analyze_study
 from ..study.store.store import Store
+from .analysis import IO_KERNEL
 from .space import Configuration, parse_pair
 
 # What a hints file may hold (ROMIO reads "KEY VALUE" lines, split at blanks): a key is a
@@ -42,7 +43,7 @@ def find_study(store, name=None):
             cfg = study_file.parse(row["config_toml"], source=row["name"])
         except NearmetalError:
             continue
-        if cfg.benchmark and all(b.kernel == "iobench" for b in cfg.benchmark):
+        if cfg.benchmark and all(b.kernel == IO_KERNEL for b in cfg.benchmark):
             sweeps.append(row)
     if not sweeps:
         raise NearmetalError(f"{store.path} holds no I/O sweep (run: nearmetal io sweep FILE)")

@@ -18,16 +18,28 @@ class KernelSpec:
     leads with where it measures several (None: the first); words, its name in sentences
     (None: its name); communicates, whether it measures communication or start-up (its
     scaling reads as the ratio to the baseline, more ranks meaning more work); efficiency,
-    whether its scaling is a computation's (drawn as parallel efficiency)."""
+    whether its scaling is a computation's (drawn as parallel efficiency); shape, how its
+    results are laid out where that is not one table per metric ("pairs": a rank-by-rank
+    matrix, "phases": a step broken into phases, "io": an I/O sweep's own section); per_launch,
+    whether its answer also states the cost per launch in seconds (a start-up kernel); foms,
+    whether its metrics are a program's figures of merit (a unitless one is still a cost to
+    answer, and its answer names the metric)."""
 
     __slots__ = ("name", "program", "parser", "min_ranks", "max_ranks", "default_args", "summary", "primary",
-                 "words", "communicates", "efficiency")
+                 "words", "communicates", "efficiency", "shape", "per_launch", "foms")
 
     def __init__(self, name, program, parser, summary, min_ranks=1, max_ranks=None, default_args=(), *,
-                 primary=None, words=None, communicates=False, efficiency=False):
+                 primary=None, words=None, communicates=False, efficiency=False, shape=None, per_launch=False,
+                 foms=False):
         self.name, self.program, self.parser, self.summary = name, program, parser, summary
         self.min_ranks, self.max_ranks, self.default_args = min_ranks, max_ranks, tuple(default_args)
         self.primary, self.words, self.communicates, self.efficiency = primary, words, communicates, efficiency
+        self.shape, self.per_launch, self.foms = shape, per_launch, foms
+
+
+# A program's benchmark (a study's `command`, `nearmetal bench -- PROGRAM`): stored under this
+# kernel name, built by nobody, measured by the figures of merit the user declared.
+PROGRAM = KernelSpec("command", None, None, "a program's benchmark: the figures of merit it declares", foms=True)
 
 
 _REGISTRY = {}
@@ -79,12 +91,15 @@ def unknown(name):
 def traits(name):
     """The KernelSpec of a kernel name as the analysis and the report read it: a registered
     kernel's, a GPU kernel's (parsers/gpu.SPECS: not built into images, so not registered),
-    or, for any other name (a program's benchmark), one that says nothing."""
+    a program's benchmark's (PROGRAM), or, for any other name (imported results), one that
+    says nothing."""
     registry = __getattr__("REGISTRY")
     if name in registry:
         return registry[name]
     from .parsers.gpu import SPECS
 
+    if name == PROGRAM.name:
+        return PROGRAM
     return SPECS.get(name) or KernelSpec(name or "", None, None, "")
 
 

@@ -127,14 +127,14 @@ def stack_parts(comps):
 
 
 def is_pairs(entries):
-    """An all-pairs rank matrix: the pairs kernel, or points with a src and a dst rank."""
-    return PT.kernel_base(entries[0].get("kernel")) == "pairs" or any(
+    """An all-pairs rank matrix: a kernel of that shape, or points with a src and a dst rank."""
+    return kernels.traits(entries[0].get("kernel")).shape == "pairs" or any(
         "src" in (p.get("point") or {}) and "dst" in (p.get("point") or {}) for p in entries[:50])
 
 
 def has_phases(entries):
-    """A breakdown into phases: the phases kernel, or points with a 'phase' parameter."""
-    return PT.kernel_base(entries[0].get("kernel")) == "phases" or any(
+    """A breakdown into phases: a kernel of that shape, or points with a 'phase' parameter."""
+    return kernels.traits(entries[0].get("kernel")).shape == "phases" or any(
         "phase" in (p.get("point") or {}) for p in entries[:50])
 
 
@@ -144,6 +144,11 @@ def scales_by_efficiency(entries):
     more work)."""
     kernel = kernels.traits(entries[0].get("kernel"))  # its KernelSpec says which it is
     return kernel.efficiency or (not kernel.communicates and bool(entries[0].get("higher_is_better")))
+
+
+def is_io(point):
+    """A point of an I/O sweep's kernel: the report gives those their own section."""
+    return kernels.traits(point.get("kernel")).shape == "io"
 
 
 def kernel_shown(kernel):

@@ -115,10 +115,6 @@ def group_points(points):
     return groups
 
 
-def kernel_base(kernel):
-    return (kernel or "").removesuffix("-portable")
-
-
 def row_key(p):
     """What identifies a row apart from the variant: point parameters and placement."""
     return (point_json(p.get("point")), p.get("ranks"), p.get("threads"))

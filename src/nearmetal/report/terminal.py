@@ -77,10 +77,10 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     noise_index = PT.noise_by_row(points)
     vorder = PT.variant_order(analysis)
     any_cut = False
-    io_points = [p for p in points if p.get("kernel") == "iobench"]
+    io_points = [p for p in points if K.is_io(p)]
     if io_points:
         any_cut = _render_io(io_points, labels, bases, vorder, console) or any_cut
-    for (bench, metric), entries in PT.group_points([p for p in points if p.get("kernel") != "iobench"]).items():
+    for (bench, metric), entries in PT.group_points([p for p in points if not K.is_io(p)]).items():
         first = entries[0]
         keys, note = RS.select_rows(entries, max_rows)
         any_cut = any_cut or bool(note)

@@ -19,7 +19,7 @@ from . import record
 from .. import KernelSpec, register
 
 register(KernelSpec("iobench", "nm-iobench", "iobench", "FMS/MOM5-style parallel I/O: write patterns x libraries x MPI-IO hints", 1,
-                    primary="total_s"))
+                    primary="total_s", shape="io"))
 
 
 HEADER = "rank open_s write_s close_s read_s total_s"

@@ -13,7 +13,7 @@ from . import record
 from .. import KernelSpec, register
 
 register(KernelSpec("pairs", "nm-pairs", "pairs", "all-pairs ping-pong latency and bandwidth matrix", 2,
-                    primary="latency", words="all-pairs", communicates=True))
+                    primary="latency", words="all-pairs", communicates=True, shape="pairs"))
 
 
 

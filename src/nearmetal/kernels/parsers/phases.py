@@ -17,10 +17,10 @@ from .. import KernelSpec, register
 # A host-optimized and a portable (SSE2) build.
 register(KernelSpec("phases", "nm-phases", "phases",
                     "BT-MZ-like stencil mini-app: compute vs MPI time per step, host-optimized build",
-                    primary="main_loop_s", efficiency=True))
+                    primary="main_loop_s", efficiency=True, shape="phases"))
 register(KernelSpec("phases-portable", "nm-phases-portable", "phases",
                     "BT-MZ-like stencil mini-app: compute vs MPI time per step, portable build",
-                    primary="main_loop_s", efficiency=True))
+                    primary="main_loop_s", efficiency=True, shape="phases"))
 
 
 STEP_COLS = ("compute_s", "halo_s", "allreduce_s", "comm_s")

@@ -10,7 +10,7 @@ from . import record
 from .. import KernelSpec, register
 
 register(KernelSpec("startup", "nm-startup", "startup", "process start to main: wall vs CPU time",
-                    primary="to_after_init", words="start-up", communicates=True))
+                    primary="to_after_init", words="start-up", communicates=True, per_launch=True))
 
 
 METRICS = ("wall_to_main", "cpu_to_main", "idle", "mpi_init", "to_after_init")

@@ -6,6 +6,7 @@ and report unchanged."""
 
 import json
 
+from ... import kernels
 from ...errors import NearmetalError
 from ..records import AnalysisSpec, Cell, RunSpec
 
@@ -18,7 +19,7 @@ def planned_row(spec):
     """The store's row (Store.create_study / add_planned) of a planned run."""
     c = spec.cell
     return {"run_key": spec.key, "position": spec.position, "block": spec.block, "repetition": spec.repetition,
-            "warmup": spec.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel or "command",
+            "warmup": spec.warmup, "benchmark": c.benchmark.label, "kernel": c.benchmark.kernel or kernels.PROGRAM.name,
             "variant": c.variant_id, "variant_json": c.variant, "ranks": c.ranks, "threads": c.threads}
 
 
