@@ -210,8 +210,8 @@ def test_reproducible_and_the_level_of_the_points_intervals():
     assert w["ci_low"] < v["ci_low"] and w["ci_high"] > v["ci_high"]
     assert "], 99% interval, over" in strict["headline"][0] and "], 95% interval, over" in one["headline"][0]
     looked = answers(dict(data, sequential={"alpha_per_look": 0.05 / 4, "ci_level": 1 - 0.1 / 4, "looks": [4, 6, 9, 14]}))
-    assert only(looked)["level_words"] == "97.5% interval (sequential, 4 looks)"
-    assert "], 97.5% interval (sequential, 4 looks), over 8 points" in looked["headline"][0], looked["headline"]
+    assert only(looked)["level_words"] == "97.5% interval (sequential, 4 looks planned)"
+    assert "], 97.5% interval (sequential, 4 looks planned), over 8 points" in looked["headline"][0], looked["headline"]
 
 
 @pytest.mark.unit

@@ -205,15 +205,22 @@ def test_an_answer_of_one_point_decided_at_the_final_look_names_that_level():
         (1 / point["comparison"]["ci_high"], 1 / point["comparison"]["ci_low"]))  # a rate: its cost
     point["comparison"].update(ci_level=seq["ci_level"], final=False)  # decided before the final look
     earlier = only(answers(dict(data, sequential=seq)))
-    assert earlier["level_words"] == "98.3% interval (sequential, 7 looks)"
+    assert earlier["level_words"] == "98.3% interval (sequential, 7 looks planned)"
     from nearmetal.analysis.answer_text import level_words
 
     assert level_words(dict(data, sequential=seq)) == (
-        "98.3% interval (sequential, 7 looks; 94.9% at the final look, the 4th, after 18 blocks: the time ran out)")
+        "98.3% interval (sequential, 7 looks planned; 94.9% at the final look, the 4th, after 18 blocks: the time ran out)")
     # a shortened final look (16 blocks, between the planned 12 and 18) is the 4th look too
     short = dict(seq, final={"blocks": 16, "alpha": 0.02687, "ci_level": 1 - 2 * 0.02687, "reason": "max_time"})
     assert level_words(dict(data, sequential=short)) == (
-        "98.3% interval (sequential, 7 looks; 94.6% at the final look, the 4th, after 16 blocks: the time ran out)")
+        "98.3% interval (sequential, 7 looks planned; 94.6% at the final look, the 4th, after 16 blocks: the time ran out)")
+    # every point decided at the 2nd look (8 blocks): the level is still the 7 looks' planned one, said so
+    early = dict(seq, final={"blocks": 8, "alpha": seq["alpha_per_look"], "ci_level": seq["ci_level"],
+                             "reason": "decided"})
+    assert level_words(dict(data, sequential=early)) == (
+        "98.3% interval (sequential, 7 looks planned, every point decided by the 2nd)")
+    last = dict(early, final=dict(early["final"], blocks=60))  # decided at the last look: nothing to add
+    assert level_words(dict(data, sequential=last)) == "98.3% interval (sequential, 7 looks planned)"
 
 
 def test_the_tables_and_the_matrix_say_a_final_looks_own_level():

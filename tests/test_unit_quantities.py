@@ -151,7 +151,7 @@ def test_an_undecided_interval_on_one_side_says_which_and_why_not_decided(lo, hi
 
 
 @pytest.mark.parametrize("seq, words", [
-    ({"ci_level": 1 - 0.1 / 9, "looks": [4, 6, 9, 14, 21, 32, 48, 72, 100]}, "98.9% interval (sequential, 9 looks)"),
+    ({"ci_level": 1 - 0.1 / 9, "looks": [4, 6, 9, 14, 21, 32, 48, 72, 100]}, "98.9% interval (sequential, 9 looks planned)"),
     ({"ci_level": 0.9, "looks": [10]}, "90% interval (one look)"),
     ({}, "95% interval"),
 ])

@@ -22,7 +22,7 @@ class Answer:
     lo: float | None       # its interval
     hi: float | None
     level: float           # the interval's level, e.g. 0.989
-    level_words: str       # '98.6% interval (sequential, 9 looks)'
+    level_words: str       # '98.6% interval (sequential, 9 looks planned)'
     estimator: str
     verdict: str           # equivalent, slower, faster or inconclusive
     noise_pct: float | None  # the baseline's coefficient of variation, % (median over the points)

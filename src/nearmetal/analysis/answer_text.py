@@ -3,7 +3,7 @@
 per answer and one top-line sentence per variant, as docs/reports.md shows them. Every
 number is said one way: the estimator (ESTIMATOR_ONE, or the geometric mean over points),
 the interval at the level the points were decided at, named ('98.6% interval (sequential,
-9 looks)'), and one noise figure (the baseline's coefficient of variation)."""
+9 looks planned)'), and one noise figure (the baseline's coefficient of variation)."""
 
 from .. import kernels, models
 from .stats import MIN_N_EQUIVALENT
@@ -15,9 +15,11 @@ RUNTIME_WORDS = {"bwrap": "Bubblewrap"}
 
 def level_words(analysis, level=None):
     """The level of the intervals shown, labelled with what set it: '98.6% interval
-    (sequential, 9 looks)', '90% interval (one look)'; '95% interval' without looks. Where the
-    study's time ran out before its last look, its final look has a level of its own: said
-    beside (level None: the study's intervals in general), or alone for an interval at it."""
+    (sequential, 9 looks planned)', '90% interval (one look)'; '95% interval' without looks. The
+    level is the one planned for that many looks, also where every point was decided sooner (said
+    beside). Where the study's time ran out before its last look, its final look has a level of
+    its own: said beside (level None: the study's intervals in general), or alone for an interval
+    at it."""
     seq = analysis.get("sequential") or {}
     looks, final = seq.get("looks"), seq.get("final") or {}
     study_level = seq.get("ci_level")
@@ -36,7 +38,9 @@ def level_words(analysis, level=None):
         taken = sum(1 for n in looks if isinstance(n, int) and n < (final.get("blocks") or 0)) + bool(final.get("blocks"))
         beside = f"; {last * 100:.3g}% at the final look, the {_ordinal(taken)}, {ended}" if own_last and \
             general and taken else ""
-        return s + f" (sequential, {len(looks)} looks{beside})"
+        if not beside and final.get("reason") == "decided" and 0 < taken < len(looks):
+            beside = f", every point decided by the {_ordinal(taken)}"  # the level is set by the looks planned
+        return s + f" (sequential, {len(looks)} looks planned{beside})"
     return s + (" (one look)" if looks else "")
 
 
@@ -85,7 +89,7 @@ def noise_words(e):
 
 
 def _ratio_words(e):
-    """'cost ratio 1.003 [0.995–1.012], 98.6% interval (sequential, 9 looks), 1 point'."""
+    """'cost ratio 1.003 [0.995–1.012], 98.6% interval (sequential, 9 looks planned), 1 point'."""
     d = _ratio_decimals(max(e["cost_ratio"], e["ci_high"] or 0))
     n = e["n_points"]
     s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {e['cost_ratio']:.{d}f}"
