@@ -400,7 +400,7 @@ def test_terminal_narrow_console_never_breaks_a_variant_label():
 @pytest.mark.parametrize("width", [80, 60])
 def test_terminal_table_of_baseline_rows_only_drops_columns_not_cells(width):
     """Every compared variant failed: only baseline rows are left, their ratio cells '—' under
-    a 'ratio [95%]' header wider than any cell; the columns are measured with the header as
+    a 'var/base [95%]' header wider than any cell; the columns are measured with the header as
     shown, so columns go (n, noise, overhead) and no cell is cut ('native/openmp', '5.00 1/')."""
     a = synthetic_analysis(seed=5, n_variants=3, kernels=("barrier",), placements=[(2, 1)], n_failures=0)
     bases = PT.baseline_ids(a)

@@ -14,12 +14,14 @@ def level_short(analysis):
 
 
 def ratio_column(analysis):
-    return f"ratio [{level_short(analysis)}]"
+    # not "ratio": the answers' cost ratio inverts rates, this column never does
+    return f"var/base [{level_short(analysis)}]"
 
 
 def ratio_note(analysis):
     """The ratio of a point as the tables give it, with its interval's level."""
-    return (f"ratio = variant / baseline: exp of the {TRIM * 100:.0f}% trimmed mean of the per-block log ratios "
+    return (f"var/base = variant / baseline of the metric as measured (for a rate, the inverse of the answers' "
+            f"cost ratio): exp of the {TRIM * 100:.0f}% trimmed mean of the per-block log ratios "
             f"(paired by randomized block; the ratio of medians where a point is unpaired), with its "
             f"{level_words(analysis)}; overhead > 0 means the variant is slower")
 

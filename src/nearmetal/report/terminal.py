@@ -120,7 +120,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
         # narrow consoles: leave out a point column that names no point, then n, noise and
         # overhead, rather than cutting cells short; a variant's label is never folded
         empty_point = all(c["point"] in ("", "—") for c in body)
-        headers = {"ratio": MW.ratio_column(analysis)}  # 'ratio [90%]': measured as shown
+        headers = {"ratio": MW.ratio_column(analysis)}  # 'var/base [90%]': measured as shown
         for drop in (["point"] if empty_point else []) + ["n", "noise", "overhead"]:
             if _width(cols, body, headers) <= console.width:
                 break
