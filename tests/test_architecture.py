@@ -265,6 +265,15 @@ def test_the_kernel_name_check_sees_what_it_must(tmp_path):
     assert [h.split(":")[0] for h in hits] == ["1", "2", "3"]
 
 
+def test_every_command_prints_through_nearmetals_console():
+    """rich's own Console exits 1 when a reader closes the pipe; console.py's says what happened
+    (128 + SIGPIPE). Only console.py may import rich's."""
+    found = [str(path.relative_to(SRC)) for path in _modules() if path.name != "console.py"
+             for node in _nodes(path) if isinstance(node, ast.ImportFrom) and node.module == "rich.console"
+             and any(alias.name == "Console" for alias in node.names)]
+    assert not found, f"modules that print through rich's Console, not nearmetal.console's: {found}"
+
+
 def test_the_study_pipelines_records_are_frozen():
     """What crosses a stage of the study pipeline (study/records.py) cannot be changed by the next."""
     from dataclasses import is_dataclass

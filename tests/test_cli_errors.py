@@ -131,3 +131,20 @@ def test_native_run_path_imports_only_what_it_uses(tmp_path):
     unwanted = {"argparse", "re", "importlib", "warnings", "nearmetal.commands", "nearmetal.choices",
                 "nearmetal.cli_parser", "nearmetal.runtimes", "nearmetal.elf", "rich", "pydantic"}
     assert loaded & unwanted == set()
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_output_quietly_with_sigpipes_status():
+    """`nearmetal report | head`: once head has its line the rest of the output has nowhere to
+    go; nearmetal's Console (the one every command prints through) exits 128 + SIGPIPE with
+    nothing on stderr, as a Unix tool killed by SIGPIPE does, not rich's 1 that reads as an error."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("from nearmetal.console import Console\nc = Console(width=80)\n"
+            "for i in range(100000):\n    c.print(f'line {i}')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline() == b"line 0\n"
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE and err == "", err

@@ -4,7 +4,6 @@ Heavy modules (argparse, rich, pyelftools) are imported only where needed: `near
 run` must add only milliseconds over the launcher it starts.
 """
 
-import os
 import sys
 
 from .errors import NearmetalError
@@ -290,10 +289,11 @@ def main(argv=None):
         print(f"nearmetal {args.command}: {_interrupted(e)}", file=sys.stderr)
         return _interrupt_status(e)
     except BrokenPipeError:
-        # Output piped into `head` and closed: not an error worth a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+        # Output piped into `head` and closed: not an error worth a traceback (console.py)
+        from .console import BROKEN_PIPE_STATUS, quiet_stdout
+
+        quiet_stdout()
+        return BROKEN_PIPE_STATUS
     finally:
         if previous:  # main() also runs in-process (tests): leave the caller's handlers as they were
             import signal

@@ -99,7 +99,7 @@ def cmd_bench(args):
 def cmd_study(args):
     from pathlib import Path
 
-    from rich.console import Console
+    from .console import Console
 
     from .study.execute import runner
     from .study.execute.executor import Executor
@@ -160,7 +160,7 @@ def cmd_study(args):
 def cmd_explain(args):
     from pathlib import Path
 
-    from rich.console import Console
+    from .console import Console
 
     from .explain.stage import explain
 
@@ -243,7 +243,7 @@ def _out_dir(out, db):
 
 
 def _report(store, study_name, out_dir, fmt, failed):
-    from rich.console import Console
+    from .console import Console
 
     from .report import render_terminal, write_report
     from .analysis.analyze import analyze
@@ -292,7 +292,7 @@ def cmd_doctor(args):
 
         print(json.dumps(report, indent=2))
     else:
-        from rich.console import Console
+        from .console import Console
 
         doctor.render(report, Console())
     return 0

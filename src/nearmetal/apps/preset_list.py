@@ -68,7 +68,7 @@ def command(args):
 
         print(json.dumps(rows, indent=2))
     else:
-        from rich.console import Console
+        from ..console import Console
 
         render(rows, Console())
     return 0

@@ -20,7 +20,7 @@ class Reporter:
         if self.quiet:
             return
         if self.rich:
-            from rich.console import Console
+            from ..console import Console
 
             (self._progress.console if self._progress else Console()).print(f"[bold]nearmetal:[/bold] {text}")
         else:

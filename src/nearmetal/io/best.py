@@ -197,7 +197,7 @@ def _flag(b):
 
 
 def run(db, study=None, metric="total", console=None, as_json=False):
-    from rich.console import Console
+    from ..console import Console
 
     # Piped or captured output is not squeezed into 80 columns: configuration labels are long.
     console = console or Console(width=None if sys.stdout.isatty() else 160)

@@ -70,7 +70,7 @@ def sweep(args):
 
 
 def _sweep_locked(args, s, db):
-    from rich.console import Console
+    from ..console import Console
 
     from . import best as best_mod
     from . import preselect
