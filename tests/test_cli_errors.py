@@ -76,6 +76,21 @@ def test_native_program_of_the_other_mpi_is_refused(tmp_path):
     assert out.returncode == 0 and out.stdout.split() == ["size=2", "size=2"], out.stderr
 
 
+def test_a_native_program_found_on_path_is_launched_by_its_own_mpi(tmp_path):
+    """No --mpi and a bare name: an MPICH program on PATH is started by hydra as one 2-rank job,
+    as its full path would be (Open MPI, the default family, would have been refused)."""
+    import os
+    import subprocess
+
+    src, bindir = tmp_path / "size.c", tmp_path / "bin"
+    bindir.mkdir()
+    src.write_text('#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int n; MPI_Init(&c, &v);'
+                   ' MPI_Comm_size(MPI_COMM_WORLD, &n); printf("size=%d\\n", n); MPI_Finalize(); return 0; }\n')
+    subprocess.run(["mpicc.mpich", "-o", str(bindir / "nm_test_size"), str(src)], check=True, timeout=120)
+    out = nearmetal("run", "-n", "2", "--", "nm_test_size", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert out.returncode == 0 and out.stdout.split() == ["size=2", "size=2"], out.stderr
+
+
 def test_bind_refuses_old_glibc(bullseye_image):
     out = nearmetal("run", "--mode", "bind", "--mpi", "mpich", "--image", bullseye_image.name, "--", "nm-mpi-info")
     err = assert_one_line_error(out)

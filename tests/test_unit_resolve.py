@@ -128,6 +128,23 @@ def test_a_program_on_path_is_checked_and_a_kernel_is_not(tmp_path, monkeypatch)
     resolve(req("hybrid", program="gmx_like", mpi="mpich"), host=host)  # the image's program: bind/hybrid check it
 
 
+def test_a_program_found_on_path_chooses_the_family_as_a_path_does(tmp_path, monkeypatch):
+    """`nearmetal run -- gmx_like` (no --mpi) with an MPICH build on PATH: hydra starts it, as
+    for its full path; a name not found leaves the default family (the launch says not found)."""
+    prog = tmp_path / "gmx_like"
+    prog.write_text("")
+    prog.chmod(0o755)
+    import shutil
+
+    which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: str(prog) if name == "gmx_like" else which(name, *a, **k))
+    host = FakeHost(program_abi="mpich")
+    [c] = resolve(req("native", program="gmx_like"), host=host)
+    assert c.installation["family"] == "mpich" and ("program_abi", str(prog)) in host.asked
+    [c] = resolve(req("native", program="not_there_anywhere"), host=FakeHost(program_abi="mpich"))
+    assert c.installation["family"] == "openmpi"
+
+
 def test_bare_program_name_is_not_inspected():
     host = FakeHost(program_abi="mpich")
     resolve(req("native", program="nm-mpi-info"), host=host)

@@ -229,11 +229,19 @@ def _default_family(req, host):
     if not found:
         raise NearmetalError("no MPI installation found on this host: install one (Debian: "
                              + "; ".join(f"{n}: {_packages(n)}" for n in names()) + ")")
-    if not in_container(req.mode) and "/" in req.program and os.path.isfile(req.program):
-        fam = host.program_abi(req.program)  # the program's own MPI decides which launcher can start it
+    first = next(f for f in names() + tuple(found) if f in found)  # the profiles' order: Open MPI first
+    if not in_container(req.mode):
+        from .program_paths import host_program, is_kernel
+
+        try:  # a path, or a name on PATH (an application nearmetal built: the first family's)
+            path = None if is_kernel(req.program) else req.program if "/" in req.program else \
+                host_program(req.program, first)
+        except NearmetalError:
+            path = None  # not found: the launch says so
+        fam = host.program_abi(path) if path and os.path.isfile(path) else None
         if fam in found:
-            return fam
-    return next(f for f in names() + tuple(found) if f in found)  # the profiles' order: Open MPI first
+            return fam  # the program's own MPI decides which launcher can start it
+    return first
 
 
 def _packages(family):
