@@ -275,3 +275,37 @@ mpi = ["openmpi"]
     out = nearmetal("study", str(study), "--dry-run")
     assert out.returncode == 0, out.stderr
     assert f"--bind={tmp_path}/results/app/nm-runs/" in out.stdout, out.stdout
+
+
+def test_a_script_that_starts_a_program_of_the_other_mpi_fails_its_runs_not_stores_one_ranks_numbers(tmp_path):
+    """The preflight sees /bin/sh, which links no MPI; the Open MPI program the script starts
+    under MPICH's launcher initialises MPI as rank 0 of a job of its own on every rank and
+    exits 0. The ranks' evidence shows it (launcher's rank 1, MPI's rank 0): those runs fail
+    with the reason, and the cells whose MPI is the program's own measure one 2-rank job."""
+    import subprocess
+
+    src, exe = tmp_path / "size.c", tmp_path / "size"
+    src.write_text('#include <mpi.h>\n#include <stdio.h>\nint main(int c, char **v) { int n, r; MPI_Init(&c, &v);'
+                   ' MPI_Comm_size(MPI_COMM_WORLD, &n); MPI_Comm_rank(MPI_COMM_WORLD, &r);'
+                   ' if (r == 0) printf("size=%d\\n", n); MPI_Finalize(); return 0; }\n')
+    subprocess.run(["mpicc.openmpi", "-o", str(exe), str(src)], check=True, timeout=120)
+    study = write(tmp_path, f'''
+name = "wrapped"
+command = ["/bin/sh", "-c", "exec {exe}"]
+mode = ["native"]
+ranks = [2]
+keep_going = true
+[[benchmark.fom]]
+name = "size"
+regex = 'size=([0-9]+)'
+unit = "ranks"
+''')
+    db = tmp_path / "app.db"
+    nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    got = rows(db, "select r.variant, r.status, r.stderr_tail, group_concat(x.value) from runs r "
+                   "left join records x on x.run_id = r.id and x.metric = 'size' where r.warmup = 0 group by r.id")
+    mpich = [g for g in got if g[0] == "native/mpich"]
+    openmpi = [g for g in got if g[0] == "native/openmpi"]
+    assert mpich and all(status == "failed" and "is not one MPI job" in tail and "(1 as rank 0)" in tail
+                         and values is None for _, status, tail, values in mpich), mpich
+    assert openmpi and all(status == "ok" and values == "2.0" for _, status, _, values in openmpi), openmpi

@@ -176,3 +176,14 @@ def test_evidence_takes_a_boolean_only():
     with pytest.raises(NearmetalError) as e:
         parse('[study]\nname = "a"\nevidence = "yes"\n[[benchmark]]\nkernel = "startup"\n', source="a.toml")
     assert "study.evidence" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_process_whose_mpi_disagrees_with_the_launcher_on_its_rank_is_a_lone_start():
+    """Each rank of a program of the other MPI initialises MPI as rank 0 of a job of its own;
+    a rank that agrees, a process without MPI or without a launcher's rank says nothing."""
+    raws = [{"env_rank": "0", "mpi_rank": 0}, {"env_rank": "1", "mpi_rank": 0}, {"env_rank": "3", "mpi_rank": 0},
+            {"env_rank": "2", "mpi_rank": -1}, {"mpi_rank": 0}, {"env_rank": "x", "mpi_rank": 0},
+            {"env_rank": "1", "mpi_rank": True}]
+    assert collect.lone_ranks(raws) == {1: 0, 3: 0}
+    assert collect.lone_ranks([{"env_rank": str(r), "mpi_rank": r} for r in range(4)]) == {}
+

@@ -16,19 +16,23 @@ def launcher():
     return _LAUNCHER
 
 
-def keep(store, run_id, stage):
-    """Collect the files the run's ranks left in `stage` and store them for run_id; the number
-    of ranks stored. The launcher's row alone when no rank wrote (a program linked statically,
-    a run that did not start): the run still says where it was launched from."""
-    rows = collect_rows(stage)
-    store.set_evidence(run_id, [(rank, json.dumps(value, sort_keys=True)) for rank, value in rows.items()])
-    return sum(1 for rank in rows if rank >= 0)
-
-
-def collect_rows(stage):
-    from .collect import collect
+def read(stage):
+    """The files the run's ranks left in `stage` (each removed once read); none when the
+    staging directory is gone (removed under us)."""
+    from .collect import read_files
 
     try:
-        return collect(stage, launcher())
-    except OSError:  # the staging directory is gone (removed under us): nothing to keep
-        return {-1: dict(launcher(), launch_ns=None)}
+        return read_files(stage)
+    except OSError:
+        return []
+
+
+def keep(store, run_id, raws):
+    """Store the ranks' files (read()) for run_id; the number of ranks stored. The launcher's
+    row alone when no rank wrote (a program linked statically, a run that did not start): the
+    run still says where it was launched from."""
+    from .collect import collect
+
+    rows = collect(None, launcher(), raws=raws)
+    store.set_evidence(run_id, [(rank, json.dumps(value, sort_keys=True)) for rank, value in rows.items()])
+    return sum(1 for rank in rows if rank >= 0)

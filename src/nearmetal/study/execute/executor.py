@@ -93,6 +93,13 @@ class Executor:
             if not records:
                 err = f"{err}\nno results in the kernel's output"
         status = stored_status(launched, measured=bool(records))
+        evidence = None
+        if launch.evidence is not None:
+            from ...evidence import keep as evidence_files
+
+            evidence = evidence_files.read(launch.evidence)
+            if status == OK and (lone := _lone_start(evidence, p)):
+                status, records, err = FAILED, [], f"{err}\n{lone}"
         witnessed = None
         if self.config.study.witness:
             from ...witness import parse
@@ -113,10 +120,8 @@ class Executor:
         codec.store_result(self.store, spec.run_id,
                            RunResult(status, launched.exit_status, p.argv, p.env_delta, ctx, started, launched.wall_s,
                                      tail, records, launched.load))
-        if launch.evidence is not None:
-            from ...evidence.keep import keep
-
-            keep(self.store, spec.run_id, launch.evidence)
+        if evidence is not None:
+            evidence_files.keep(self.store, spec.run_id, evidence)
         if status == OK:
             self._walls.setdefault(cell.key, []).append(launched.wall_s)
         elif status == HUNG and not hang.is_repeat(spec.key):
@@ -378,6 +383,22 @@ class _PlainProgress:
 
     def stop(self):
         pass
+
+
+def _lone_start(evidence, launch_plan):
+    """Why a run that exited 0 is not a measurement of its job, or None: its ranks' MPI library
+    started each alone (evidence/collect.lone_ranks), so its numbers are one rank's."""
+    from ...evidence.collect import lone_ranks
+
+    lone = lone_ranks(evidence)
+    if not lone:
+        return None
+    family = launch_plan.components[0].installation["family"]
+    shown = ", ".join(f"{launched} as rank {mpi}" for launched, mpi in list(lone.items())[:4]) + (
+        ", ..." if len(lone) > 4 else "")
+    return (f"nearmetal: the run exited 0 but is not one MPI job: the launcher's ranks initialised MPI as other "
+            f"ranks ({shown}), each a job of its own; the program (or one a script starts) links another MPI than "
+            f"{family}'s launcher: give its cells the MPI it links (mpi = ...), or rebuild it against {family}")
 
 
 def _keep_going(config, bench):
