@@ -279,7 +279,9 @@ def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=No
         if time.monotonic() >= deadline:
             say(f"explain: the time budget ({budget:g} s) is spent; run `nearmetal explain` again to go on")
             break
-        say("explain: a candidate's share is not decided yet: another round of blocks")
+        most = -(-cfg.study.most_blocks // max(1, cfg.study.first_blocks))  # the rounds the study allows
+        say(f"explain: a candidate's share is not decided yet: round {plan['rounds'] + 1} of at most {most} "
+            f"({max(0.0, deadline - time.monotonic()):.0f} s of the budget left)")
         plan_round(cfg, store, study_id, plan)
     return section(store, study_id, analyze(store, cfg.study.name))
 
