@@ -257,6 +257,11 @@ def test_start_up_to_main_and_to_after_init_are_both_said_when_they_differ():
     assert re.match(r"start-up to after MPI_Init \+3\.\d\d ms to main, −1[45]\.\d ms to after MPI_Init per launch "
                     r"\(−(29|30)\.\d% \[.+\]\) \(faster\)$", cell["text"]), cell["text"]
     assert cells["wall_to_main"]["overhead_pct"] == pytest.approx(30, abs=1)
+    # the answer on to main says its own cost per launch, not the leading metric's
+    main = cells["wall_to_main"]["per_launch"]
+    assert main["metric"] == "wall_to_main" and main["to_main_s"] is None and abs(main["delta_s"] - 0.003) < 0.0003
+    assert re.match(r"start-up to main \+(2\.9\d|3\.0\d) ms per launch \(\+(29|30)\.\d% ", cells["wall_to_main"]["text"]), \
+        cells["wall_to_main"]["text"]
     assert only(a)["n_points"] == 1 and only(a)["more"] == [cells["wall_to_main"]["text"]]
 
 
@@ -404,3 +409,22 @@ def test_a_real_aa_study_answers_first_per_variant(tmp_path, default_image):
     for h in heads:
         assert str(html_escape(h)) in first
         assert " ".join(h.split()) in answer  # the terminal says the same (wrapped at its width)
+
+
+@pytest.mark.unit
+def test_the_cost_per_launch_points_the_way_its_percentage_does_when_launches_fall_into_modes():
+    """Launches in two modes: most of the variant's sit in the fast one, so its median is the
+    lower, yet launch by launch it is slower (about +6%). The seconds per launch come from the
+    same paired ratio as the percentage beside them (10 ms x 0.06), never a difference of
+    medians that says faster (-0.2 ms)."""
+    from nearmetal.analysis.per_launch import per_launch
+
+    base, var = [10.0] * 4 + [30.0] * 3, [9.8] * 4 + [36.0] * 3
+    ratio = stats.compare(base, var, pairs=list(zip(base, var)), n_boot=200)["ratio"]
+    assert ratio > 1 and np.median(var) < np.median(base)
+    term = {"kernel": "startup", "metric": "to_after_init", "unit": "ms", "point": {"rank": "max"},
+            "base": np.array(base), "var": np.array(var), "comparison": {"ratio": ratio}}
+    got = per_launch([term], "to_after_init")
+    assert got["delta_s"] > 0 and got["delta_s"] == pytest.approx(0.010 * (ratio - 1))
+    assert per_launch([term], "wall_to_main") is None  # no term of that metric
+

@@ -140,7 +140,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                  "label": bench_words(bench, first["kernel"], pl,
                                       metric if len(answered[bench]) > 1 or kernels.traits(first["kernel"]).foms else None),
                  **summary(g, members),
-                 "per_launch": per_launch([terms[i] for i in launches[(vid, bench, pl)]])
+                 "per_launch": per_launch([terms[i] for i in launches[(vid, bench, pl)]], metric)
                  if first["metric"] in STARTUP_METRICS else None}
         entry["text"] = cell_phrase(entry, margin)
         modal = sorted((terms[i] for i in members if terms[i]["modes"]), key=lambda t: not t["modes"]["share_differs"])
