@@ -1,14 +1,15 @@
 """A start-up benchmark's cost per launch, in seconds, said beside its answer
-(analysis/answers.py): the baseline's median at the answer's start-up point times the
-point's paired ratio minus one, so the seconds and the percentage beside them are one
-estimate and never point different ways (a difference of medians can: launches that fall
-into modes put each median in whichever mode has the most launches)."""
+(analysis/answers.py): the baseline's typical launch time at the answer's start-up point
+times the point's paired ratio minus one, so the seconds and the percentage beside them are
+one estimate and never point different ways (a difference of medians can: launches that
+fall into modes put each median in whichever mode has the most launches)."""
 
 import math
 
 import numpy as np
 
 from .. import kernels
+from .trimmed import TRIM
 
 # the start-up metrics whose answers state a cost per launch, the first one leading
 STARTUP_METRICS = ("to_after_init", "wall_to_main")
@@ -35,10 +36,19 @@ def per_launch(members, metric=STARTUP_METRICS[0]):
 
 
 def _delta(t):
-    """Seconds per launch: the baseline's median x (the point's paired ratio - 1); the ratio
-    of medians where the point has no paired ratio."""
-    base = float(np.median(t["base"]))
+    """Seconds per launch: the baseline's typical launch x (the point's paired ratio - 1),
+    typical being its TRIM-trimmed mean, the estimator of the ratio (a median sits in one
+    mode where launches fall into two); the ratio of medians where the point has no paired
+    ratio."""
+    base = float(_trimmed(t["base"]))
     ratio = (t.get("comparison") or {}).get("ratio")
     if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and math.isfinite(ratio) and ratio > 0):
-        ratio = float(np.median(t["var"])) / base
+        ratio = float(np.median(t["var"])) / float(np.median(t["base"]))
     return base * (ratio - 1) * TIME_SCALE[str(t["unit"]).strip().casefold()]
+
+
+def _trimmed(x):
+    s = np.sort(np.asarray(x, dtype=float))
+    g = int(TRIM * s.size)
+    return s[g:s.size - g].mean()
+
