@@ -186,7 +186,7 @@ def test_run_evidence_writes_one_file_per_rank_into_the_directory(tmp_path):
                     "-i", "10", "-x", "1")
     assert got.returncode == 0, got.stderr
     files = [json.loads(p.read_text()) for p in sorted(out.iterdir())]
-    assert sorted(f["mpi_rank"] for f in files) == [0, 1]
+    assert sorted(f["mpi_rank"] for f in files) == [0, 1] and [f["mpi_size"] for f in files] == [2, 2]
     assert all(f["mpi_profile"]["functions"]["MPI_Allreduce"]["calls"] == 12 for f in files)  # 10 + 1 + verdict
 
 
@@ -214,7 +214,7 @@ def test_bind_mode_ranks_name_the_hosts_mpi_library_they_ran(tmp_path):
         import shutil
 
         shutil.rmtree(out, ignore_errors=True)
-    assert sorted(f["mpi_rank"] for f in files) == [0, 1]
+    assert sorted(f["mpi_rank"] for f in files) == [0, 1] and [f["mpi_size"] for f in files] == [2, 2]  # MPICH's world
     host_inode = os.stat("/usr/lib/x86_64-linux-gnu/libmpich.so.12").st_ino
     for f in files:
         lib = f["mpi_library"]

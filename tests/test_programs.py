@@ -279,9 +279,10 @@ mpi = ["openmpi"]
 
 def test_a_script_that_starts_a_program_of_the_other_mpi_fails_its_runs_not_stores_one_ranks_numbers(tmp_path):
     """The preflight sees /bin/sh, which links no MPI; the Open MPI program the script starts
-    under MPICH's launcher initialises MPI as rank 0 of a job of its own on every rank and
-    exits 0. The ranks' evidence shows it (launcher's rank 1, MPI's rank 0): those runs fail
-    with the reason, and the cells whose MPI is the program's own measure one 2-rank job."""
+    under MPICH's launcher initialises MPI as a job of one rank on every rank and exits 0. The
+    ranks' evidence shows it (MPI_Comm_size 1 where the launch has 2): that cell's first run
+    fails with the reason and its other runs are skipped, while the cells whose MPI is the
+    program's own measure one 2-rank job."""
     import subprocess
 
     src, exe = tmp_path / "size.c", tmp_path / "size"
@@ -294,18 +295,21 @@ name = "wrapped"
 command = ["/bin/sh", "-c", "exec {exe}"]
 mode = ["native"]
 ranks = [2]
-keep_going = true
 [[benchmark.fom]]
 name = "size"
 regex = 'size=([0-9]+)'
 unit = "ranks"
 ''')
     db = tmp_path / "app.db"
-    nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
-    got = rows(db, "select r.variant, r.status, r.stderr_tail, group_concat(x.value) from runs r "
-                   "left join records x on x.run_id = r.id and x.metric = 'size' where r.warmup = 0 group by r.id")
-    mpich = [g for g in got if g[0] == "native/mpich"]
-    openmpi = [g for g in got if g[0] == "native/openmpi"]
-    assert mpich and all(status == "failed" and "is not one MPI job" in tail and "(1 as rank 0)" in tail
-                         and values is None for _, status, tail, values in mpich), mpich
-    assert openmpi and all(status == "ok" and values == "2.0" for _, status, _, values in openmpi), openmpi
+    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    got = rows(db, "select r.variant, r.status, r.stderr_tail, group_concat(x.value) from runs r left join records x "
+                   "on x.run_id = r.id and x.metric = 'size' group by r.id order by r.id")
+    mpich = [g[1:] for g in got if g[0] == "native/mpich"]
+    openmpi = [g[1:] for g in got if g[0] == "native/openmpi"]
+    failed = [g for g in mpich if g[0] == "failed"]
+    assert len(failed) == 1 and "is not one MPI job: 2 processes" in failed[0][1] and failed[0][2] is None, mpich
+    assert len(mpich) > 1 and all(s == "skipped" and "the cell of benchmark 'wrapped' on native/mpich stopped "
+                                  "after a run" in t for s, t, _ in mpich if (s, t, _) != failed[0]), mpich
+    assert openmpi and all(status == "ok" and values == "2.0" for status, _, values in openmpi), openmpi
+    assert "the cell of benchmark 'wrapped' on native/mpich stopped after a run: the run exited 0 but is not one " \
+           "MPI job; its" in " ".join(out.stderr.split()), out.stderr

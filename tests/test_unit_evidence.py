@@ -178,12 +178,19 @@ def test_evidence_takes_a_boolean_only():
     assert "study.evidence" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_a_process_whose_mpi_disagrees_with_the_launcher_on_its_rank_is_a_lone_start():
-    """Each rank of a program of the other MPI initialises MPI as rank 0 of a job of its own;
-    a rank that agrees, a process without MPI or without a launcher's rank says nothing."""
-    raws = [{"env_rank": "0", "mpi_rank": 0}, {"env_rank": "1", "mpi_rank": 0}, {"env_rank": "3", "mpi_rank": 0},
-            {"env_rank": "2", "mpi_rank": -1}, {"mpi_rank": 0}, {"env_rank": "x", "mpi_rank": 0},
-            {"env_rank": "1", "mpi_rank": True}]
-    assert collect.lone_ranks(raws) == {1: 0, 3: 0}
-    assert collect.lone_ranks([{"env_rank": str(r), "mpi_rank": r} for r in range(4)]) == {}
+def test_processes_that_each_initialised_mpi_as_a_job_of_one_are_lone_starts_of_a_larger_launch():
+    """Every rank's program a 1-rank job of its own (another MPI than the launcher's): a lone
+    start; a job that some process saw whole, one helper that started MPI alone, a launch of
+    one rank, or processes without MPI are not. No rank variable of the environment is read."""
+    from nearmetal.evidence.lone import lone_starts, why_failed
 
+    alone = [{"mpi_size": 1, "mpi_rank": 0, "exe": "/opt/app"} for _ in range(4)]
+    assert lone_starts(alone, 4) == alone and lone_starts(alone[:2], 4) == alone[:2]
+    assert lone_starts(alone, 1) == []  # one rank asked: a job of one is the job
+    assert lone_starts(alone + [{"mpi_size": 4, "mpi_rank": 2}], 4) == []  # the program joined the job
+    assert lone_starts([{"mpi_size": 1}, {"mpi_size": -1}, {"mpi_size": True}, {}], 4) == []  # one helper alone
+    assert lone_starts([{"mpi_size": 1, "env_rank": "0"}, {"mpi_size": 1, "env_rank": "0"}], 2)  # inherited: no matter
+    why = why_failed(alone, 4, "mpich")
+    assert why.startswith("nearmetal: the run exited 0 but is not one MPI job: 4 processes (/opt/app) each "
+                          "initialised MPI as a job of one rank, where the launch has 4;") and "mpich" in why
+    assert why_failed(alone, 1, "mpich") is None

@@ -166,24 +166,6 @@ def normalise(raw, launcher=None):
     return out
 
 
-def lone_ranks(raws):
-    """{launcher's rank: MPI's rank} of the processes whose MPI library disagrees with the
-    launcher on which rank they are: a program linking another MPI than the launcher's starts
-    as a 1-rank job of its own (rank 0) on every rank, and each finishes "successfully" with
-    one rank's numbers. A script that starts such a program is caught here, where the files
-    each process wrote are read; the direct program is refused before it runs (resolve.py)."""
-    out = {}
-    for raw in raws:
-        mpi = raw.get("mpi_rank")
-        try:
-            launched = int(raw.get("env_rank"))
-        except (TypeError, ValueError):
-            continue
-        if isinstance(mpi, int) and not isinstance(mpi, bool) and mpi >= 0 and mpi != launched:
-            out[launched] = mpi
-    return dict(sorted(out.items()))
-
-
 def collect(stage, launcher=None, remove=True, raws=None):
     """{rank: per-rank dict} from the files in `stage` (or `raws`, read from it already), plus
     rank -1: the launcher's facts (when given) with the launch time the ranks saw."""

@@ -36,3 +36,12 @@ def keep(store, run_id, raws):
     rows = collect(None, launcher(), raws=raws)
     store.set_evidence(run_id, [(rank, json.dumps(value, sort_keys=True)) for rank, value in rows.items()])
     return sum(1 for rank in rows if rank >= 0)
+
+
+def lone_start(raws, launch_plan):
+    """Why a run that exited 0 is no MPI job (lone.py), or None; launch_plan: its run.Plan."""
+    from .lone import why_failed
+
+    return why_failed(raws, sum(c.ranks for c in launch_plan.components),
+                      launch_plan.components[0].installation["family"])
+

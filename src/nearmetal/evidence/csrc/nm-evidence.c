@@ -298,7 +298,8 @@ void nm_ev_write(const char *why)
     put_str(me.host);
     put(",\"exe\":");
     put_str(me.exe);
-    put(",\"mpi_rank\":%d,\"env_rank\":", nm_ev_mpi_seen ? nm_ev_mpi_rank : -1);
+    put(",\"mpi_rank\":%d,\"mpi_size\":%d,\"env_rank\":", nm_ev_mpi_seen ? nm_ev_mpi_rank : -1,
+        nm_ev_mpi_seen ? nm_ev_mpi_size : -1);
     put_str(me.env_rank[0] ? me.env_rank : NULL);
     put(",\"launch_ns\":%lld,\"load_real_ns\":%lld,\"init_end_real_ns\":%lld", me.launch_ns, me.load_real,
         nm_ev_mpi_seen ? nm_ev_init_end_real : -1);

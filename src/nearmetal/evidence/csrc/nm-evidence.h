@@ -57,7 +57,7 @@ long long nm_ev_profile_ticks(void);                       /* top-level ticks in
 
 /* the MPI start and end, for nm-evidence.c */
 extern long long nm_ev_init_end_mono, nm_ev_finalize_mono, nm_ev_init_end_real;
-extern int nm_ev_mpi_rank, nm_ev_mpi_seen;
+extern int nm_ev_mpi_rank, nm_ev_mpi_size, nm_ev_mpi_seen;
 void nm_ev_mpi_library(char *path, int room, char *soname, int soroom, unsigned long *inode);
 void nm_ev_write(const char *why);
 unsigned long nm_ev_inode(const char *path); /* 0: not found */ /* the evidence file, once per process */

@@ -4,7 +4,7 @@
  * (the I/O tracer) does not wrap them: it registers a hook (nm_mpi_hook_add) and is told
  * before and after each. The end of the outermost MPI_Init is time-stamped (CLOCK_REALTIME,
  * against the launcher's NM_LAUNCH_NS, and CLOCK_MONOTONIC for the profile's window); the
- * rank is asked of MPI right after it; the evidence file is written after MPI_Finalize. */
+ * rank and the job's size are asked of MPI right after it; the evidence file is written after MPI_Finalize. */
 #include "nm-evidence.h"
 
 #include <dlfcn.h>
@@ -19,7 +19,7 @@ static nm_mpi_hook hooks[8];
 static int nhooks;
 
 long long nm_ev_init_end_mono, nm_ev_finalize_mono, nm_ev_init_end_real;
-int nm_ev_mpi_rank = -1, nm_ev_mpi_seen;
+int nm_ev_mpi_rank = -1, nm_ev_mpi_size = -1, nm_ev_mpi_seen;
 
 /* For nearmetal's other preloads: fn(event, rc) before (1) and after (2) MPI_Init, before (3)
  * and after (4) MPI_Finalize. 0: registered; -1: no room. */
@@ -53,11 +53,15 @@ static void after_init(int rc, int provided)
     if (rc == 0) {
         /* MPI_COMM_WORLD: &ompi_mpi_comm_world in Open MPI, the integer 0x44000000 in MPICH */
         int_fn comm_rank = (int_fn)dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
+        int_fn comm_size = (int_fn)dlsym(RTLD_DEFAULT, "PMPI_Comm_size");
         void *ompi_world = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
         void *world = ompi_world ? ompi_world : (void *)0x44000000L;
-        int rank = -1;
+        int rank = -1, size = -1;
         nm_ev_depth++;
         if (comm_rank && comm_rank(world, &rank) == 0) nm_ev_mpi_rank = rank;
+        /* the job's size as MPI sees it: 1 on every rank of a program whose MPI did not join
+         * the launcher's job (evidence/lone.py) */
+        if (comm_size && comm_size(world, &size) == 0) nm_ev_mpi_size = size;
         nm_ev_depth--;
     }
     tell(AFTER_INIT, rc);

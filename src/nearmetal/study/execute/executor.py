@@ -20,6 +20,8 @@ from . import hang
 from ..records import FAILED, HUNG, OK, PLANNED, SKIPPED, Launched, RunResult, stored_status
 from .run_context import Contexts
 
+CELL_STOPPED = "the cell of benchmark "  # a skipped run's text: its cell was stopped, not its benchmark
+
 STDERR_TAIL = 2000
 
 
@@ -41,7 +43,7 @@ class Executor:
         self._contexts = Contexts(store)
         self._walls = None    # cell key -> wall seconds of its finished (ok) runs: the hang limit's base
         self._ran = set()     # benchmarks that have had a run (their first run is behind them)
-        self._stopped = {}    # benchmark -> why its remaining runs are skipped
+        self._stopped = {}    # ("benchmark", label) or ("cell", cell key) -> why its remaining runs are skipped
         from .image_variant import Placer
 
         self._placer = Placer(dry=store is None)
@@ -80,7 +82,7 @@ class Executor:
         err = launched.stderr
         transport = self._transport(p.components[0], err) if not self._contexts.known(cell.key) else None
         err = without_reports(err)  # the report lines asked for: read above, not the program's words
-        records, texts, unmatched = [], None, None
+        records, texts, unmatched, lone = [], None, None, None
         exited_ok = launched.status == "ok" and launched.exit_status == 0
         if launch.kernel is None:  # a program: its FOMs and wall time; its outputs also tell its version
             from ..config.program import read_outputs
@@ -98,7 +100,7 @@ class Executor:
             from ...evidence import keep as evidence_files
 
             evidence = evidence_files.read(launch.evidence)
-            if status == OK and (lone := _lone_start(evidence, p)):
+            if status == OK and (lone := evidence_files.lone_start(evidence, p)):
                 status, records, err = FAILED, [], f"{err}\n{lone}"
         witnessed = None
         if self.config.study.witness:
@@ -128,6 +130,8 @@ class Executor:
             self._repeat(spec)
         elif unmatched and first and not _keep_going(self.config, bench):
             self._stop(spec, unmatched, texts.get("output", ""))
+        elif lone and not _keep_going(self.config, bench):
+            self._stop(spec, lone.removeprefix("nearmetal: "), err, cell=True)
         return status
 
     # -- hung runs and benchmarks stopped after their first run
@@ -142,7 +146,7 @@ class Executor:
                 if r["status"] != PLANNED:
                     self._ran.add(r["benchmark"])
                 if r["status"] == SKIPPED:  # stopped before an interrupt: its runs left are skipped alike
-                    self._stopped[r["benchmark"]] = r["stderr_tail"]
+                    self._stopped[_stopped_key(r, r["stderr_tail"])] = r["stderr_tail"]
         return self._walls
 
     def _first_run(self, label):
@@ -160,28 +164,34 @@ class Executor:
         self.store.add_planned(self.study_id, [codec.planned_row(again)])
         self._say(f"run {spec.key} hung: ended, and its cell is run once more after the runs planned")
 
-    def _stop(self, spec, why, output):
-        """Skip the benchmark's runs still planned: its first run gave no results because its
-        figures of merit or success line did not match (`why`), so no other run would."""
+    def _stop(self, spec, why, output, cell=False):
+        """Skip the benchmark's runs still planned (cell: the cell's only): its first run gave
+        no results because its figures of merit or success line did not match (`why`), or a
+        run of the cell was no MPI job (evidence/lone.py), so no other run would."""
         from ...apps.fom import tail
 
         label = spec.cell.benchmark.label
-        self._stopped[label] = text = (
-            f"skipped: benchmark '{label}' stopped after its first run ({spec.key}): {why}; every run would fail "
-            f"alike (keep_going = true runs them anyway)\nthe end of that run's output: {tail(output, 600)}")
-        rows = [r for r in self.store.pending(self.study_id) if r["benchmark"] == label]
+        what = f"{CELL_STOPPED}'{label}' on {spec.cell.variant_id}" if cell else f"benchmark '{label}'"
+        after = "a run" if cell else "its first run"
+        text = (f"skipped: {what} stopped after {after} ({spec.key}): {why}; every run would fail "
+                f"alike (keep_going = true runs them anyway)\nthe end of that run's output: {tail(output, 600)}")
+        rows = [r for r in self.store.pending(self.study_id)
+                if (hang.cell_key(r["run_key"]) == spec.cell.key if cell else r["benchmark"] == label)]
+        self._stopped[("cell", spec.cell.key) if cell else ("benchmark", label)] = text
         for row in rows:
             codec.store_result(self.store, row["id"], RunResult.skipped(_now(), text))
-        self._say(f"benchmark '{label}' stopped after its first run: {why}; its {len(rows)} other runs are skipped "
-                  f"(keep_going = true runs them anyway)")
+        self._say(f"{what} stopped after {after}: {why.split(': ', 1)[0] if cell else why}; its {len(rows)} other "
+                  f"runs are skipped (keep_going = true runs them anyway)")
 
-    def _history_stopped(self):
+    def _stopped_text(self, row):
+        """Why a planned run is skipped (its benchmark or its cell was stopped), or None."""
         self._history()
-        return self._stopped
+        return (self._stopped.get(("benchmark", row["benchmark"]))
+                or self._stopped.get(("cell", hang.cell_key(row["run_key"]))))
 
-    def _skip(self, row):
-        """A stopped benchmark's run: stored skipped (when _stop has not stored it already)."""
-        codec.store_result(self.store, row["id"], RunResult.skipped(_now(), self._stopped[row["benchmark"]]))
+    def _skip(self, row, text):
+        """A stopped benchmark's or cell's run: stored skipped (when _stop has not stored it already)."""
+        codec.store_result(self.store, row["id"], RunResult.skipped(_now(), text))
         return SKIPPED
 
     def _say(self, line):
@@ -342,7 +352,8 @@ class Executor:
             while pending:
                 for row in pending:
                     tried.add(row["id"])
-                    status = self.execute(row) if row["benchmark"] not in self._history_stopped() else self._skip(row)
+                    stopped = self._stopped_text(row)
+                    status = self._skip(row, stopped) if stopped else self.execute(row)
                     done += 1
                     failed += status != "ok"
                     if bar:
@@ -385,20 +396,11 @@ class _PlainProgress:
         pass
 
 
-def _lone_start(evidence, launch_plan):
-    """Why a run that exited 0 is not a measurement of its job, or None: its ranks' MPI library
-    started each alone (evidence/collect.lone_ranks), so its numbers are one rank's."""
-    from ...evidence.collect import lone_ranks
-
-    lone = lone_ranks(evidence)
-    if not lone:
-        return None
-    family = launch_plan.components[0].installation["family"]
-    shown = ", ".join(f"{launched} as rank {mpi}" for launched, mpi in list(lone.items())[:4]) + (
-        ", ..." if len(lone) > 4 else "")
-    return (f"nearmetal: the run exited 0 but is not one MPI job: the launcher's ranks initialised MPI as other "
-            f"ranks ({shown}), each a job of its own; the program (or one a script starts) links another MPI than "
-            f"{family}'s launcher: give its cells the MPI it links (mpi = ...), or rebuild it against {family}")
+def _stopped_key(row, text):
+    """The key a stored skipped run was stopped under (Executor._stop's text says which)."""
+    if str(text or "").startswith(f"skipped: {CELL_STOPPED}"):
+        return "cell", hang.cell_key(row["run_key"])
+    return "benchmark", row["benchmark"]
 
 
 def _keep_going(config, bench):
