@@ -268,7 +268,9 @@ def main(argv=None):
 
         previous = {sig: signal.signal(sig, _on_terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        return _command(args.command)(args)
+        status = _command(args.command)(args)
+        console = sys.modules.get("nearmetal.console")  # loaded where a command printed through it
+        return console.BROKEN_PIPE_STATUS if console and console.reader_went_away() and not status else status
     except NearmetalError as e:
         from .study.config.inputs import one_line  # messages quote user strings: a newline must not split the error
 
@@ -290,9 +292,9 @@ def main(argv=None):
         return _interrupt_status(e)
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error worth a traceback (console.py)
-        from .console import BROKEN_PIPE_STATUS, quiet_stdout
+        from .console import BROKEN_PIPE_STATUS, quiet
 
-        quiet_stdout()
+        quiet(sys.stdout)
         return BROKEN_PIPE_STATUS
     finally:
         if previous:  # main() also runs in-process (tests): leave the caller's handlers as they were

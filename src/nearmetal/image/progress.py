@@ -36,7 +36,10 @@ class Reporter:
             return
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=False) as p:
+        from ..console import Console
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=False,
+                      console=Console()) as p:
             self._progress = p
             p.console.print(f"[bold]nearmetal:[/bold] {title}")
             try:
