@@ -233,3 +233,11 @@ def test_the_tables_and_the_matrix_say_a_final_looks_own_level():
     answer = {"verdict": "equivalent", "cost_ratio": 0.967, "ci_low": 0.924, "ci_high": 1.011, "ci_level": 0.94878}
     assert "94.88% interval" in _cell(answer, "98.25%")["title"]
     assert "98.25% interval" in _cell(dict(answer, ci_level=None), "98.25%")["title"]
+
+
+def test_look_numbers_are_english_ordinals():
+    from nearmetal.analysis.answer_text import _ordinal
+
+    assert [_ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "101st", "111th"]
+

@@ -45,7 +45,8 @@ def level_words(analysis, level=None):
 
 
 def _ordinal(n):
-    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+    """'1st', '2nd', '3rd', '11th', '21st': English ordinals (look numbers)."""
+    return f"{n}th" if 11 <= n % 100 <= 13 else f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _pct(x):

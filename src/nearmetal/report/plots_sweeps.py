@@ -107,7 +107,7 @@ def size_sweep(fid, bench, metric, entries, style):
         svg = B.svg(fig, fid)
     cap = ("Median per message size, log–log; shaded: p5–p95 of the repetitions."
            + (" Below: overhead % of each variant against its baseline at every size (+ = slower), whiskers: "
-              "the interval of the table's ratio column;"
+              "the interval of the table's var/base column;"
               " solid bars: verdict slower/faster, pale: equivalent or inconclusive; green band: the equivalence "
               "margin." if has_cmp else ""))
     if len(shown) < len(pls):
@@ -120,7 +120,7 @@ def size_sweep(fid, bench, metric, entries, style):
 def overhead_bars(fid, bench, groups, style):
     """Overhead % per point of one benchmark: x = metric × point × placement (headline metric
     first, at most 24 positions in all, aggregate ranks preferred), grouped bars per variant
-    with interval whiskers (the level of the table's ratio column). Bars are solid where the
+    with interval whiskers (the level of the table's var/base column). Bars are solid where the
     verdict is slower or faster, pale where
     equivalent or inconclusive."""
     metrics = [m for m, entries in groups.items() if any(PT.comparison(p) for p in entries)]
@@ -192,7 +192,7 @@ def overhead_bars(fid, bench, groups, style):
                 bottom=(0.25 + 0.065 * longest if rot else 0.2 + 0.14 * lines), top=0.2)
         svg = B.svg(fig, fid)
     cap = ("Overhead of each variant against its baseline (positive = slower), whiskers: the interval of the "
-           "table's ratio column; solid bars: "
+           "table's var/base column; solid bars: "
            "verdict slower/faster, pale: equivalent or inconclusive; green band: the equivalence margin.")
     if notes:
         cap += " " + "; ".join(notes) + "."
