@@ -238,19 +238,32 @@ def test_the_backend_name_check_sees_what_it_must(tmp_path):
 
 
 def _kernel_branches(path, names):
-    """`p.get("kernel") == "startup"`-like comparisons in a module: a kernel's name tested
-    where a trait of its KernelSpec (shape, per_launch, foms, ...) should be asked instead."""
-    return [f"{node.lineno}: {ast.unparse(node)}" for node in _nodes(path)
-            if isinstance(node, ast.Compare) and "kernel" in ast.unparse(node.left).lower()
-            and "traits(" not in ast.unparse(node.left) and _compared_strings(node) & names]
+    """`p.get("kernel") == "startup"`-like comparisons in a module (either side, `in` too), and
+    `kernel.startswith("phases")`: a kernel's name tested where a trait of its KernelSpec
+    (shape, per_launch, foms, ...) should be asked instead."""
+    found = []
+    for node in _nodes(path):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            about_kernel = any("kernel" in ast.unparse(s).lower() and "traits(" not in ast.unparse(s) for s in sides)
+            if about_kernel and _compared_strings(node) & names:
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("startswith", "endswith", "removesuffix", "removeprefix")
+              and "kernel" in ast.unparse(node.func.value).lower()
+              and any(isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.strip("-") in names
+                      for a in node.args)):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
 
 
 def test_no_module_outside_the_kernels_branches_on_a_kernel_name():
     """The analysis and the report learn what a kernel is from its KernelSpec, so a new kernel
     is its parser module; only kernels/ and io/ (iobench's own analysis) name kernels."""
     from nearmetal import kernels
+    from nearmetal.kernels.parsers.gpu import SPECS
 
-    names = set(kernels.REGISTRY) | {kernels.PROGRAM.name}
+    names = set(kernels.REGISTRY) | set(SPECS) | {kernels.PROGRAM.name, "imported"}
     found = [f"{path.relative_to(SRC)}:{hit}" for path in _modules()
              if path.relative_to(SRC).parts[0] not in ("kernels", "io") for hit in _kernel_branches(path, names)]
     assert not found, "comparisons with a kernel's name outside kernels/:\n" + "\n".join(found)
@@ -260,9 +273,10 @@ def test_the_kernel_name_check_sees_what_it_must(tmp_path):
     code = tmp_path / "m.py"
     code.write_text("a = p.get('kernel') == 'startup'\nb = t['kernel'] != 'command'\nc = b.kernel in ('pairs',)\n"
                     "d = p.get('metric') == 'latency'\ne = p.get('kernel') == 'my-app'\n"
-                    "f = kernels.traits(p.get('kernel')).shape == 'pairs'\n")
-    hits = _kernel_branches(code, {"startup", "command", "pairs", "latency"})
-    assert [h.split(":")[0] for h in hits] == ["1", "2", "3"]
+                    "f = kernels.traits(p.get('kernel')).shape == 'pairs'\ng = 'startup' == p['kernel']\n"
+                    "h = p['kernel'].startswith('phases')\ni = kernel.removesuffix('-portable')\n")
+    hits = _kernel_branches(code, {"startup", "command", "pairs", "latency", "phases", "portable"})
+    assert [h.split(":")[0] for h in hits] == ["1", "2", "3", "7", "8", "9"]
 
 
 def test_every_command_prints_through_nearmetals_console():

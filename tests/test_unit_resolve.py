@@ -145,6 +145,18 @@ def test_a_program_found_on_path_chooses_the_family_as_a_path_does(tmp_path, mon
     assert c.installation["family"] == "openmpi"
 
 
+def test_an_application_built_for_one_mpi_only_is_launched_by_it(machine):
+    """A recipe build of `model` for MPICH alone (not on PATH): hydra starts it, not Open MPI's
+    mpirun, which would not find it."""
+    built = machine / "apps" / "model-1.0" / "mpich" / "bin" / "model"
+    built.parent.mkdir(parents=True)
+    built.write_text("")
+    built.chmod(0o755)
+    host = FakeHost(program_abi="mpich")
+    [c] = resolve(req("native", program="model"), host=host)
+    assert c.installation["family"] == "mpich" and ("program_abi", str(built)) in host.asked
+
+
 def test_bare_program_name_is_not_inspected():
     host = FakeHost(program_abi="mpich")
     resolve(req("native", program="nm-mpi-info"), host=host)

@@ -224,24 +224,23 @@ def _linked_abi(path):
 
 def _default_family(req, host):
     from .families import names
+    from .program_paths import host_program, is_kernel
 
     found = host.installations()
     if not found:
         raise NearmetalError("no MPI installation found on this host: install one (Debian: "
                              + "; ".join(f"{n}: {_packages(n)}" for n in names()) + ")")
-    first = next(f for f in names() + tuple(found) if f in found)  # the profiles' order: Open MPI first
-    if not in_container(req.mode):
-        from .program_paths import host_program, is_kernel
-
-        try:  # a path, or a name on PATH (an application nearmetal built: the first family's)
-            path = None if is_kernel(req.program) else req.program if "/" in req.program else \
-                host_program(req.program, first)
-        except NearmetalError:
-            path = None  # not found: the launch says so
-        fam = host.program_abi(path) if path and os.path.isfile(path) else None
-        if fam in found:
-            return fam  # the program's own MPI decides which launcher can start it
-    return first
+    order = [f for f in names() + tuple(found) if f in found]  # the profiles' order: Open MPI first
+    if not in_container(req.mode) and not is_kernel(req.program):
+        for family in order if "/" not in req.program else order[:1]:
+            try:  # a path, an application nearmetal built for that family, or a name on PATH
+                path = req.program if "/" in req.program else host_program(req.program, family)
+            except NearmetalError:
+                continue  # not found: the launch says so
+            fam = host.program_abi(path) if os.path.isfile(path) else None
+            if fam in found:
+                return fam  # the program's own MPI decides which launcher can start it
+    return order[0]
 
 
 def _packages(family):
