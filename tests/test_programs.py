@@ -38,6 +38,12 @@ mpi = ["openmpi", "mpich"]
     return path
 
 
+def run_study(tmp_path, study, **kw):
+    """(the study's database, the finished `nearmetal study` process): its report in tmp_path."""
+    db = tmp_path / "app.db"
+    return db, nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress", **kw)
+
+
 def rows(db, sql):
     con = sqlite3.connect(db)
     try:
@@ -78,9 +84,7 @@ unit = "us"
 file = "solver.log"
 success = 'Run completed'
 ''' % (tmp_path / "args.txt"))
-    db = tmp_path / "app.db"
-    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress",
-                    env={"PATH": f"{_kernel_dir('openmpi')}:/usr/bin:/bin"})
+    db, out = run_study(tmp_path, study, env={"PATH": f"{_kernel_dir('openmpi')}:/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     values = rows(db, "select x.value from runs r join records x on x.run_id = r.id "
                       "where x.metric = 'lat8' and r.variant = 'native/openmpi' and r.warmup = 0")
@@ -101,8 +105,7 @@ name = "gflops"
 regex = 'GFLOP/s: ([0-9.]+)'
 unit = "GFLOP/s"
 ''')
-    db = tmp_path / "app.db"
-    nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    db, _ = run_study(tmp_path, study)
     tails = rows(db, "select status, stderr_tail from runs where warmup = 0")
     assert tails and all(s == "failed" and "FOM 'gflops' not found in the output" in t for s, t in tails)
 
@@ -173,8 +176,7 @@ name = "writable"
 regex = '^writable=([01])$'
 unit = "flag"
 ''')
-    db = tmp_path / "app.db"
-    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    db, out = run_study(tmp_path, study)
     assert out.returncode == 0, out.stderr
     got = rows(db, "select r.variant, x.metric, x.value from runs r join records x on x.run_id = r.id "
                    "where r.warmup = 0 and x.metric in ('size', 'writable')")
@@ -300,8 +302,7 @@ name = "size"
 regex = 'size=([0-9]+)'
 unit = "ranks"
 ''')
-    db = tmp_path / "app.db"
-    out = nearmetal("study", str(study), "--db", str(db), "--out", str(tmp_path), "--no-progress")
+    db, out = run_study(tmp_path, study)
     got = rows(db, "select r.variant, r.status, r.stderr_tail, group_concat(x.value) from runs r left join records x "
                    "on x.run_id = r.id and x.metric = 'size' group by r.id order by r.id")
     mpich = [g[1:] for g in got if g[0] == "native/mpich"]
