@@ -279,12 +279,8 @@ mpi = ["openmpi"]
     assert f"--bind={tmp_path}/results/app/nm-runs/" in out.stdout, out.stdout
 
 
-def test_a_script_that_starts_a_program_of_the_other_mpi_fails_its_runs_not_stores_one_ranks_numbers(tmp_path):
-    """The preflight sees /bin/sh, which links no MPI; the Open MPI program the script starts
-    under MPICH's launcher initialises MPI as a job of one rank on every rank and exits 0. The
-    ranks' evidence shows it (MPI_Comm_size 1 where the launch has 2): that cell's first run
-    fails with the reason and its other runs are skipped, while the cells whose MPI is the
-    program's own measure one 2-rank job."""
+def openmpi_size_program(tmp_path):
+    """An Open MPI program whose rank 0 prints the job's size (size=N)."""
     import subprocess
 
     src, exe = tmp_path / "size.c", tmp_path / "size"
@@ -292,6 +288,16 @@ def test_a_script_that_starts_a_program_of_the_other_mpi_fails_its_runs_not_stor
                    ' MPI_Comm_size(MPI_COMM_WORLD, &n); MPI_Comm_rank(MPI_COMM_WORLD, &r);'
                    ' if (r == 0) printf("size=%d\\n", n); MPI_Finalize(); return 0; }\n')
     subprocess.run(["mpicc.openmpi", "-o", str(exe), str(src)], check=True, timeout=120)
+    return exe
+
+
+def test_a_script_that_starts_a_program_of_the_other_mpi_fails_its_runs_not_stores_one_ranks_numbers(tmp_path):
+    """The preflight sees /bin/sh, which links no MPI; the Open MPI program the script starts
+    under MPICH's launcher initialises MPI as a job of one rank on every rank and exits 0. The
+    ranks' evidence shows it (MPI_Comm_size 1 where the launch has 2): that cell's first run
+    fails with the reason and its other runs are skipped, while the cells whose MPI is the
+    program's own measure one 2-rank job."""
+    exe = openmpi_size_program(tmp_path)
     study = write(tmp_path, f'''
 name = "wrapped"
 command = ["/bin/sh", "-c", "exec {exe}"]
@@ -314,3 +320,22 @@ unit = "ranks"
     assert openmpi and all(status == "ok" and values == "2.0" for status, _, values in openmpi), openmpi
     assert "the cell of benchmark 'wrapped' on native/mpich stopped after a run: the run exited 0 but is not one " \
            "MPI job; its" in " ".join(out.stderr.split()), out.stderr
+
+
+def test_bench_under_evidence_fails_a_script_starting_the_other_mpi_and_reads_no_stale_file(tmp_path):
+    """`bench --command --evidence DIR`: under MPICH's launcher the wrapped Open MPI program is
+    two jobs of one rank; bench fails with the reason and prints no record. The same DIR then
+    serves a good 2-rank launch under Open MPI: the earlier run's files are not read again."""
+    exe, where = openmpi_size_program(tmp_path), tmp_path / "ev"
+    argv = ["--evidence", str(where), "-n", "2", "--fom", "size:ranks:size=([0-9]+)", "--", "/bin/sh", "-c",
+            f"exec {exe}"]
+    bad = nearmetal("bench", "--command", "--mpi", "mpich", *argv)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    last = bad.stderr.strip().splitlines()[-1]
+    assert last.startswith("nearmetal bench: error: the run exited 0 but is not one MPI job: 2 processes ("), last
+    assert "run it with --mpi naming the MPI it links, or rebuild it against mpich" in last, last
+    assert "nearmetal: size" not in bad.stdout, bad.stdout
+    assert len(list(where.glob("ev-*.json"))) >= 2  # the files stay for the user
+    good = nearmetal("bench", "--command", "--mpi", "openmpi", *argv)
+    assert good.returncode == 0, good.stderr
+    assert "nearmetal: size = 2 ranks" in good.stdout, good.stdout

@@ -5,7 +5,7 @@ the form kernels' records have (schemas/bench-record.schema.json)."""
 import sys
 
 from . import kernels
-from .commands import _planned
+from .commands import _planned, evidence_before, refuse_lone_start
 from .errors import NearmetalError
 from .models import in_container
 
@@ -68,6 +68,7 @@ def bench_command(args):
 
         for warning in unseen_host_files(p.components):
             print(f"nearmetal bench: {warning}", file=sys.stderr)
+    before = evidence_before(args)
     t0 = time.perf_counter()
     outcome = scheduler.run(p, req, [req], timeout=args.timeout)
     wall = time.perf_counter() - t0
@@ -78,6 +79,7 @@ def bench_command(args):
     sys.stderr.write(outcome.stderr)
     if outcome.exit_status != 0:
         raise NearmetalError(f"{req.program} failed with exit status {outcome.exit_status}")
+    refuse_lone_start(args, before, p)
     try:
         found = records(bench, read_outputs(args.workdir, files_read(bench), outcome.stdout, outcome.stderr), wall)
     except FomError as e:

@@ -44,6 +44,27 @@ def _rank_env(args):
     return env
 
 
+def evidence_before(args):
+    """Under --evidence, the evidence files DIR holds before the launch (run_dir.listing); else None."""
+    if not getattr(args, "evidence", None):
+        return None
+    from .evidence.run_dir import checked_dir, listing
+
+    return listing(checked_dir(args.evidence, args.mode))
+
+
+def refuse_lone_start(args, before, p):
+    """Under --evidence, a launch that exited 0 but whose ranks were each an MPI job of one (a
+    script starting a program of the other MPI) fails, its one-rank numbers not printed."""
+    if before is None:
+        return
+    from .evidence.run_dir import checked_dir, lone_start
+
+    why = lone_start(checked_dir(args.evidence, args.mode), before, p)
+    if why:
+        raise NearmetalError(why.removeprefix("nearmetal: "))
+
+
 def cmd_bench(args):
     import json
 
@@ -70,9 +91,12 @@ def cmd_bench(args):
         return 0
     if args.verbose:
         print(p.describe(), file=sys.stderr)
+    before = evidence_before(args)
     outcome = scheduler.run(p, req, [req], timeout=args.timeout)
     if outcome.status in ("not started", "timeout"):
         raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
+    if outcome.exit_status == 0:
+        refuse_lone_start(args, before, p)
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     from .bench_program import launch_params
 
@@ -158,8 +182,6 @@ def cmd_study(args):
 
 
 def cmd_explain(args):
-    from pathlib import Path
-
     from .console import Console
 
     from .explain.stage import explain
@@ -178,8 +200,6 @@ def cmd_explain(args):
 
 
 def cmd_report(args):
-    from pathlib import Path
-
     from .study.store.store import Store
 
     db = _study_db(args.db, args.study)

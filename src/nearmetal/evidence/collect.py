@@ -66,10 +66,11 @@ def clear(stage):
             pass
 
 
-def read_files(stage, remove=True):
-    """The parsed JSON of every complete evidence file in `stage` (each removed when `remove`)."""
+def read_files(stage, remove=True, names=None):
+    """The parsed JSON of every complete evidence file in `stage` (each removed when `remove`);
+    of those `names` only, when given."""
     found = []
-    for name in sorted(os.listdir(stage)):
+    for name in sorted(os.listdir(stage) if names is None else names):
         path = os.path.join(stage, name)
         if name.startswith("ev-") and name.endswith(".json"):
             try:

@@ -38,10 +38,11 @@ def keep(store, run_id, raws):
     return sum(1 for rank in rows if rank >= 0)
 
 
-def lone_start(raws, launch_plan):
-    """Why a run that exited 0 is no MPI job (lone.py), or None; launch_plan: its run.Plan."""
-    from .lone import why_failed
+def lone_start(raws, launch_plan, fix=None):
+    """Why a run that exited 0 is no MPI job (lone.py), or None; launch_plan: its run.Plan;
+    fix: the remedy's words when not a study's."""
+    from .lone import STUDY_FIX, why_failed
 
     return why_failed(raws, sum(c.ranks for c in launch_plan.components),
-                      launch_plan.components[0].installation["family"])
+                      launch_plan.components[0].installation["family"], fix or STUDY_FIX)
 

@@ -24,8 +24,13 @@ def lone_starts(raws, ranks):
     return alone if len(alone) >= 2 else []
 
 
-def why_failed(raws, ranks, family):
-    """The reason a run's status is failed though it exited 0, or None (lone_starts)."""
+STUDY_FIX = "give its cells the MPI it links (mpi = ...)"
+COMMAND_FIX = "run it with --mpi naming the MPI it links"
+
+
+def why_failed(raws, ranks, family, fix=STUDY_FIX):
+    """The reason a run's status is failed though it exited 0, or None (lone_starts); `fix`:
+    the remedy in the words of the command (a study's cells, or --mpi)."""
     alone = lone_starts(raws, ranks)
     if not alone:
         return None
@@ -33,5 +38,5 @@ def why_failed(raws, ranks, family):
     shown = ", ".join(programs[:3]) + (", ..." if len(programs) > 3 else "")
     return (f"nearmetal: the run exited 0 but is not one MPI job: {len(alone)} processes ({shown}) each initialised "
             f"MPI as a job of one rank, where the launch has {ranks}; the program (or one a script starts) links "
-            f"another MPI than {family}'s launcher: give its cells the MPI it links (mpi = ...), or rebuild it "
+            f"another MPI than {family}'s launcher: {fix}, or rebuild it "
             f"against {family}")

@@ -2,6 +2,8 @@
 directory the user names. `run` replaces itself with the launcher (the program's exit status
 and signals are the launch's own), so nothing is left to collect the files afterwards, as a
 study's executor does: they stay in DIR, one ev-HOST-PID.json per process (csrc/nm-evidence.c).
+`bench` waits for its launch, so it reads the files that launch wrote (DIR may hold earlier
+runs' files too) and fails a run that was no MPI job (lone.py), as a study does.
 """
 
 import os
@@ -36,3 +38,29 @@ def rank_env(env, path, mode, dry=False):
     from . import rank_env as with_evidence
 
     return with_evidence(env, checked_dir(path, mode, dry))
+
+
+def listing(path):
+    """{name: (mtime_ns, inode)} of the evidence files in DIR before a launch: what it did not write."""
+    try:
+        with os.scandir(path) as entries:
+            return {e.name: _stamp(e.stat(follow_symlinks=False)) for e in entries if e.name.startswith("ev-")}
+    except OSError:
+        return {}
+
+
+def _stamp(st):
+    return st.st_mtime_ns, st.st_ino
+
+
+def lone_start(path, before, launch_plan):
+    """Why the launch that wrote DIR's new files (those not in `before`, or changed since) is no
+    MPI job, or None (keep.lone_start); the files stay in DIR for the user."""
+    from .collect import read_files
+    from .keep import lone_start as why
+    from .lone import COMMAND_FIX
+
+    written = [name for name, stamp in listing(path).items() if before.get(name) != stamp]
+    if not written:
+        return None
+    return why(read_files(path, remove=False, names=written), launch_plan, COMMAND_FIX)
