@@ -429,3 +429,31 @@ def test_the_cost_per_launch_points_the_way_its_percentage_does_when_launches_fa
     assert got["delta_s"] > 0 and got["delta_s"] == pytest.approx(typical * (ratio - 1))
     assert per_launch([term], "wall_to_main") is None  # no term of that metric
 
+
+
+@pytest.mark.unit
+def test_the_cost_per_launch_spans_the_modes_that_the_answer_rescales():
+    """Launches in two modes (10 and 30 ms, about 43% slow) and a variant about 6% slower: the
+    answer compares each launch against its own mode (rescaled to the fast one), but the seconds
+    per launch are the baseline's typical launch over both modes x (ratio - 1), ~1.1 ms, not the
+    fast mode's ~0.6 ms (found in review)."""
+    from nearmetal.analysis import mode_compare
+    from nearmetal.analysis.per_launch import _trimmed
+
+    pt = {"rank": "max", "source": "launch_env"}
+    data = build([("startup", "startup", "to_after_init", "ms", [(pt, 10.0)])], [(HYBRID, 1.0)], reps=30)
+    rng = np.random.default_rng(1)
+    base = np.where(rng.random(30) < 0.43, 30.0, 10.0) * rng.normal(1, 0.01, 30)
+    var = np.where(rng.random(30) < 0.43, 30.0, 10.0) * 1.06 * rng.normal(1, 0.01, 30)
+    for p in data["points"]:
+        if p["baseline"] is None:
+            p["values"] = base.tolist()
+        else:
+            p["values"] = var.tolist()
+            p["comparison"] = mode_compare.decide_look(base.tolist(), var.tolist(), list(zip(base, var)), alpha=0.05,
+                                                       margin=0.03, higher_is_better=False)
+            ratio = p["comparison"]["ratio"]
+    assert data["points"][1]["comparison"].get("modes") and 1.03 < ratio < 1.09
+    cell = next(c for c in answers(data)["by_benchmark"] if c["metric"] == "to_after_init")
+    assert cell["per_launch"]["delta_s"] == pytest.approx(_trimmed(base) * (ratio - 1) / 1e3)
+    assert cell["per_launch"]["delta_s"] > 0.0009  # the fast mode alone would say ~0.6 ms

@@ -254,7 +254,7 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
             left_out[vid]["not_positive"] += 1
             continue
         bv, vv = np.asarray([x for _, x, _ in pairs], float), np.asarray([x for _, _, x in pairs], float)
-        modes = None
+        modes, raw = None, (bv, vv)  # raw: a launch's own seconds (per_launch), before any rescaling
         if c.get("modes"):  # launches in modes: each set against its own mode, as the point's comparison
             bv, vv, modes = for_answer(bv, vv, c["modes"], p.get("higher_is_better"), ci_alpha)
         noise = (c.get("baseline_noise") or {}).get("cv")
@@ -263,7 +263,7 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
         terms.append({"variant": vid, "baseline": bid, "benchmark": p.get("benchmark"), "kernel": p.get("kernel"),
                       "metric": p.get("metric"), "unit": p.get("unit"), "point": p.get("point") or {},
                       "ranks": p.get("ranks"), "threads": p.get("threads"), "hib": bool(p.get("higher_is_better")),
-                      "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "noise": noise,
+                      "blocks": [b for b, _, _ in pairs], "base": bv, "var": vv, "raw": raw, "noise": noise,
                       "modes": modes, "primary": bool(pick["primary"]), "comparison": c,
                       "disturbed": int(p.get("disturbed") or 0) + int(base.get("disturbed") or 0)})
     return terms, left_out

@@ -39,11 +39,13 @@ def _delta(t):
     """Seconds per launch: the baseline's typical launch x (the point's paired ratio - 1),
     typical being its TRIM-trimmed mean, the estimator of the ratio (a median sits in one
     mode where launches fall into two); the ratio of medians where the point has no paired
-    ratio."""
-    base = float(_trimmed(t["base"]))
+    ratio. The launches' own values ("raw"), not those an answer rescaled to the fast mode
+    where they fall into modes (mode_compare.for_answer): a typical launch spans the modes."""
+    base_values, var_values = t.get("raw") or (t["base"], t["var"])
+    base = float(_trimmed(base_values))
     ratio = (t.get("comparison") or {}).get("ratio")
     if not (isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and math.isfinite(ratio) and ratio > 0):
-        ratio = float(np.median(t["var"])) / float(np.median(t["base"]))
+        ratio = float(np.median(var_values)) / float(np.median(base_values))
     return base * (ratio - 1) * TIME_SCALE[str(t["unit"]).strip().casefold()]
 
 
