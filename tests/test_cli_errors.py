@@ -148,6 +148,19 @@ def test_native_run_path_imports_only_what_it_uses(tmp_path):
     assert loaded & unwanted == set()
 
 
+@pytest.mark.unit
+def test_a_closed_pipe_sets_the_exit_status_of_its_own_call_only(tmp_path, capsys):
+    """main() runs in-process (tests, embedding): a console whose reader went away in a call
+    that then failed with an error must not turn the next call's success into 141."""
+    from nearmetal import console
+    from nearmetal.cli import main
+
+    console._closed.append(object())  # a reader went away, then the command failed
+    assert main(["report", "--db", str(tmp_path / "none.db")]) == 2
+    assert main(["presets"]) == 0
+    assert "error" in capsys.readouterr().err
+
+
 def test_a_reader_that_closes_the_pipe_silences_the_output_not_the_work(tmp_path):
     """`nearmetal report | head`: once head has its lines the rest of the output has nowhere
     to go; nearmetal's Console (the one every command prints through) stops printing, the
@@ -169,3 +182,20 @@ def test_a_reader_that_closes_the_pipe_silences_the_output_not_the_work(tmp_path
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 128 + signal.SIGPIPE and err == "", err
     assert (tmp_path / "again" / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("command", [["presets"], ["doctor"]])
+def test_output_that_cannot_be_written_is_one_line_not_a_traceback(command):
+    """stdout on a full disk (/dev/full here): the command says so in one line and exits 2."""
+    import subprocess
+    import sys
+
+    from conftest import NEARMETAL
+
+    exe = [str(NEARMETAL)] if NEARMETAL.exists() else [sys.executable, "-m", "nearmetal.cli"]
+    with open("/dev/full", "w") as full:
+        out = subprocess.run(exe + command, stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    out.stdout = ""
+    err = assert_one_line_error(out)
+    assert out.returncode == 2 and err == f"nearmetal {command[0]}: error: writing its output failed: No space " \
+                                           "left on device", err

@@ -296,7 +296,22 @@ def main(argv=None):
 
         quiet(sys.stdout)
         return BROKEN_PIPE_STATUS
+    except OSError as e:
+        # a file or the output could not be written (a full disk, /dev/full, a quota): one line on
+        # stderr; output still buffered for stdout goes nowhere, or the exit's flush fails again
+        from .console import quiet
+
+        try:
+            sys.stdout.flush()
+        except OSError:
+            quiet(sys.stdout)
+        what = f"{e.filename}: {e.strerror or e}" if e.filename else f"writing its output failed: {e.strerror or e}"
+        print(f"nearmetal {args.command}: error: {what}", file=sys.stderr)
+        return 2
     finally:
+        console = sys.modules.get("nearmetal.console")
+        if console:  # a broken pipe before an error is this call's, not the next in-process main()'s
+            console.reader_went_away()
         if previous:  # main() also runs in-process (tests): leave the caller's handlers as they were
             import signal
 
