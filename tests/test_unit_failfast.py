@@ -264,6 +264,29 @@ def test_keep_going_of_a_benchmark_overrides_the_studys():
 
 # ---------------------------------------------------------------------- analysis and reports
 
+def test_each_stopped_cell_of_a_benchmark_is_counted_with_its_own_reason(tmp_path):
+    """Two cells of one benchmark stopped (each after a run that was not one MPI job): two
+    entries, each with its cell's count and reason, not one labelled by the first cell."""
+    from nearmetal.analysis.analyze import analyze
+    from nearmetal.report.summaries import failures_summary
+
+    text = '[study]\nname = "p"\nrepetitions = 3\nwarmup = 0\n[matrix]\nmode = ["native"]\n' \
+           'mpi = ["mpich", "openmpi"]\n[[benchmark]]\nname = "w"\ncommand = ["w"]\n'
+    cfg = config_mod.parse(text)
+    store, sid, _ = runner.open_study(cfg, text, tmp_path / "p.db", resume=False, say=lambda m: None)
+    with store:
+        for row in store.pending(sid):
+            why = f"skipped: the cell of benchmark 'w' on {row['variant']} stopped after a run: not one MPI job\nmore"
+            codec.store_result(store, row["id"], RunResult.skipped("t", why))
+        analysis = analyze(store, n_boot=20)
+    got = sorted((s["runs"], s["why"]) for s in analysis["runs"]["skipped"])
+    assert got == [(3, "skipped: the cell of benchmark 'w' on native/mpich stopped after a run: not one MPI job"),
+                   (3, "skipped: the cell of benchmark 'w' on native/openmpi stopped after a run: not one MPI job")]
+    head, _ = failures_summary(analysis)
+    assert "3 runs of w skipped: the cell of benchmark 'w' on native/mpich" in head
+    assert "3 runs of w skipped: the cell of benchmark 'w' on native/openmpi" in head
+
+
 def test_hung_and_skipped_runs_are_counted_not_analysed_and_the_reports_say_why(tmp_path):
     from nearmetal.analysis.analyze import analyze
     from nearmetal.report.summaries import failures_summary

@@ -131,9 +131,9 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
             failures.append({"run_key": r["run_key"], "variant": r["variant"], "benchmark": r["benchmark"],
                              "status": r["status"], "exit_status": r["exit_status"],
                              "stderr_tail": (r["stderr_tail"] or "")[-500:]})
-        elif r["status"] == "skipped":  # one entry per benchmark: its runs share the one reason
-            entry = skipped.setdefault(r["benchmark"], {"benchmark": r["benchmark"], "runs": 0,
-                                                        "why": (r["stderr_tail"] or "").split("\n")[0][:500]})
+        elif r["status"] == "skipped":  # one entry per stop (a benchmark's, or one cell's): one reason
+            why = (r["stderr_tail"] or "").split("\n")[0][:500]
+            entry = skipped.setdefault((r["benchmark"], why), {"benchmark": r["benchmark"], "runs": 0, "why": why})
             entry["runs"] += 1
     out = {
         "study": {"name": study["name"], "seed": study["seed"], "margin": study["margin"],

@@ -121,7 +121,7 @@ def failures_summary(analysis):
     if by.get("hung"):
         head += (f" {by['hung']} hung: ended at 10x their cell's median run time and run once more"
                  f" (their processes' state is in the failures).")
-    for s in runs.get("skipped") or []:  # a benchmark stopped after its first run
+    for s in runs.get("skipped") or []:  # a benchmark, or one of its cells, stopped after a run
         head += f" {s['runs']} runs of {s['benchmark']} skipped: {s['why'].removeprefix('skipped: ')}"
     return head, (fails[0] if fails else None)
 
