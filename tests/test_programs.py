@@ -318,8 +318,11 @@ unit = "ranks"
     assert len(mpich) > 1 and all(s == "skipped" and "the cell of benchmark 'wrapped' on native/mpich stopped "
                                   "after a run" in t for s, t, _ in mpich if (s, t, _) != failed[0]), mpich
     assert openmpi and all(status == "ok" and values == "2.0" for status, _, values in openmpi), openmpi
+    said = " ".join(out.stderr.split())  # the console line keeps the remedy; the skipped runs show the output once
     assert "the cell of benchmark 'wrapped' on native/mpich stopped after a run: the run exited 0 but is not one " \
-           "MPI job; its" in " ".join(out.stderr.split()), out.stderr
+           "MPI job: 2 processes" in said and "give its cells the MPI it links (mpi = ...)" in said, out.stderr
+    skipped_text = next(t for s, t, _ in mpich if s == "skipped")
+    assert skipped_text.count("is not one MPI job") == 1 and "size=1" in skipped_text, skipped_text
 
 
 def test_bench_under_evidence_fails_a_script_starting_the_other_mpi_and_reads_no_stale_file(tmp_path):

@@ -254,7 +254,7 @@ def test_the_new_keys_are_validated(body, words):
 
 
 def test_keep_going_of_a_benchmark_overrides_the_studys():
-    from nearmetal.study.execute.executor import _keep_going
+    from nearmetal.study.execute.stops import keep_going as _keep_going
 
     cfg = config_mod.parse('[study]\nname = "s"\nkeep_going = true\n[[benchmark]]\ncommand = ["a"]\n'
                            '[[benchmark]]\ncommand = ["b"]\nkeep_going = false\n')

@@ -106,7 +106,8 @@ class StudySection(_Strict):
     missing_runtimes: Literal["fail", "skip"] = "fail"
     # a run past 10x its cell's median run time (at least hang_floor_s) is ended as hung and
     # run once more (study/execute/hang.py); keep_going: a benchmark whose first run's figures of
-    # merit do not match still runs the rest (study/execute/executor.py)
+    # merit do not match, or a cell one of whose runs was no MPI job, still runs the rest
+    # (study/execute/stops.py)
     hang_floor_s: StrictFloat = Field(30, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
     keep_going: StrictBool = False
     # after the runs, test the causes of every slower answer by ablation runs (explain/stage.py),

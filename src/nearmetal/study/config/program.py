@@ -34,8 +34,8 @@ class ProgramFields(BaseModel):
     fom: list[Fom] = []
     success: StrictStr | None = None
     inputs: list[StrictStr] = []
-    # true: its other runs go on when its first run's FOMs or success line do not match
-    # (None: [study] keep_going; study/execute/executor.py)
+    # true: its other runs go on when its first run's FOMs or success line do not match, or a
+    # run of a cell was no MPI job (None: [study] keep_going; study/execute/stops.py)
     keep_going: StrictBool | None = None
 
     @field_validator("command")

@@ -5,8 +5,9 @@ A run that fails, times out or cannot even be planned is recorded with its statu
 exit code and the tail of its stderr, and the study goes on. A run that hangs (past the
 limit its cell's earlier runs set, study/execute/hang.py) is ended, stored as hung and run once
 more. A program benchmark whose first run shows that its figures of merit or success line
-do not match its output has its other runs stored as skipped, with the reason, unless it
-(or the study) says `keep_going = true`.
+do not match its output, and a cell one of whose runs was not one MPI job, have their other
+runs stored as skipped, with the reason, unless the benchmark (or the study) says
+`keep_going = true` (stops.py).
 """
 
 import sys
@@ -19,8 +20,7 @@ from ..store import codec
 from . import hang
 from ..records import FAILED, HUNG, OK, PLANNED, SKIPPED, Launched, RunResult, stored_status
 from .run_context import Contexts
-
-CELL_STOPPED = "the cell of benchmark "  # a skipped run's text: its cell was stopped, not its benchmark
+from .stops import Stops, keep_going
 
 STDERR_TAIL = 2000
 
@@ -43,7 +43,7 @@ class Executor:
         self._contexts = Contexts(store)
         self._walls = None    # cell key -> wall seconds of its finished (ok) runs: the hang limit's base
         self._ran = set()     # benchmarks that have had a run (their first run is behind them)
-        self._stopped = {}    # ("benchmark", label) or ("cell", cell key) -> why its remaining runs are skipped
+        self._stops = Stops()
         from .image_variant import Placer
 
         self._placer = Placer(dry=store is None)
@@ -101,7 +101,7 @@ class Executor:
 
             evidence = evidence_files.read(launch.evidence)
             if status == OK and (lone := evidence_files.lone_start(evidence, p)):
-                status, records, err = FAILED, [], f"{err}\n{lone}"
+                status, records, output, err = FAILED, [], (launched.stdout or "") + (err or ""), f"{err}\n{lone}"
         witnessed = None
         if self.config.study.witness:
             from ...witness import parse
@@ -128,10 +128,11 @@ class Executor:
             self._walls.setdefault(cell.key, []).append(launched.wall_s)
         elif status == HUNG and not hang.is_repeat(spec.key):
             self._repeat(spec)
-        elif unmatched and first and not _keep_going(self.config, bench):
-            self._stop(spec, unmatched, texts.get("output", ""))
-        elif lone and not _keep_going(self.config, bench):
-            self._stop(spec, lone.removeprefix("nearmetal: "), err, cell=True)
+        elif unmatched and first and not keep_going(self.config, bench):
+            self._say(self._stops.stop(self.store, self.study_id, spec, unmatched, texts.get("output", ""), _now()))
+        elif lone and not keep_going(self.config, bench):
+            self._say(self._stops.stop(self.store, self.study_id, spec, lone.removeprefix("nearmetal: "),
+                                       output, _now(), cell=True))
         return status
 
     # -- hung runs and benchmarks stopped after their first run
@@ -146,7 +147,7 @@ class Executor:
                 if r["status"] != PLANNED:
                     self._ran.add(r["benchmark"])
                 if r["status"] == SKIPPED:  # stopped before an interrupt: its runs left are skipped alike
-                    self._stopped[_stopped_key(r, r["stderr_tail"])] = r["stderr_tail"]
+                    self._stops.read_back(r)
         return self._walls
 
     def _first_run(self, label):
@@ -164,30 +165,9 @@ class Executor:
         self.store.add_planned(self.study_id, [codec.planned_row(again)])
         self._say(f"run {spec.key} hung: ended, and its cell is run once more after the runs planned")
 
-    def _stop(self, spec, why, output, cell=False):
-        """Skip the benchmark's runs still planned (cell: the cell's only): its first run gave
-        no results because its figures of merit or success line did not match (`why`), or a
-        run of the cell was no MPI job (evidence/lone.py), so no other run would."""
-        from ...apps.fom import tail
-
-        label = spec.cell.benchmark.label
-        what = f"{CELL_STOPPED}'{label}' on {spec.cell.variant_id}" if cell else f"benchmark '{label}'"
-        after = "a run" if cell else "its first run"
-        text = (f"skipped: {what} stopped after {after} ({spec.key}): {why}; every run would fail "
-                f"alike (keep_going = true runs them anyway)\nthe end of that run's output: {tail(output, 600)}")
-        rows = [r for r in self.store.pending(self.study_id)
-                if (hang.cell_key(r["run_key"]) == spec.cell.key if cell else r["benchmark"] == label)]
-        self._stopped[("cell", spec.cell.key) if cell else ("benchmark", label)] = text
-        for row in rows:
-            codec.store_result(self.store, row["id"], RunResult.skipped(_now(), text))
-        self._say(f"{what} stopped after {after}: {why.split(': ', 1)[0] if cell else why}; its {len(rows)} other "
-                  f"runs are skipped (keep_going = true runs them anyway)")
-
     def _stopped_text(self, row):
-        """Why a planned run is skipped (its benchmark or its cell was stopped), or None."""
         self._history()
-        return (self._stopped.get(("benchmark", row["benchmark"]))
-                or self._stopped.get(("cell", hang.cell_key(row["run_key"]))))
+        return self._stops.text_for(row)
 
     def _skip(self, row, text):
         """A stopped benchmark's or cell's run: stored skipped (when _stop has not stored it already)."""
@@ -394,18 +374,6 @@ class _PlainProgress:
 
     def stop(self):
         pass
-
-
-def _stopped_key(row, text):
-    """The key a stored skipped run was stopped under (Executor._stop's text says which)."""
-    if str(text or "").startswith(f"skipped: {CELL_STOPPED}"):
-        return "cell", hang.cell_key(row["run_key"])
-    return "benchmark", row["benchmark"]
-
-
-def _keep_going(config, bench):
-    """Whether a benchmark's runs go on after its first one found no results."""
-    return bench.keep_going if bench.keep_going is not None else config.study.keep_going
 
 
 def _network(resolved):
