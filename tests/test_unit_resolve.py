@@ -141,8 +141,12 @@ def test_a_program_found_on_path_chooses_the_family_as_a_path_does(tmp_path, mon
     host = FakeHost(program_abi="mpich")
     [c] = resolve(req("native", program="gmx_like"), host=host)
     assert c.installation["family"] == "mpich" and ("program_abi", str(prog)) in host.asked
+    looked = []
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: looked.append(name) if name == "not_there_anywhere"
+                        else which(name, *a, **k))
     [c] = resolve(req("native", program="not_there_anywhere"), host=FakeHost(program_abi="mpich"))
     assert c.installation["family"] == "openmpi"
+    assert len(looked) == 3  # once per installed family to choose one (not per installation too), once to launch
 
 
 def test_an_application_built_for_one_mpi_only_is_launched_by_it(machine):

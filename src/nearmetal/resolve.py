@@ -230,7 +230,7 @@ def _default_family(req, host):
     if not found:
         raise NearmetalError("no MPI installation found on this host: install one (Debian: "
                              + "; ".join(f"{n}: {_packages(n)}" for n in names()) + ")")
-    order = [f for f in names() + tuple(found) if f in found]  # the profiles' order: Open MPI first
+    order = list(dict.fromkeys(f for f in names() + tuple(found) if f in found))  # the profiles' order: Open MPI first
     if not in_container(req.mode) and not is_kernel(req.program):
         for family in order if "/" not in req.program else order[:1]:
             try:  # a path, an application nearmetal built for that family, or a name on PATH
