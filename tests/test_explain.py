@@ -63,11 +63,18 @@ def tcp_study(tmp_path_factory):
 
 def test_planted_tcp_is_named_first_and_its_ablation_recovers_the_gap(tcp_study):
     tmp, db = tcp_study
+    nearmetal("report", "--db", db, "--format", "json", "--out", tmp / "before", check=True)
     out = nearmetal("explain", "--db", db, "--budget", "600", check=True, timeout=900)
     assert "OMPI_MCA_btl=self,tcp" in out.stdout and "Cause:" in out.stdout, out.stdout + out.stderr
     assert "name = \"tcp--no-ompi-mca-btl\"" in out.stdout
     nearmetal("report", "--db", db, "--format", "json", "--out", tmp / "json", check=True)
-    why = json.loads((tmp / "json" / "analysis.json").read_text())["why"]
+    after = json.loads((tmp / "json" / "analysis.json").read_text())
+    why = after["why"]
+    # the study's own answers, points and run counts are those it had before explain ran
+    before = json.loads((tmp / "before" / "analysis.json").read_text())
+    for key in ("answers", "points", "runs", "variants", "contention"):
+        assert after.get(key) == before.get(key), key
+    assert not any(p["variant"] == "tcp--no-ompi-mca-btl" for p in after["points"])
     [answer] = why["answers"]
     assert answer["variant"] == "tcp" and answer["cause"]["explainer"] == "transport"
     share = answer["cause"]["share"]

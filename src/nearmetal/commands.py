@@ -267,13 +267,14 @@ def _report(store, study_name, out_dir, fmt, failed):
 
     from .report import render_terminal, write_report
     from .analysis.analyze import analyze
-    from .explain.why import section as why_section, stored_plan
+    from .explain.why import analyses, section as why_section
 
     row = store.study(study_name) if study_name else next(iter(store.studies()), None)
-    ablations = ((stored_plan(store, row["id"]) if row else None) or {}).get("ablations") or []
-    analysis = analyze(store, study_name, later_variants=ablations)  # explain's runs: not the study's
+    if row is None:
+        analyze(store, study_name)  # says which study is missing, or that there is none
+    analysis, every_block = analyses(store, study_name, row["id"])  # the study's own, without explain's runs
     # explain runs after the analysis, on what it found: why each slower answer is slower
-    analysis["why"] = why_section(store, row["id"], analysis)  # analyze() refused a study that is not there
+    analysis["why"] = why_section(store, row["id"], analysis, every_block)
     console = Console()
     if fmt == "html" or failed is not None:
         render_terminal(analysis, console)

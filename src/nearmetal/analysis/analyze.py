@@ -18,10 +18,13 @@ from .answers import answers
 from ..study.store.store import Store
 
 
-def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
+def analyze(store: Store, study_name=None, n_boot=2000, later_variants=(), before_block=None, answered=True):
     """The analysis dict of a stored study (docs/analysis.md). later_variants: variants a later
     stage added (explain's ablations); their runs do not count in how busy the machine was
-    during the study's own runs (the contention sentence the answer carries)."""
+    during the study's own runs (the contention sentence the answer carries). before_block: the
+    first block that stage added; given, the analysis is the study's own, as before that stage
+    ran (its blocks and later_variants left out), so explain never moves the study's answers.
+    answered=False: the points only (the Why section's shares), no answers."""
     from . import stats
 
     studies = store.studies()
@@ -38,6 +41,11 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
             raise NearmetalError(f"no study '{study_name}' in {store.path}")
     baseline_sel = json.loads(study["baseline_json"])
     runs = store.runs(study["id"])
+    kept = None  # run ids the analysis reads (None: all)
+    if before_block is not None:
+        later = set(later_variants)
+        runs = [r for r in runs if r["variant"] not in later and r["block"] < before_block]
+        kept = {r["id"] for r in runs}
     variants = {}
     for r in runs:
         variants.setdefault(r["variant"], json.loads(r["variant_json"]))
@@ -53,7 +61,7 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
         return baseline_sel.get("variant")
 
     # contention (study/execute/contention.py): runs on a busy machine are marked, or left out
-    load_rows = store.run_load(study["id"])
+    load_rows = [r for r in store.run_load(study["id"]) if kept is None or r["run_id"] in kept]
     disturbed_runs = {r["run_id"] for r in load_rows if r["busy"]}
     exclude_disturbed = bool(decided is not None and decided.exclude_disturbed)
     disturbed = defaultdict(int)  # (key, variant) -> values from disturbed runs
@@ -63,6 +71,8 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
     summaries = {}  # (key, variant) -> {n, mean, std} for imported summary rows
     units = {}
     for rec in store.records(study["id"]):
+        if kept is not None and rec["run_id"] not in kept:
+            continue
         point = rec["point_json"]
         key = (rec["benchmark"], rec["kernel"], rec["metric"], point, rec["ranks"], rec["threads"])
         if rec["run_id"] in disturbed_runs:
@@ -178,6 +188,8 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=()):
     traces = listing(store.path, study["name"])
     if traces:  # `trace = true` benchmarks: each run's trace directory (study/config/traced.py)
         out["traces"] = traces
+    if not answered:
+        return out
     out["answers"] = answers(out)
     if decided is not None and decided.findings:  # [[finding]]: does this study reproduce them? (analysis/findings.py)
         from .findings import evaluate_stored

@@ -23,7 +23,7 @@ from ..study.records import Cell, RunSpec
 from . import ablation as ab
 from .candidates import TOP, identical, rank, slower_answers
 from .evidence import gather
-from .why import PLAN_KEY, RECOVERS, section, stored_plan
+from .why import PLAN_KEY, RECOVERS, analyses, section, stored_plan
 
 DECIDED_WIDTH = 0.5
 DEFAULT_BUDGET = 600.0
@@ -263,7 +263,7 @@ def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=No
         if not plan["answers"]:
             say(f"study '{cfg.study.name}': no slower answer to explain" + _undecided_words(first, store, study_id))
             _save(store, study_id, plan)
-            return section(store, study_id, analyze(store, cfg.study.name))
+            return section(store, study_id, *analyses(store, cfg.study.name, study_id))
         if not plan["ablations"]:
             say("no candidate cause can be tested by an ablation: the Why section lists what the evidence shows")
         _save(store, study_id, plan)
@@ -273,7 +273,7 @@ def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=No
         if not _run_pending(cfg, store, study_id, deadline, say, console):
             say(f"explain: the time budget ({budget:g} s) is spent; run `nearmetal explain` again to go on")
             break
-        why = section(store, study_id, analyze(store, cfg.study.name, n_boot=500))
+        why = section(store, study_id, *analyses(store, cfg.study.name, study_id, n_boot=500))
         if _decided(why) or plan["rounds"] * cfg.study.first_blocks >= cfg.study.most_blocks:
             break
         if time.monotonic() >= deadline:
@@ -283,7 +283,7 @@ def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=No
         say(f"explain: a candidate's share is not decided yet: round {plan['rounds'] + 1} of at most {most} "
             f"({max(0.0, deadline - time.monotonic()):.0f} s of the budget left)")
         plan_round(cfg, store, study_id, plan)
-    return section(store, study_id, analyze(store, cfg.study.name))
+    return section(store, study_id, *analyses(store, cfg.study.name, study_id))
 
 
 def _study_row(store, name):

@@ -25,6 +25,27 @@ def stored_plan(store, study_id):
         return None
 
 
+def analyses(store, study_name, study_id, n_boot=2000):
+    """(the study's own analysis, the one the Why section's shares read). explain's blocks and
+    ablation variants are left out of the first, so the study's answers, tables and counts are
+    the same whatever explain ran; the second has every block, where each ablation ran beside
+    its slow variant and baseline (the same dict where explain ran nothing)."""
+    from ..analysis.analyze import analyze
+
+    ablations = (stored_plan(store, study_id) or {}).get("ablations") or []
+    first = first_block(store, study_id, set(ablations))
+    own = analyze(store, study_name, n_boot, later_variants=ablations, before_block=first)
+    if first is None:
+        return own, own
+    return own, analyze(store, study_name, n_boot, later_variants=ablations, answered=False)
+
+
+def first_block(store, study_id, ablations):
+    """The first block explain added (every one of its blocks runs the ablations), or None."""
+    blocks = [r["block"] for r in store.runs(study_id) if r["variant"] in ablations and r["block"] >= 0]
+    return min(blocks) if blocks else None
+
+
 def gap_quantities(analysis, vid):
     """{(benchmark, metric, ranks, threads)} whose gap an ablation must recover: the quantities
     the answer states. Per benchmark, its slower primary quantities where any is slower, else its
@@ -224,8 +245,10 @@ def _cpus_of(store, study_id, point):
                         bool(point.get("higher_is_better")))
 
 
-def section(store, study_id, analysis):
-    """analysis["why"]: {"tested": bool, "answers": [...], "noise": [...]}."""
+def section(store, study_id, analysis, every_block=None):
+    """analysis["why"]: {"tested": bool, "answers": [...], "noise": [...]}. analysis: the
+    study's own; every_block: the analysis with explain's blocks too (analyses()), whose
+    points the recovered shares are computed from (None: analysis)."""
     plan = stored_plan(store, study_id) or {}
     planned = {a["variant"]: a for a in plan.get("answers") or []}
     ablations = set(plan.get("ablations") or [])
@@ -256,7 +279,7 @@ def section(store, study_id, analysis):
             stated = gap_quantities(analysis, vid)  # once for all of the variant's causes
             for c in out["causes"]:
                 if c.get("ablation_id"):
-                    c["share"] = share_of(analysis, vid, bid, c["ablation_id"], benches, stated)
+                    c["share"] = share_of(every_block or analysis, vid, bid, c["ablation_id"], benches, stated)
             out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
             top = out["causes"][0] if out["causes"] else None
             if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
