@@ -67,6 +67,7 @@ def test_planted_tcp_is_named_first_and_its_ablation_recovers_the_gap(tcp_study)
     out = nearmetal("explain", "--db", db, "--budget", "600", check=True, timeout=900)
     assert "OMPI_MCA_btl=self,tcp" in out.stdout and "Cause:" in out.stdout, out.stdout + out.stderr
     assert "name = \"tcp--no-ompi-mca-btl\"" in out.stdout
+    assert "the study's reports predate these ablation runs" in " ".join(out.stderr.split()), out.stderr
     nearmetal("report", "--db", db, "--format", "json", "--out", tmp / "json", check=True)
     after = json.loads((tmp / "json" / "analysis.json").read_text())
     why = after["why"]
@@ -101,7 +102,7 @@ def test_explain_again_resumes_and_adds_no_runs(tcp_study):
     out = nearmetal("explain", "--db", db, check=True, timeout=900)
     with closing(sqlite3.connect(db)) as con:
         assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == before
-    assert "Cause:" in out.stdout
+    assert "Cause:" in out.stdout and "predate" not in out.stderr, out.stderr  # nothing new to report
 
 
 def test_an_aa_pair_gets_no_cause(tmp_path):

@@ -192,10 +192,10 @@ def cmd_explain(args):
     from .report.why import render_why
 
     render_why(why, Console())
-    if why.get("ablations"):  # runs were added: the reports written before do not show them
+    if why.get("ran"):  # runs were added: the reports written before do not show them
         study = f" --study {args.study}" if args.study else ""
-        err.print(f"the study's reports predate these results: `nearmetal report --db {db}{study}` writes them again",
-                  highlight=False)
+        err.print(f"the study's reports predate these ablation runs: `nearmetal report --db {db}{study}` writes them "
+                  "again with their Why section", highlight=False)
     return 0
 
 

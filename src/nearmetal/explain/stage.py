@@ -333,4 +333,7 @@ def explain(db, name=None, budget=DEFAULT_BUDGET, say=print, console=None):
 
     row, cfg = check_explainable(db, name)
     with Store(db, create=False, what=f"explain of study '{row['name']}'") as store:
-        return run_stage(cfg, store, row["id"], budget, say, console)
+        before = store.counts(row["id"])
+        why = run_stage(cfg, store, row["id"], budget, say, console)
+        why["ran"] = store.counts(row["id"]) != before  # runs added or finished: reports written before lack them
+        return why
