@@ -357,3 +357,21 @@ def test_plan_mpmd_shares_the_working_directory(monkeypatch, tmp_path):
     assert more.workdir == str(tmp_path) and [c.workdir for c in p.components] == [str(tmp_path)] * 2
     assert p.argv == ["/usr/bin/mpiexec.hydra", "-n", "1", "-env", "OMP_NUM_THREADS", "1", "/bin/sh",
                       ":", "-n", "1", "-env", "OMP_NUM_THREADS", "1", "/bin/sh"]
+
+
+def test_a_program_of_no_mpi_in_an_image_of_both_mpis_takes_them_in_the_profiles_order(tmp_path):
+    """`--mode hybrid -- sh -c ./app` in an image with MPICH and Open MPI: sh links no MPI, so
+    the family is Open MPI, as natively (it was the image's first listed, MPICH: a script that
+    starts an Open MPI program then ran as separate 1-rank jobs, found by a new user)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from nearmetal.resolve import Host
+
+    root = tmp_path / "rootfs"
+    (root / "usr" / "bin").mkdir(parents=True)
+    shutil.copy("/usr/bin/true", root / "usr" / "bin" / "true")  # an ELF that links no MPI
+    image = SimpleNamespace(name="both", rootfs=str(root), mpis=("mpich", "openmpi"), kernel_bin=lambda f: "/k")
+    assert Host().image_program_abi(image, "true") == "openmpi"
+    image.mpis = ("mpich",)  # the image's only MPI: no other choice
+    assert Host().image_program_abi(image, "true") == "mpich"

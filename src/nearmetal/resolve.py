@@ -62,7 +62,8 @@ class Host:
             abi, _ = mpi_abi(LinkerView(image.rootfs), path)
             if abi:
                 return abi
-        return image.mpis[0] if image.mpis else None
+        # links no MPI (a script, a wrapper): the profiles' order among the image's MPIs, as natively
+        return next((fam for fam in names() if fam in image.mpis), image.mpis[0]) if image.mpis else None
 
     def account(self, name):
         """The privilege.Account called `name` (run --user), None when there is none."""
