@@ -4,6 +4,7 @@ into a fresh working directory per run. nearmetal's own OSU-format kernels serve
 plain programs here (the OSU preset is tested that way, as the issue asks); the real
 applications (GROMACS, HPCC, Quantum ESPRESSO) are in test_applications.py."""
 
+import glob
 import json
 import os
 import shutil
@@ -328,7 +329,8 @@ unit = "ranks"
 def test_bench_under_evidence_fails_a_script_starting_the_other_mpi_and_reads_no_stale_file(tmp_path):
     """`bench --command --evidence DIR`: under MPICH's launcher the wrapped Open MPI program is
     two jobs of one rank; bench fails with the reason and prints no record. The same DIR then
-    serves a good 2-rank launch under Open MPI: the earlier run's files are not read again."""
+    serves a good 2-rank launch under Open MPI: the earlier run's files are not read again.
+    Without --evidence, bench checks the same in a private directory it removes."""
     exe, where = openmpi_size_program(tmp_path), tmp_path / "ev"
     argv = ["--evidence", str(where), "-n", "2", "--fom", "size:ranks:size=([0-9]+)", "--", "/bin/sh", "-c",
             f"exec {exe}"]
@@ -342,3 +344,8 @@ def test_bench_under_evidence_fails_a_script_starting_the_other_mpi_and_reads_no
     good = nearmetal("bench", "--command", "--mpi", "openmpi", *argv)
     assert good.returncode == 0, good.stderr
     assert "nearmetal: size = 2 ranks" in good.stdout, good.stdout
+    # without --evidence the ranks still record it, into a directory bench removes
+    stages = set(glob.glob(f"/tmp/nearmetal-{os.getuid()}/evidence-*"))
+    bare = nearmetal("bench", "--command", "--mpi", "mpich", *argv[2:])
+    assert bare.returncode == 2 and "is not one MPI job" in bare.stderr.strip().splitlines()[-1], bare.stderr
+    assert set(glob.glob(f"/tmp/nearmetal-{os.getuid()}/evidence-*")) <= stages  # nothing left behind

@@ -26,14 +26,10 @@ def launch_params(args, p, req, ranks):
 def bench_command(args):
     """`bench --command`: any program, launched as `run` launches it, with its figures of
     merit read as a study's program benchmark reads them."""
-    import json
-    import time
-
     from pydantic import ValidationError
 
     from .apps import presets
-    from .apps.fom import Fom, FomError
-    from .study.config.program import files_read, read_outputs, records
+    from .apps.fom import Fom
 
     if args.kernel:
         raise NearmetalError(f"--command runs the program after '--', not kernel '{args.kernel}': drop one of them")
@@ -59,6 +55,29 @@ def bench_command(args):
         except ValueError as e:
             raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
+    if args.evidence:
+        return _launch(args, bench)
+    # as a study's runs: the ranks' evidence, read to tell one MPI job from N jobs of one rank each
+    import shutil
+
+    from .evidence.collect import staging
+
+    args.evidence = "/tmp/nearmetal-evidence-DIR" if args.dry_run else staging(other_account=bool(getattr(args, "user", None)))
+    try:
+        return _launch(args, bench)
+    finally:
+        if not args.dry_run:
+            shutil.rmtree(args.evidence, ignore_errors=True)
+
+
+def _launch(args, bench):
+    """The one launch of `bench --command` and its records printed (--evidence set)."""
+    import json
+    import time
+
+    from .apps.fom import FomError
+    from .study.config.program import files_read, read_outputs, records
+
     req, p, scheduler = _planned(args, args.kernel_args[0], args.kernel_args[1:], args.ranks or 2)
     if args.dry_run:
         print(scheduler.describe(p, req, [req]))
