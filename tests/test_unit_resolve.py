@@ -348,6 +348,8 @@ def test_plan_hybrid_refusals(tmp_path):
     with pytest.raises(NearmetalError) as e:
         plan(RunRequest("rel/model", mode="hybrid", image="syn", mpi="mpich"), host=host)
     assert str(e.value).startswith("program path inside the image must be absolute: rel/model (a container starts")
+    # the way out in argv words that `run`, `bench` and a study's command take alike (not a study key)
+    assert "image build --recipe" in str(e.value) and str(e.value).endswith("sh -c rel/model; a script: sh rel/model)")
 
 
 def test_plan_mpmd_shares_the_working_directory(monkeypatch, tmp_path):

@@ -63,8 +63,10 @@ def app_program(name, family):
     return hits[0] if hits else None
 
 
-RELATIVE = ("program path inside the image must be absolute: {name} (a container starts the image's own programs; "
-            "a script among the inputs runs through its interpreter: command = [\"sh\", \"{name}\"])")
+# for `run`, `bench` and a study's command alike: the argv words work in each (`-- sh -c ./x`, ["sh", "-c", "./x"])
+RELATIVE = ("program path inside the image must be absolute: {name} (a container starts the image's own programs, by "
+            "a name on its PATH or an absolute path: build yours into an image with `nearmetal image build --recipe`, "
+            "or start it from the working directory through a shell: sh -c {name}; a script: sh {name})")
 
 
 def check_absolute(name):
