@@ -254,7 +254,7 @@ def render(report, console):
         gpu_report.render(report["gpu"], console)
         from .discovery.mpi_cuda import NO_CUDA
 
-        for m in report["mpi"]:  # CUDA-aware or not: what bind mode stages, what nm-gpu-osu does
+        for m in report["mpi"] if report["gpu"]["gpus"] else []:  # no GPU: no device buffer to move (--json has it)
             cuda = m.get("cuda") or {}
             line = f"CUDA-aware: {'; '.join(cuda['via'])}" if cuda.get("aware") else NO_CUDA
             console.print(f"  {m['spec']}: {line}", highlight=False)
