@@ -284,6 +284,11 @@ def test_each_stopped_cell_of_a_benchmark_is_counted_with_its_own_reason(tmp_pat
                    (3, "skipped: the cell of benchmark 'w' on native/openmpi stopped after a run: not one MPI job")]
     head, _ = failures_summary(analysis)
     assert "3 runs of w skipped: the cell of benchmark 'w' on native/mpich" in head
+    from nearmetal.analysis.analyze import _first_line
+
+    long = "skipped: " + "word " * 400 + "(keep_going = true runs them anyway)\nthe output"
+    assert _first_line(long).endswith("word …") and len(_first_line(long)) <= 1202  # never mid-word
+    assert _first_line(long[:300]) == long[:300]
     assert "3 runs of w skipped: the cell of benchmark 'w' on native/openmpi" in head
 
 

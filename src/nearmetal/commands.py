@@ -168,9 +168,11 @@ def cmd_study(args):
         resume = ["nearmetal", "study"] + ([args.file] if args.file else []) + ["--resume", "--db", str(db)]
         from .study.execute.executor import AllocationEnding
 
+        import shlex
+
+        # one line whatever the width (a pipe's 80 columns split the command to paste), quoted as a shell reads it
         err.print(f"{e if isinstance(e, AllocationEnding) else _interrupted(e)}: {finished} of {total} runs finished "
-                  f"and stored; resume with: "
-                  f"{' '.join(resume)}", highlight=False)
+                  f"and stored; resume with: {shlex.join(resume)}", highlight=False, markup=False, soft_wrap=True)
         return _interrupt_status(e)
     if chain_job:
         submit.on_complete(cfg, store, study_id, chain_job, say)
@@ -193,9 +195,11 @@ def cmd_explain(args):
 
     render_why(why, Console())
     if why.get("ran"):  # runs were added: the reports written before do not show them
-        study = f" --study {args.study}" if args.study else ""
-        err.print(f"the study's reports predate these ablation runs: `nearmetal report --db {db}{study}` writes them "
-                  "again with their Why section", highlight=False)
+        import shlex
+
+        study = f" --study {shlex.quote(args.study)}" if args.study else ""
+        err.print(f"the study's reports predate these ablation runs: `nearmetal report --db {shlex.quote(str(db))}{study}` "
+                  "writes them again with their Why section", highlight=False, markup=False, soft_wrap=True)
     return 0
 
 

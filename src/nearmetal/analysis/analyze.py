@@ -142,7 +142,7 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=(), befor
                              "status": r["status"], "exit_status": r["exit_status"],
                              "stderr_tail": (r["stderr_tail"] or "")[-500:]})
         elif r["status"] == "skipped":  # one entry per stop (a benchmark's, or one cell's): one reason
-            why = (r["stderr_tail"] or "").split("\n")[0][:500]
+            why = _first_line(r["stderr_tail"])
             entry = skipped.setdefault((r["benchmark"], why), {"benchmark": r["benchmark"], "runs": 0, "why": why})
             entry["runs"] += 1
     out = {
@@ -196,6 +196,12 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=(), befor
 
         out["findings"] = evaluate_stored(out, decided.findings, decided.runtimes)
     return out
+
+
+def _first_line(text, most=1200):
+    """A skipped run's reason: its first line, cut at a word where longer than `most`."""
+    line = (text or "").split("\n")[0]
+    return line if len(line) <= most else line[:most].rsplit(" ", 1)[0] + " …"
 
 
 def _summary_stats(s):
