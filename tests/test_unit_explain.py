@@ -354,6 +354,12 @@ def test_paragraph_of_a_tested_cause_an_untested_one_and_none():
                "slower_on": ["start-up cpu_to_main +64% [+37 to +97%]"]}
     assert paragraph(partial).startswith("Audited is slower on start-up cpu_to_main +64% [+37 to +97%]. Cause:")
     assert paragraph({**entry, "overhead_pct": 0.25}).startswith("Audited is +0.2% slower (latency).")
+    # slower overall by a mean over two benchmarks, one of them slower: that one's own figure leads
+    # (a new user read "x3.45 slower (latency)" where latency was x11.5 and x3.45 the mean with halo)
+    both = {**entry, "verdict": "slower", "overhead_pct": 245.0, "n_answered": 2,
+            "slower_on": ["latency ×11.5 [×8.97 to ×14.8]"]}
+    assert paragraph(both).startswith("Audited is slower on latency ×11.5 [×8.97 to ×14.8] (overall ×3.45). Cause:")
+    assert paragraph({**both, "n_answered": 1}).startswith("Audited is slower on latency ×11.5 [×8.97 to ×14.8]. ")
 
 
 def test_a_share_whose_interval_reaches_zero_is_a_likely_cause_not_the_cause():

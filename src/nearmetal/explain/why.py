@@ -129,18 +129,23 @@ def _beside(sh):
 def paragraph(entry):
     """One short paragraph of an explained answer (entry: a `why` answer dict)."""
     name, over, slower_on = entry["name"], entry.get("overhead_pct"), entry.get("slower_on") or []
-    partly = entry.get("verdict") != "slower" and bool(slower_on)  # slower on some quantities, not overall
-    if partly:  # name those quantities with their own figures
+    if not isinstance(over, (int, float)):
+        overall = None
+    elif over >= 100:
+        overall = f"×{1 + over / 100:.3g}"
+    else:
+        overall = f"{over:+.0f}%" if abs(over) >= 10 else f"{over:+.1f}%"
+    if slower_on:  # name the quantities with their own figures (an overall mean is not any benchmark's)
         more = f" and {len(slower_on) - 3} more" if len(slower_on) > 3 else ""
         head = f"{name} is slower on {'; '.join(slower_on[:3])}{more}"
-    elif isinstance(over, (int, float)) and over >= 100:
-        head = f"{name} is ×{1 + over / 100:.3g} slower"
-    elif isinstance(over, (int, float)):
-        head = f"{name} is {over:+.0f}% slower" if abs(over) >= 10 else f"{name} is {over:+.1f}% slower"
+        if entry.get("verdict") == "slower" and overall and (entry.get("n_answered") or 0) > len(slower_on):
+            head += f" (overall {overall})"  # the mean over every answer, the slower ones and the rest
+    elif overall:
+        head = f"{name} is {overall} slower"
+        if entry["benchmarks"]:
+            head += f" ({', '.join(entry['benchmarks'][:4])})"
     else:
         head = f"{name} is slower"
-    if entry["benchmarks"] and not partly:
-        head += f" ({', '.join(entry['benchmarks'][:4])})"
     if entry.get("identical"):
         return f"{name}: identical to its baseline — no difference to explain."
     cause, likely = entry.get("cause"), entry.get("likely")
@@ -263,7 +268,9 @@ def section(store, study_id, analysis, every_block=None):
                "where": [], "has_profile": False,
                "slower_on": [e.get("text") or e.get("label") or e["benchmark"]
                              for e in (analysis.get("answers") or {}).get("by_benchmark") or []
-                             if e.get("variant") == vid and e.get("verdict") == "slower"]}
+                             if e.get("variant") == vid and e.get("verdict") == "slower"],
+               "n_answered": sum(1 for e in (analysis.get("answers") or {}).get("by_benchmark") or []
+                                 if e.get("variant") == vid)}
         if not out["identical"]:
             if vid in planned:
                 out["causes"], out["where"] = planned[vid]["causes"], planned[vid].get("where", [])
