@@ -206,3 +206,19 @@ def test_imported_blocks_count_per_placement(tmp_path):
     assert n == 16
     hybrid = [p for p in analysis["points"] if p["variant"] == "hybrid"]
     assert len(hybrid) == 2 and all(p["comparison"]["n_pairs"] == 4 for p in hybrid), hybrid
+
+
+@unit
+def test_the_summary_counts_the_answered_metrics_and_says_the_others_apart():
+    """A program's wall time is no answer (start-up included): the answers said "none slower",
+    the Summary "slower at 1 (worst: +23% at halo wall_time)" (a new user's report). Its counts
+    are the answered metrics'; the others follow, named as not answered, with the reason."""
+    analysis = _inconclusive_analysis([1.0])
+    analysis["points"].append({"benchmark": "b", "metric": "wall_time", "point": {}, "ranks": 2, "threads": 1,
+                               "variant": "v", "baseline": "base",
+                               "comparison": {"verdict": "slower", "overhead_pct": 23.0, "margin": 0.03}})
+    analysis["answers"] = {"not_answered": [{"benchmark": "b", "metric": "wall_time", "why": "start-up included"}]}
+    (v,) = [s for s in S.variant_summaries(analysis) if s["variant"] == "v"]
+    assert v["counts"]["slower"] == 0 and v["compared"] == 1, v
+    assert "slower at" not in v["text"] and v["text"].endswith(
+        "Not answered: b wall_time slower +23% (start-up included)."), v["text"]

@@ -37,12 +37,17 @@ def variant_summaries(analysis):
         by_variant[p.get("variant")].append(p)
     base_of = PT.baseline_of_variant(analysis)
     bases = PT.baseline_ids(analysis)
+    # metrics the answers leave out (wall time beside a program's own figure): said apart, so the
+    # counts agree with the answers ("none slower" above must not meet "slower at 1" here)
+    aside_why = {(n.get("benchmark"), n.get("metric")): n.get("why")
+                 for n in (analysis.get("answers") or {}).get("not_answered") or []}
     names = variant_names(analysis)  # one naming scheme for every variant in words
     out = []
     order = PT.variant_order(analysis)
     for vid in sorted(PT.variants_of(analysis), key=order.get):
         entries = by_variant.get(vid, [])
-        compared = [p for p in entries if PT.comparison(p)]
+        compared = [p for p in entries if PT.comparison(p) and (p.get("benchmark"), p.get("metric")) not in aside_why]
+        aside = [p for p in entries if PT.comparison(p) and (p.get("benchmark"), p.get("metric")) in aside_why]
         counts = {v: 0 for v in PT.VERDICTS}
         worst = best = noisiest = None
         for p in compared:
@@ -72,7 +77,7 @@ def variant_summaries(analysis):
             mtxt = f" within ±{m * 100:g}%" if F.is_num(m) else ""
             bname = baseline or (compared[0].get("baseline") or "the baseline")
             bname = names.get(bname, bname)
-            # every compared point (each metric and parameter), not the answers' quantities
+            # every compared point of the answered metrics (each parameter), not the answers' quantities
             parts = [f"equivalent to {bname}{mtxt} at {counts['equivalent']} of {len(compared)} compared points"]
             if counts["slower"]:
                 s = f"slower at {counts['slower']}"
@@ -98,11 +103,26 @@ def variant_summaries(analysis):
                 lo, hi = F.fmt_pct(ohs[0]), F.fmt_pct(ohs[-1])
                 # One value (or all that print alike) is said once: "overhead +18.7%".
                 parts.append(f"overhead {lo}" if lo == hi else f"overhead {lo} to {hi} (median {F.fmt_pct(mid)})")
-            text = f"{names.get(vid, vid)}: " + "; ".join(parts) + "."
+            text = f"{names.get(vid, vid)}: " + "; ".join(parts) + "." + _aside_words(aside, aside_why, multi)
         out.append({"variant": vid, "baseline": baseline, "compared": len(compared), "measured": len(entries),
                     "counts": counts, "worst": worst[0] if worst else None, "best": best[0] if best else None,
                     "text": text})
     return out
+
+
+def _aside_words(aside, why, multi):
+    """' Not answered: halo wall_time slower +23% (launch to exit, start-up included: ...).'"""
+    if not aside:
+        return ""
+    said = []
+    for p in aside[:3]:
+        c = PT.comparison(p)
+        oh = c.get("overhead_pct")
+        pct = f" {F.fmt_pct(oh, digits=0 if abs(oh) >= 10 else 1)}" if F.is_num(oh) else ""
+        said.append(f"{where_label(p, len(multi[p.get('benchmark')]) > 1)} {PT.verdict_of(p)}{pct}")
+    more = f" and {len(aside) - 3} more" if len(aside) > 3 else ""
+    reason = why.get((aside[0].get("benchmark"), aside[0].get("metric")))
+    return f" Not answered: {', '.join(said)}{more}" + (f" ({reason})" if reason else "") + "."
 
 
 def failures_summary(analysis):
