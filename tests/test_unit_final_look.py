@@ -218,7 +218,12 @@ def test_an_answer_of_one_point_decided_at_the_final_look_names_that_level():
     early = dict(seq, final={"blocks": 8, "alpha": seq["alpha_per_look"], "ci_level": seq["ci_level"],
                              "reason": "decided"})
     assert level_words(dict(data, sequential=early)) == (
-        "98.3% interval (sequential, 7 looks planned, every point decided by the 2nd)")
+        "98.3% interval (sequential, 7 looks planned, every point decided by the 2nd look)")
+    # stopped at the 2nd look, its open points out of reach in the budget: said, not read as 7 looks taken
+    spent = dict(early, final=dict(early["final"], reason="budget"))
+    assert level_words(dict(data, sequential=spent)) == (
+        "98.3% interval (sequential, 7 looks planned, stopped at the 2nd look: its open points could not be "
+        "decided in the time left)")
     last = dict(early, final=dict(early["final"], blocks=60))  # decided at the last look: nothing to add
     assert level_words(dict(data, sequential=last)) == "98.3% interval (sequential, 7 looks planned)"
 

@@ -38,8 +38,12 @@ def level_words(analysis, level=None):
         taken = sum(1 for n in looks if isinstance(n, int) and n < (final.get("blocks") or 0)) + bool(final.get("blocks"))
         beside = f"; {last * 100:.3g}% at the final look, the {_ordinal(taken)}, {ended}" if own_last and \
             general and taken else ""
-        if not beside and final.get("reason") == "decided" and 0 < taken < len(looks):
-            beside = f", every point decided by the {_ordinal(taken)}"  # the level is set by the looks planned
+        if not beside and 0 < taken < len(looks):  # the level is set by the looks planned, not those taken
+            if final.get("reason") == "decided":
+                beside = f", every point decided by the {_ordinal(taken)} look"
+            elif final.get("reason") == "budget":
+                beside = (f", stopped at the {_ordinal(taken)} look: its open points could not be decided in the "
+                          "time left")
         return s + f" (sequential, {len(looks)} looks planned{beside})"
     return s + (" (one look)" if looks else "")
 
