@@ -239,6 +239,8 @@ def test_markdown_has_a_table_per_benchmark(analysis):
     for b in benches:
         assert b in titled, b
         assert "\n| point | ranks×threads | variant |" in titled[b]
+        # the column says what it is and at which level: the metric's own variant/baseline ratio
+        assert re.search(r"\| median \| p5–p95 \| var/base \[\d+(\.\d+)?%\] \|", titled[b]), titled[b][:400]
         assert "\n|---|" in titled[b]
     assert md.count("| point | ranks×threads |") == len(PT.group_points(analysis["points"]))
     # one line per point x variant in the tables
@@ -266,6 +268,7 @@ def test_terminal_shows_verdicts_and_ratios(analysis):
     for word in ("equivalent", "slower", "baseline"):
         assert word in out
     assert RATIO_CI.search(out)
+    assert re.search(r"var/base \[\d+(\.\d+)?%\]", out)  # the column's name and level
     assert "±" in out and "%" in out
     # per-size kernels collapse to representative sizes, and say where the rest is
     assert "showing 8 of 23 rows" in out and "HTML report" in out

@@ -602,3 +602,16 @@ def test_no_slower_answer_but_undecided_ones_says_what_would_decide_them():
     assert _undecided_words(analysis, Meta(None), 7).endswith(
         "slower answers only (more blocks would: a longer max_time, or a quieter machine)")
     assert _undecided_words({"answers": {"by_benchmark": [{"verdict": "equivalent"}]}}, Meta(None), 7) == ""
+
+
+def test_the_progress_line_says_which_round_of_how_many_and_the_budget_left():
+    """Each round of an undecided share: not the same line each time, but where explain is."""
+    from types import SimpleNamespace
+
+    from nearmetal.explain.stage import round_words
+
+    study = SimpleNamespace(first_blocks=4, most_blocks=30)  # at most 8 rounds of 4 blocks (the last one short)
+    assert round_words(1, study, 312.4) == ("explain: a candidate's share is not decided yet: round 2 of at most 8 "
+                                            "(312 s of the budget left)")
+    assert round_words(2, study, -3.0).endswith("round 3 of at most 8 (0 s of the budget left)")
+    assert round_words(0, SimpleNamespace(first_blocks=0, most_blocks=5), 10).count("at most 5") == 1

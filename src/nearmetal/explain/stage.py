@@ -251,6 +251,14 @@ def _undecided_words(analysis, store, study_id):
             + (f". The study said: {said}" if said else " (more blocks would: a longer max_time, or a quieter machine)"))
 
 
+def round_words(rounds, study, left_s):
+    """The progress line before the next round: which round of at most how many (the study's
+    most_blocks in rounds of first_blocks) and the budget left."""
+    most = -(-study.most_blocks // max(1, study.first_blocks))
+    return (f"explain: a candidate's share is not decided yet: round {rounds + 1} of at most {most} "
+            f"({max(0.0, left_s):.0f} s of the budget left)")
+
+
 def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=None):
     """Explain a finished study in `store` (held for writing). Returns the Why section."""
     from ..analysis.analyze import analyze
@@ -279,9 +287,7 @@ def run_stage(cfg, store, study_id, budget=DEFAULT_BUDGET, say=print, console=No
         if time.monotonic() >= deadline:
             say(f"explain: the time budget ({budget:g} s) is spent; run `nearmetal explain` again to go on")
             break
-        most = -(-cfg.study.most_blocks // max(1, cfg.study.first_blocks))  # the rounds the study allows
-        say(f"explain: a candidate's share is not decided yet: round {plan['rounds'] + 1} of at most {most} "
-            f"({max(0.0, deadline - time.monotonic()):.0f} s of the budget left)")
+        say(round_words(plan["rounds"], cfg.study, deadline - time.monotonic()))
         plan_round(cfg, store, study_id, plan)
     return section(store, study_id, *analyses(store, cfg.study.name, study_id))
 
