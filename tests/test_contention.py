@@ -124,7 +124,7 @@ def test_summary_and_sentence():
     s = C.summary([row, bad, dict(bad, run_key="k3", variant="bind/mpich", others_cpu_s=1.0)])
     assert (s["runs"], s["disturbed"], s["max_load"], s["max_others_pct"], s["not_quiet"]) == (3, 2, 7.2, 180.0, 2)
     assert s["by_variant"] == {"native/mpich": 1, "bind/mpich": 1} and s["disturbed_runs"] == ["k2", "k3"]
-    assert s["text"] == ("2 of 3 runs were taken on a busy machine (load up to 7.2 on 2 CPUs, other processes used "
+    assert s["text"] == ("2 of 3 measured runs were taken on a busy machine (load up to 7.2 on 2 CPUs, other processes used "
                          "up to 180% CPU): their points are marked ⚠; 2 started before the machine was quiet "
                          "(quiet_wait ran out).")
     assert "left out of the statistics" in C.summary([bad], excluded=True)["text"]
@@ -223,7 +223,7 @@ def test_analysis_marks_disturbed_runs_and_keeps_them_by_default(tmp_path):
     assert p["values"] == [1.0, 2.0, 3.0] and p["disturbed"] == 1
     c = a["contention"]
     assert (c["runs"], c["disturbed"], c["excluded"], c["by_variant"]) == (3, 1, False, {"native/mpich": 1})
-    assert c["text"].startswith("1 of 3 runs were taken on a busy machine (load up to 7.2 on 2 CPUs")
+    assert c["text"].startswith("1 of 3 measured runs were taken on a busy machine (load up to 7.2 on 2 CPUs")
 
 
 @unit
@@ -249,14 +249,14 @@ def test_reports_print_the_sentence_and_mark_the_rows(tmp_path):
     render_terminal(a, Console(file=buf, width=200, color_system=None))
     text = buf.getvalue()
     lines = text.splitlines()
-    where = next(i for i, line in enumerate(lines) if "⚠ 1 of 3 runs were taken on a busy machine" in line)
+    where = next(i for i, line in enumerate(lines) if "⚠ 1 of 3 measured runs were taken on a busy machine" in line)
     assert where < next(i for i, line in enumerate(lines) if "lower is better" in line)  # before the tables
     assert "native/mpich ⚠" in text
     (table,) = _full_tables(PT.group_points(a["points"]), a)
     assert table["rows"][0]["disturbed"] == 1
     html = _template().render(study=a["study"], runs=a["runs"], contention_text=a["contention"]["text"],
                               tables=[table], summaries=[], variants=[], verdicts=PT.VERDICTS, colors={}, labels={})
-    assert '<p class="busy">⚠ 1 of 3 runs' in html and "of its runs were taken on a busy machine\">⚠" in html
+    assert '<p class="busy">⚠ 1 of 3 measured runs' in html and "of its runs were taken on a busy machine\">⚠" in html
 
 
 # -- real runs (integration) --------------------------------------------------------------------------

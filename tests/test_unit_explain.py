@@ -574,7 +574,7 @@ def test_the_busy_machine_count_is_the_studys_own_runs_not_explains_ablations(tm
         everything = analyze(store, "s", n_boot=50)["contention"]
         own = analyze(store, "s", n_boot=50, later_variants=["slow-fixed"])["contention"]
     assert (everything["disturbed"], everything["runs"]) == (5, 12)
-    assert (own["disturbed"], own["runs"]) == (1, 8) and own["text"].startswith("1 of 8 runs were taken on a busy")
+    assert (own["disturbed"], own["runs"]) == (1, 8) and own["text"].startswith("1 of 8 measured runs were taken on a busy")
 
 
 def test_no_slower_answer_but_undecided_ones_says_what_would_decide_them():

@@ -163,8 +163,8 @@ def describe(s):
     """The report's sentence for a contention summary (empty when nothing was disturbed)."""
     if not s or not s["disturbed"]:
         return ""
-    text = (f"{s['disturbed']} of {s['runs']} runs were taken on a busy machine (load up to {s['max_load']:.1f} on "
-            f"{s['cpus']} CPUs, other processes used up to {s['max_others_pct']:.0f}% CPU")
+    text = (f"{s['disturbed']} of {s['runs']} measured runs were taken on a busy machine (load up to "
+            f"{s['max_load']:.1f} on {s['cpus']} CPUs, other processes used up to {s['max_others_pct']:.0f}% CPU")
     if s["max_steal_pct"] > STEAL_PCT:
         text += f", steal up to {s['max_steal_pct']:.0f}%"
     text += ")"
