@@ -615,3 +615,29 @@ def test_the_progress_line_says_which_round_of_how_many_and_the_budget_left():
                                             "(312 s of the budget left)")
     assert round_words(2, study, -3.0).endswith("round 3 of at most 8 (0 s of the budget left)")
     assert round_words(0, SimpleNamespace(first_blocks=0, most_blocks=5), 10).count("at most 5") == 1
+
+
+def test_a_baseline_with_some_slow_launches_is_not_said_to_have_no_modes():
+    """'40% slow against 20% natively; the baseline's launches do not fall into these modes'
+    contradicted itself (a new user): the baseline's own launches were too few slow ones for the
+    groups to be found in them alone, yet 20% sat in the slow group."""
+    from nearmetal.explain.why import _noise
+
+    base = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99]  # no groups of its own
+    point = {"benchmark": "latency", "metric": "latency", "point": {"size": 8}}
+    analysis = {"points": [{**point, "variant": "b", "values": base},
+                           {**point, "variant": "v", "values": base, "comparison": {"modes": {"k": 2}}}],
+                "answers": {"by_benchmark": [{"variant": "v", "baseline": "b", "benchmark": "latency",
+                                              "verdict": "inconclusive", "label": "latency", "name": "V",
+                                              "modes": {"text": "at 8 B launches fall into two groups: 0.38 and "
+                                                                "1.2 us, 40% slow against 20% natively",
+                                                        "share_baseline": 0.2, "share_variant": 0.4,
+                                                        "share_differs": False}}]}}
+    [said] = _noise(analysis)
+    assert said["machine"] and "do not fall into these modes" not in said["text"], said
+    assert "the baseline's launches fall into the same groups (20% slow), so the groups are the machine's, and " \
+           "the shares are not shown to differ" in said["text"], said["text"]
+    analysis["answers"]["by_benchmark"][0]["modes"].update(share_differs=True)
+    assert _noise(analysis)[0]["text"].endswith("; the variant makes slow launches more common.")
+    analysis["answers"]["by_benchmark"][0]["modes"].update(share_baseline=0.0)
+    assert "do not fall into these modes: the variant makes them" in _noise(analysis)[0]["text"]

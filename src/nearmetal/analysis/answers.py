@@ -146,6 +146,7 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         modal = sorted((terms[i] for i in members if terms[i]["modes"]), key=lambda t: not t["modes"]["share_differs"])
         entry["modes"] = None if not modal else {  # mode_compare.py: one point's modes in words
             "n_points": len(modal), "share_differs": modal[0]["modes"]["share_differs"],
+            "share_baseline": modal[0]["modes"]["share_baseline"], "share_variant": modal[0]["modes"]["share_variant"],
             "text": answer_words(modal[0]["point"], modal[0]["modes"], modal[0]["unit"] or "",
                                  _baseline_words(vmeta.get(first["baseline"])))}
         if entry["modes"] and entry["modes"]["share_differs"] and entry["verdict"] == "inconclusive":

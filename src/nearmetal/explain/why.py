@@ -222,9 +222,17 @@ def _noise(analysis, store=None, study_id=None):
                 continue
             base = points.get((e["baseline"], bench, metric, pt))
             both = base is not None and modes.detect(base.get("values") or []) is not None
-            where = ("the same modes appear in the baseline's launches: a property of the machine, not of the "
-                     "variant" if both else "the baseline's launches do not fall into these modes: the variant "
-                     "makes them")
+            sb, sv = e["modes"].get("share_baseline"), e["modes"].get("share_variant")
+            if both:
+                where = "the same modes appear in the baseline's launches: a property of the machine, not of the variant"
+            elif isinstance(sb, (int, float)) and sb > 0:  # too few slow ones to be found alone, but there
+                both = True
+                more = e["modes"].get("share_differs") and isinstance(sv, (int, float)) and sv > sb
+                where = (f"the baseline's launches fall into the same groups ({sb:.0%} slow), so the groups are the "
+                         "machine's" + ("; the variant makes slow launches more common" if more else
+                                        ", and the shares are not shown to differ: not a property of the variant"))
+            else:
+                where = "the baseline's launches do not fall into these modes: the variant makes them"
             text = f"{e.get('name') or vid}, {e['label']}: {e['modes']['text']}; {where}"
             cpus = _cpus_of(store, study_id, p) if store is not None else None
             if cpus:
