@@ -641,3 +641,62 @@ def test_a_baseline_with_some_slow_launches_is_not_said_to_have_no_modes():
     assert _noise(analysis)[0]["text"].endswith("; the variant makes slow launches more common.")
     analysis["answers"]["by_benchmark"][0]["modes"].update(share_baseline=0.0)
     assert "do not fall into these modes: the variant makes them" in _noise(analysis)[0]["text"]
+
+
+def test_a_study_resumed_after_explain_is_not_extended_over_explains_blocks(tmp_path):
+    """explain's blocks follow the study's; a resumed adaptive study counted them as its own and
+    went on planning looks (runs no report showed) and rewrote its recorded end (found in
+    review). explain closes the study at its first block: extend adds nothing after that, the
+    end stays, and the study's own analysis is the one it had before explain."""
+    import json
+
+    from nearmetal.explain.why import PLAN_KEY, analyses
+    from nearmetal.study.config.ids import variant_id
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.plan.sequential import blocks_measured, close, closed_at, recorded_end
+    from nearmetal.study.records import OK, Cell, RunResult, RunSpec
+    from nearmetal.study.store import codec
+
+    text = ('[study]\nname = "p"\nmin_repetitions = 5\nmax_repetitions = 40\nmax_time = 100000\nwarmup = 0\nseed = 5\n'
+            'margin = 0.03\n[matrix]\nmode = ["native", "hybrid"]\nmpi = ["mpich"]\nranks = [2]\n'
+            '[[benchmark]]\nkernel = "latency"\nname = "lat"\n')
+    rng = random.Random(1)
+
+    def finish(store, sid):
+        for run in store.pending(sid):
+            slow = json.loads(run["variant_json"]).get("mode") == "hybrid"
+            value = (1.2 if slow else 1.0) * (1 + rng.gauss(0, 0.02))
+            rec = [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}]
+            codec.store_result(store, run["id"], RunResult(OK, 0, ["x"], {}, None, "t", 0.5, None, rec))
+
+    cfg = config_mod.parse(text, source="p.toml")
+    store, sid, _ = runner.open_study(cfg, text, tmp_path / "p.db", resume=False, say=lambda m: None)
+    with store:
+        finish(store, sid)
+        while runner.extend(cfg, store, sid, say=lambda m: None):
+            finish(store, sid)
+        before, _ = analyses(store, "p", sid, n_boot=100)
+        end, own_blocks = recorded_end(store, sid), blocks_measured(store.runs(sid))
+        # explain's round: the slow variant, its baseline and an ablation, in blocks after the study's
+        rows = store.runs(sid)
+        vj = {r["variant"]: json.loads(r["variant_json"]) for r in rows}
+        slow = next(v for v in vj.values() if v["mode"] == "hybrid")
+        base = next(v for v in vj.values() if v["mode"] == "native")
+        fix = {**slow, "name": "fix"}
+        store.set_meta(PLAN_KEY.format(sid), json.dumps({"answers": [], "ablations": [variant_id(fix)],
+                                                         "next_block": own_blocks + 13, "rounds": 1}))
+        close(store, sid, own_blocks)
+        position = max(r["position"] for r in rows) + 1
+        specs = [RunSpec(Cell(cfg.benchmark[0], v, 2, 1), b, position + 3 * i + k, b, False)
+                 for i, b in enumerate(range(own_blocks, own_blocks + 13)) for k, v in enumerate((slow, base, fix))]
+        store.add_planned(sid, [codec.planned_row(s) for s in specs])
+        finish(store, sid)
+        said = []
+        assert runner.extend(cfg, store, sid, say=said.append) == 0  # `study --resume` plans nothing more
+        assert said == [f"explain added blocks of its own from block {own_blocks} on: the study's answers stay "
+                        f"those of its {own_blocks} blocks, and it is not extended"]
+        assert recorded_end(store, sid) == end and closed_at(store, sid) == own_blocks
+        after, every = analyses(store, "p", sid, n_boot=100)
+        assert after["answers"] == before["answers"] and after["runs"] == before["runs"]
+        assert any(p["variant"] == variant_id(fix) for p in every["points"])  # the shares read explain's blocks

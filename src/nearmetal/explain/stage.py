@@ -167,9 +167,10 @@ def plan_round(cfg, store, study_id, plan):
     runs = store.runs(study_id)
     seed = store.study(cfg.study.name)["seed"]
     if plan["next_block"] is None:
-        from ..study.plan.sequential import blocks_measured
+        from ..study.plan.sequential import blocks_measured, close
 
         plan["next_block"] = blocks_measured(runs)
+        close(store, study_id, plan["next_block"])  # the blocks from here on are explain's, not the study's
     variants = {c["ablation_id"]: c["ablation"] for a in plan["answers"] for c in a["causes"] if c.get("ablation_id")}
     cells = []
     for answer in plan["answers"]:

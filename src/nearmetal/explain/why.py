@@ -32,8 +32,12 @@ def analyses(store, study_name, study_id, n_boot=2000):
     its slow variant and baseline (the same dict where explain ran nothing)."""
     from ..analysis.analyze import analyze
 
+    from ..study.plan.sequential import closed_at
+
     ablations = (stored_plan(store, study_id) or {}).get("ablations") or []
-    first = first_block(store, study_id, set(ablations))
+    first = closed_at(store, study_id)
+    if first is None:  # explained before the study was closed at explain's first block (close())
+        first = first_block(store, study_id, set(ablations))
     own = analyze(store, study_name, n_boot, later_variants=ablations, before_block=first)
     if first is None:
         return own, own

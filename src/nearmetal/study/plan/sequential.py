@@ -250,6 +250,31 @@ def recorded_end(store, study_id):
     return end if isinstance(end, dict) else None
 
 
+CLOSED_KEY = "study_closed:{}"
+
+
+def close(store, study_id, at_block):
+    """A later stage (explain) adds blocks of its own from at_block on: the study is not
+    extended past its own blocks (a resumed study would count those as its own), and its
+    analysis stops before them. Kept once: the first block such a stage took."""
+    import json
+
+    if closed_at(store, study_id) is None:
+        store.set_meta(CLOSED_KEY.format(study_id), json.dumps({"block": int(at_block)}))
+
+
+def closed_at(store, study_id):
+    """The first block a later stage took (close()), or None: the study's blocks are all its own."""
+    import json
+
+    text = store.meta(CLOSED_KEY.format(study_id))
+    try:
+        block = (json.loads(text) or {}).get("block") if text else None
+    except (ValueError, AttributeError):
+        return None
+    return block if isinstance(block, int) and not isinstance(block, bool) else None
+
+
 def end_of(store, study_id, looks, alpha, blocks):
     """(blocks, level, reason) of the study's final look for decide(), or None while it may go on:
     the runner recorded an end at the block count measured, which is one of the looks, or a
