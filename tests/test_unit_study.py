@@ -503,3 +503,22 @@ def test_an_unknown_key_names_the_closest_key_of_its_own_table():
                             "baseline.colour: unknown key; also matrix.mpii: unknown key; the closest is 'mpi'; also "
                             "variant[0].name: required key is missing; also variant[0].envv: unknown key; the closest "
                             "is 'env'; also benchmark[0].rankz: unknown key; the closest is 'ranks'")
+
+
+def test_resume_on_a_database_of_other_studies_is_refused_not_the_built_in_started(tmp_path):
+    """`study --resume --db theirs.db` without the study's file means the quickstart, which is not
+    in it: refused naming the studies it holds (a new user's resume ran the built-in study into
+    another study's database); a new database, or one holding the study, goes on."""
+    from nearmetal.study.execute import runner
+    from nearmetal.study.execute.runner import check_resume
+
+    text = '[study]\nname = "mine"\n[matrix]\nmode = ["native"]\n[[benchmark]]\nkernel = "latency"\n'
+    cfg = config_mod.parse(text)
+    store, _, _ = runner.open_study(cfg, text, tmp_path / "theirs.db", resume=False, say=lambda m: None)
+    store.close()
+    with pytest.raises(NearmetalError) as e:
+        check_resume(tmp_path / "theirs.db", ["quickstart"])
+    assert str(e.value) == (f"--resume: study 'quickstart' is not in {tmp_path / 'theirs.db'}, which holds 'mine': "
+                            "give that study's file to resume it, or leave out --resume to add 'quickstart' to it")
+    check_resume(tmp_path / "theirs.db", ["x-preselect", "mine"])  # one of them is there
+    check_resume(tmp_path / "new.db", ["quickstart"])  # nothing there yet: the quickstart's script starts it so

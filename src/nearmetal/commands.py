@@ -132,6 +132,8 @@ def cmd_study(args):
 
     cfg, text = runner.load(args.file)
     source = args.file or "built-in quickstart"
+    if args.resume:  # in --dry-run too: refused as the real study would be
+        runner.check_resume(Path(args.db) if args.db else runner.default_db(cfg.study.name), [cfg.study.name])
     if args.dry_run:  # the plan, then what would keep its cells from running: refused as a real study is
         runner.dry_run(cfg, print, args.db)
         sys.stdout.flush()

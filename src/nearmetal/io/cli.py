@@ -147,6 +147,9 @@ def _check_resumable(db, s):
 
     if not db.exists():
         return
+    from ..study.execute.runner import check_resume
+
+    check_resume(db, [f"{s.study.name}-preselect", s.study.name])
     store = Store(db, readonly=True)
 
     def same(name, text):

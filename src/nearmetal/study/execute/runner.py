@@ -36,6 +36,21 @@ def load(path):
     return study_file.load(path)
 
 
+def check_resume(db_path, names):
+    """--resume on a database that holds other studies but none of `names` (the study's own, or
+    an I/O sweep's two): the user meant one of those, and without its file another study (the
+    built-in one) would start in that database. A one-line NearmetalError; nothing when the
+    database is new or holds one of them."""
+    if not Path(db_path).exists():
+        return
+    with Store(db_path, readonly=True) as store:
+        held = [r["name"] for r in store.studies()]
+    if held and not set(names) & set(held):
+        listed = ", ".join(f"'{n}'" for n in held[:5]) + (", ..." if len(held) > 5 else "")
+        raise NearmetalError(f"--resume: study '{names[-1]}' is not in {db_path}, which holds {listed}: give that "
+                             f"study's file to resume it, or leave out --resume to add '{names[-1]}' to it")
+
+
 def open_study(cfg, text, db_path, resume, builtin=False, say=print):
     """Open the store and make sure the study's planned runs are in it; returns (store, study_id, new).
 
