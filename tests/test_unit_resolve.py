@@ -361,19 +361,20 @@ def test_plan_mpmd_shares_the_working_directory(monkeypatch, tmp_path):
                       ":", "-n", "1", "-env", "OMP_NUM_THREADS", "1", "/bin/sh"]
 
 
-def test_a_program_of_no_mpi_in_an_image_of_both_mpis_takes_them_in_the_profiles_order(tmp_path):
-    """`--mode hybrid -- sh -c ./app` in an image with MPICH and Open MPI: sh links no MPI, so
-    the family is Open MPI, as natively (it was the image's first listed, MPICH: a script that
-    starts an Open MPI program then ran as separate 1-rank jobs, found by a new user)."""
-    import shutil
-    from types import SimpleNamespace
-
-    from nearmetal.resolve import Host
-
-    root = tmp_path / "rootfs"
-    (root / "usr" / "bin").mkdir(parents=True)
-    shutil.copy("/usr/bin/true", root / "usr" / "bin" / "true")  # an ELF that links no MPI
-    image = SimpleNamespace(name="both", rootfs=str(root), mpis=("mpich", "openmpi"), kernel_bin=lambda f: "/k")
-    assert Host().image_program_abi(image, "true") == "openmpi"
-    image.mpis = ("mpich",)  # the image's only MPI: no other choice
-    assert Host().image_program_abi(image, "true") == "mpich"
+def test_a_kernel_or_a_program_of_no_mpi_in_an_image_takes_the_profiles_order_among_its_mpis():
+    """Without --mpi, in a container, a kernel or a program that links no MPI (`sh -c ./app`)
+    takes the first MPI in the profiles' order that the image holds and the host can launch:
+    Open MPI in an image of both, as natively (the image's first listed, MPICH, made a script
+    starting an Open MPI program run as 1-rank jobs), and MPICH in an MPICH-only image (kernels
+    asked for Open MPI there and failed; both found by new users)."""
+    both = make_image("both", mpis=("mpich", "openmpi"))
+    mpich_only = make_image("mp", mpis=("mpich",))
+    host = FakeHost(images={"both": both, "mp": mpich_only}, image_abi=None)
+    for program in ("nm-mpi-info", "sh"):
+        [c] = resolve(req("hybrid", program=program, image="both"), host=host)
+        assert c.installation["family"] == "openmpi", program
+        [c] = resolve(req("hybrid", program=program, image="mp"), host=host)
+        assert c.installation["family"] == "mpich", program
+    only_mpich_here = FakeHost(mpis=("mpich",), images={"both": both}, image_abi=None)
+    [c] = resolve(req("hybrid", program="nm-mpi-info", image="both"), host=only_mpich_here)
+    assert c.installation["family"] == "mpich"  # the host has no Open MPI launcher to start it with

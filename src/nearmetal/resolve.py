@@ -46,8 +46,9 @@ class Host:
         return asked[path]
 
     def image_program_abi(self, image, program):
-        """The MPI family a program inside an image is built against (None for nearmetal's
-        kernels, which exist for every MPI in the image, or when none is found)."""
+        """The MPI family a program inside an image is built against; None for nearmetal's
+        kernels (built for every MPI in the image) and for a program that links no MPI or is not
+        found: resolve() then takes the profiles' order among the image's MPIs."""
         from .elf import LinkerView
         from .families import names
         from .program_paths import container_program, is_kernel, mpi_abi
@@ -62,8 +63,7 @@ class Host:
             abi, _ = mpi_abi(LinkerView(image.rootfs), path)
             if abi:
                 return abi
-        # links no MPI (a script, a wrapper): the profiles' order among the image's MPIs, as natively
-        return next((fam for fam in names() if fam in image.mpis), image.mpis[0]) if image.mpis else None
+        return None  # links no MPI (a script, a wrapper): resolve() takes the profiles' order, as for a kernel
 
     def account(self, name):
         """The privilege.Account called `name` (run --user), None when there is none."""
@@ -153,7 +153,7 @@ def resolve(req, more=(), host=None):
     scheduler = schedulers.get(req.scheduler)
     image = host.image(req.image) if in_container(req.mode) else None
     if spec is None and image is not None:
-        spec = host.image_program_abi(image, req.program)
+        spec = host.image_program_abi(image, req.program) or _image_family(image, host)
     installation = host.installation(spec or _default_family(req, host))
     profile = get_family(installation["family"])
     out = [Resolved(req, installation, profile, image, _runtime(req), scheduler, account)]
@@ -221,6 +221,16 @@ def _linked_abi(path):
     except NearmetalError:
         pass
     return None
+
+
+def _image_family(image, host):
+    """A kernel's or a program's that links no MPI, in a container: the first MPI in the profiles'
+    order that the image holds and this host has a launcher for (None: the default family),
+    the same choice as natively where the image holds both."""
+    from .families import names
+
+    mpis, found = getattr(image, "mpis", None) or (), host.installations()
+    return next((fam for fam in names() if fam in mpis and fam in found), None)
 
 
 def _default_family(req, host):
