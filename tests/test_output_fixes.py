@@ -222,3 +222,16 @@ def test_the_summary_counts_the_answered_metrics_and_says_the_others_apart():
     assert v["counts"]["slower"] == 0 and v["compared"] == 1, v
     assert "slower at" not in v["text"] and v["text"].endswith(
         "Not answered: b wall_time slower +23% (start-up included)."), v["text"]
+    # a reciprocal folded into the metric it mirrors is answered (as that one), not said apart;
+    # another metric left out for a reason of its own is said with that reason
+    analysis["points"].append({**analysis["points"][-1], "metric": "rate", "comparison": {
+        "verdict": "faster", "overhead_pct": -12.0, "margin": 0.03}})
+    analysis["points"].append({**analysis["points"][-1], "metric": "extra", "comparison": {
+        "verdict": "equivalent", "overhead_pct": 1.0, "margin": 0.03}})
+    analysis["answers"]["not_answered"] += [
+        {"benchmark": "b", "metric": "rate", "why": "the reciprocal of t, answered as t", "answered_as": "t"},
+        {"benchmark": "b", "metric": "extra", "why": "another reason"}]
+    (v,) = [s for s in S.variant_summaries(analysis) if s["variant"] == "v"]
+    assert v["text"].endswith("Not answered: b wall_time slower +23% (start-up included); b extra equivalent "
+                              "+1.0% (another reason)."), v["text"]
+    assert "rate" not in v["text"].split("Not answered")[1]

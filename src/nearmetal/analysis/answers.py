@@ -176,14 +176,16 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             name = words.get(vid, vid)
             headline.append(f"{name}: none of its {n} compared point{'s' * (n != 1)} could be aggregated "
                             f"({left_out_words(why)}); see the per-point verdicts.")
-    not_answered = sorted({(b, m, c["why"]) for (b, m), c in choice.items() if not c["answered"]}, key=str)
+    not_answered = sorted({(b, m, c["why"], c["quantity"] if c["quantity"] != m else None)
+                           for (b, m), c in choice.items() if not c["answered"]}, key=str)
     return {"method": "one answer per quantity: a point's paired ratio (exp of the 20% trimmed mean of the per-block "
                       "log ratios); over several points their geometric mean, paired block bootstrap",
             # the study's levels in general (a final look's own one beside): what tables and the matrix say
             "alpha": alpha, "ci_level": 1 - ci_alpha, "level_words": level_words(analysis), "margin": margin,
             "n_boot": int(n_boot), "seed": seed, "by_benchmark": by_benchmark, "by_variant": by_variant,
             "headline": headline,
-            "not_answered": [{"benchmark": b, "metric": m, "why": w} for b, m, w in not_answered]}
+            # answered_as: a reciprocal folded into the metric answering for it (None: not answered at all)
+            "not_answered": [{"benchmark": b, "metric": m, "why": w, "answered_as": q} for b, m, w, q in not_answered]}
 
 
 def _own(t):

@@ -40,7 +40,8 @@ def variant_summaries(analysis):
     # metrics the answers leave out (wall time beside a program's own figure): said apart, so the
     # counts agree with the answers ("none slower" above must not meet "slower at 1" here)
     aside_why = {(n.get("benchmark"), n.get("metric")): n.get("why")
-                 for n in (analysis.get("answers") or {}).get("not_answered") or []}
+                 for n in (analysis.get("answers") or {}).get("not_answered") or []
+                 if not n.get("answered_as")}  # a reciprocal is answered, as the metric it mirrors
     names = variant_names(analysis)  # one naming scheme for every variant in words
     out = []
     order = PT.variant_order(analysis)
@@ -114,15 +115,19 @@ def _aside_words(aside, why, multi):
     """' Not answered: halo wall_time slower +23% (launch to exit, start-up included: ...).'"""
     if not aside:
         return ""
-    said = []
-    for p in aside[:3]:
-        c = PT.comparison(p)
-        oh = c.get("overhead_pct")
-        pct = f" {F.fmt_pct(oh, digits=0 if abs(oh) >= 10 else 1)}" if F.is_num(oh) else ""
-        said.append(f"{where_label(p, len(multi[p.get('benchmark')]) > 1)} {PT.verdict_of(p)}{pct}")
-    more = f" and {len(aside) - 3} more" if len(aside) > 3 else ""
-    reason = why.get((aside[0].get("benchmark"), aside[0].get("metric")))
-    return f" Not answered: {', '.join(said)}{more}" + (f" ({reason})" if reason else "") + "."
+    by_reason = defaultdict(list)  # each metric with its own reason
+    for p in aside:
+        by_reason[why.get((p.get("benchmark"), p.get("metric")))].append(p)
+    parts = []
+    for reason, points in by_reason.items():
+        said = []
+        for p in points[:3]:
+            oh = PT.comparison(p).get("overhead_pct")
+            pct = f" {F.fmt_pct(oh, digits=0 if abs(oh) >= 10 else 1)}" if F.is_num(oh) else ""
+            said.append(f"{where_label(p, len(multi[p.get('benchmark')]) > 1)} {PT.verdict_of(p)}{pct}")
+        more = f" and {len(points) - 3} more" if len(points) > 3 else ""
+        parts.append(f"{', '.join(said)}{more}" + (f" ({reason})" if reason else ""))
+    return f" Not answered: {'; '.join(parts)}."
 
 
 def failures_summary(analysis):
