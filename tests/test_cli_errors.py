@@ -199,3 +199,20 @@ def test_output_that_cannot_be_written_is_one_line_not_a_traceback(command):
     err = assert_one_line_error(out)
     assert out.returncode == 2 and err == f"nearmetal {command[0]}: error: writing its output failed: No space " \
                                            "left on device", err
+
+
+@pytest.mark.unit
+def test_an_error_of_the_system_that_is_not_a_write_is_said_as_what_it_is(monkeypatch, capsys):
+    """Only a write's errors (a full disk, a quota) read as 'writing its output failed'; any
+    other one reaching main is one line naming itself, still no traceback."""
+    import errno
+
+    from nearmetal import commands
+    from nearmetal.cli import main
+
+    def busy(args):
+        raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(commands, "cmd_presets", busy)
+    assert main(["presets"]) == 2
+    assert capsys.readouterr().err == "nearmetal presets: error: BlockingIOError: Resource temporarily unavailable\n"

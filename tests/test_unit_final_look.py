@@ -223,7 +223,7 @@ def test_an_answer_of_one_point_decided_at_the_final_look_names_that_level():
     spent = dict(early, final=dict(early["final"], reason="budget"))
     assert level_words(dict(data, sequential=spent)) == (
         "98.3% interval (sequential, 7 looks planned, stopped at the 2nd look: its open points could not be "
-        "decided in the time left)")
+        "decided within max_time and max_repetitions)")
     last = dict(early, final=dict(early["final"], blocks=60))  # decided at the last look: nothing to add
     assert level_words(dict(data, sequential=last)) == "98.3% interval (sequential, 7 looks planned)"
 

@@ -299,13 +299,20 @@ def main(argv=None):
     except OSError as e:
         # a file or the output could not be written (a full disk, /dev/full, a quota): one line on
         # stderr; output still buffered for stdout goes nowhere, or the exit's flush fails again
+        import errno
+
         from .console import quiet
 
         try:
             sys.stdout.flush()
         except OSError:
             quiet(sys.stdout)
-        what = f"{e.filename}: {e.strerror or e}" if e.filename else f"writing its output failed: {e.strerror or e}"
+        if e.filename:
+            what = f"{e.filename}: {e.strerror or e}"
+        elif e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):  # a write to no named file: the output
+            what = f"writing its output failed: {e.strerror or e}"
+        else:  # not a write's: said as what it is
+            what = f"{type(e).__name__}: {e.strerror or e}"
         print(f"nearmetal {args.command}: error: {what}", file=sys.stderr)
         return 2
     finally:

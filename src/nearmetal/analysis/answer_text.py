@@ -42,8 +42,8 @@ def level_words(analysis, level=None):
             if final.get("reason") == "decided":
                 beside = f", every point decided by the {_ordinal(taken)} look"
             elif final.get("reason") == "budget":
-                beside = (f", stopped at the {_ordinal(taken)} look: its open points could not be decided in the "
-                          "time left")
+                beside = (f", stopped at the {_ordinal(taken)} look: its open points could not be decided within "
+                          "max_time and max_repetitions")
         return s + f" (sequential, {len(looks)} looks planned{beside})"
     return s + (" (one look)" if looks else "")
 
