@@ -73,7 +73,7 @@ def test_planted_tcp_is_named_first_and_its_ablation_recovers_the_gap(tcp_study)
     why = after["why"]
     # the study's own answers, points and run counts are those it had before explain ran
     before = json.loads((tmp / "before" / "analysis.json").read_text())
-    for key in ("answers", "points", "runs", "variants", "contention"):
+    for key in ("answers", "points", "runs", "variants", "contention", "environment"):
         assert after.get(key) == before.get(key), key
     assert not any(p["variant"] == "tcp--no-ompi-mca-btl" for p in after["points"])
     [answer] = why["answers"]

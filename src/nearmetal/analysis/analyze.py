@@ -163,7 +163,9 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=(), befor
                        # where the time ran out: its own level, that of the points it decided)
                        "final": {"blocks": final[0], "alpha": final[1], "ci_level": sequential.level_of(final[1]),
                                  "reason": final[2]} if final else None},
-        "environment": [json.loads(c[0]) for c in store.contexts(study["id"])],
+        # the contexts of the runs analysed (not those of runs a later stage added)
+        "environment": [json.loads(c[0]) for c in store.contexts(study["id"], context_ids=None if kept is None else
+                                                                 {r["context_id"] for r in runs})],
         # which metrics are answered, decided at plan time (analysis/quantities.py)
         "metric_plan": decided.metrics if decided is not None else {},
     }

@@ -407,7 +407,14 @@ class Store:
             "SELECT e.run_id, e.rank, e.evidence_json FROM run_evidence e JOIN runs r ON r.id = e.run_id "
             "WHERE r.study_id=? ORDER BY r.position, e.rank", (study_id,))
 
-    def contexts(self, study_id):
-        return self._all(
-            "SELECT DISTINCT x.context_json FROM contexts x JOIN runs r ON r.context_id = x.id WHERE r.study_id=?",
+    def contexts(self, study_id, context_ids=None):
+        """The distinct contexts of the study's runs (of those context_ids only, when given)."""
+        rows = self._all(
+            "SELECT DISTINCT x.context_json, x.id FROM contexts x JOIN runs r ON r.context_id = x.id WHERE r.study_id=?",
             (study_id,))
+        seen, out = set(), []
+        for r in rows:
+            if (context_ids is None or r["id"] in context_ids) and r["context_json"] not in seen:
+                seen.add(r["context_json"])
+                out.append(r)
+        return out
