@@ -228,11 +228,13 @@ def test_startup_share_of_the_gap():
     slow = ev(HYBRID, ranks=[[r(0, 0.30), r(1, 0.31)]] * 3, wall=[1.3, 1.3, 1.3])
     base = ev(NATIVE_OMPI, ranks=[[r(0, 0.10), r(1, 0.11)]] * 3, wall=[1.0, 1.0, 1.0])
     [c] = examine("startup", slow, base)
-    assert c.descriptive and "lies in start-up" in c.fact and math.isclose(c.details["startup_share"], 2 / 3)
+    assert c.descriptive and math.isclose(c.details["startup_share"], 2 / 3)
+    assert "the extra wall time is spent in start-up, which figures the program measures after MPI_Init do not " \
+           "include" in c.fact
     assert c.fact.startswith("MPI_Init ends 200.00 ms later per launch than the baseline's, 67% of its 300.0 ms")
     early = ev(HYBRID, ranks=[[r(0, 0.05), r(1, 0.06)]] * 3, wall=[1.3, 1.3, 1.3])
     [c] = examine("startup", early, base)
-    assert c.fact.startswith("MPI_Init ends 50.00 ms earlier per launch") and "lies in what follows MPI_Init" in c.fact
+    assert c.fact.startswith("MPI_Init ends 50.00 ms earlier per launch") and "is spent in what follows MPI_Init" in c.fact
 
 
 def test_mpi_profile_names_what_grew():
@@ -636,11 +638,12 @@ def test_a_baseline_with_some_slow_launches_is_not_said_to_have_no_modes():
     [said] = _noise(analysis)
     assert said["machine"] and "do not fall into these modes" not in said["text"], said
     assert "the baseline's launches fall into the same groups (20% slow), so the groups are the machine's, and " \
-           "the shares are not shown to differ" in said["text"], said["text"]
+           "the shares are not shown to differ: not shown to be the variant's" in said["text"], said["text"]
     analysis["answers"]["by_benchmark"][0]["modes"].update(share_differs=True)
     assert _noise(analysis)[0]["text"].endswith("; the variant makes slow launches more common.")
-    analysis["answers"]["by_benchmark"][0]["modes"].update(share_baseline=0.0)
-    assert "do not fall into these modes: the variant makes them" in _noise(analysis)[0]["text"]
+    for few in (0.0, 0.05):  # none, or one outlier in twenty: no groups of the baseline's
+        analysis["answers"]["by_benchmark"][0]["modes"].update(share_baseline=few)
+        assert "do not fall into these modes: the variant makes them" in _noise(analysis)[0]["text"]
 
 
 def test_a_study_resumed_after_explain_is_not_extended_over_explains_blocks(tmp_path):

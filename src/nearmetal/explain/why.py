@@ -13,6 +13,7 @@ from .share import recovered_share
 
 PLAN_KEY = "explain of study {}"
 RECOVERS = 0.5   # a tested cause that recovers at least this share of the gap explains it
+SOME_SLOW = 0.1  # a baseline with this share of slow launches has the groups too (one outlier is not a group)
 
 
 def stored_plan(store, study_id):
@@ -229,12 +230,12 @@ def _noise(analysis, store=None, study_id=None):
             sb, sv = e["modes"].get("share_baseline"), e["modes"].get("share_variant")
             if both:
                 where = "the same modes appear in the baseline's launches: a property of the machine, not of the variant"
-            elif isinstance(sb, (int, float)) and sb > 0:  # too few slow ones to be found alone, but there
+            elif isinstance(sb, (int, float)) and sb >= SOME_SLOW:  # too few to be found alone, yet there
                 both = True
                 more = e["modes"].get("share_differs") and isinstance(sv, (int, float)) and sv > sb
                 where = (f"the baseline's launches fall into the same groups ({sb:.0%} slow), so the groups are the "
                          "machine's" + ("; the variant makes slow launches more common" if more else
-                                        ", and the shares are not shown to differ: not a property of the variant"))
+                                        ", and the shares are not shown to differ: not shown to be the variant's"))
             else:
                 where = "the baseline's launches do not fall into these modes: the variant makes them"
             text = f"{e.get('name') or vid}, {e['label']}: {e['modes']['text']}; {where}"

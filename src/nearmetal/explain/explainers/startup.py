@@ -35,10 +35,10 @@ class Startup(Explainer):
             share = max(0.0, min(1.0, startup_gap / gap))
             # of the wall time, not of the answer's own figure: a time the program takes after
             # MPI_Init (a latency, a step time) leaves start-up out
-            where = ("start-up, which a figure the program times after MPI_Init leaves out" if share >= 0.5 else
-                     "what follows MPI_Init (the program's own work, MPI_Finalize, the exit)")
-            fact = (f"{lead}, {share:.0%} of its {gap * 1e3:.1f} ms longer wall time per run: that wall time "
-                    f"lies in {where}")
+            where = ("start-up, which figures the program measures after MPI_Init do not include" if share >= 0.5
+                     else "what follows MPI_Init (the program's own work, MPI_Finalize, the exit)")
+            fact = (f"{lead}, {share:.0%} of its {gap * 1e3:.1f} ms longer wall time per run: the extra wall time "
+                    f"is spent in {where}")
             return [self.cause(fact, share, descriptive=True, details={"startup_share": share})]
         if abs(startup_gap) > 1e-4:
             return [self.cause(lead, 0.3, descriptive=True)]
