@@ -349,3 +349,8 @@ def test_bench_under_evidence_fails_a_script_starting_the_other_mpi_and_reads_no
     bare = nearmetal("bench", "--command", "--mpi", "mpich", *argv[2:])
     assert bare.returncode == 2 and "is not one MPI job" in bare.stderr.strip().splitlines()[-1], bare.stderr
     assert set(glob.glob(f"/tmp/nearmetal-{os.getuid()}/evidence-*")) <= stages  # nothing left behind
+    # --no-evidence: nothing preloaded, as a study's evidence = false; so nothing to check either
+    unchecked = nearmetal("bench", "--command", "--no-evidence", "--mpi", "mpich", *argv[2:])
+    assert unchecked.returncode == 0 and "nearmetal: size = 1 ranks" in unchecked.stdout, unchecked.stderr
+    both = nearmetal("bench", "--command", "--no-evidence", "--mpi", "mpich", *argv)
+    assert both.returncode == 2 and "--evidence DIR and --no-evidence contradict each other" in both.stderr

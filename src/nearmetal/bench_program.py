@@ -55,7 +55,9 @@ def bench_command(args):
         except ValueError as e:
             raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
-    if args.evidence:
+    if args.evidence and getattr(args, "no_evidence", False):
+        raise NearmetalError("--evidence DIR and --no-evidence contradict each other: drop one")
+    if args.evidence or getattr(args, "no_evidence", False):
         return _launch(args, bench)
     # as a study's runs: the ranks' evidence, read to tell one MPI job from N jobs of one rank each
     import shutil

@@ -58,11 +58,16 @@ def refuse_lone_start(args, before, p):
     script starting a program of the other MPI) fails, its one-rank numbers not printed."""
     if before is None:
         return
-    from .evidence.run_dir import checked_dir, lone_start
+    from .evidence.run_dir import checked_dir, lone_start, written
 
-    why = lone_start(checked_dir(args.evidence, args.mode), before, p)
+    where = checked_dir(args.evidence, args.mode)
+    why = lone_start(where, before, p)
     if why:
         raise NearmetalError(why.removeprefix("nearmetal: "))
+    if sum(c.ranks for c in p.components) > 1 and not written(where, before):
+        print(f"nearmetal {args.command}: note: no rank wrote its evidence (a program linked statically, or ranks "
+              "on nodes that do not share /tmp), so whether the launch was one MPI job was not checked",
+              file=sys.stderr)
 
 
 def cmd_bench(args):

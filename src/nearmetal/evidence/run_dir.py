@@ -60,7 +60,12 @@ def lone_start(path, before, launch_plan):
     from .keep import lone_start as why
     from .lone import COMMAND_FIX
 
-    written = [name for name, stamp in listing(path).items() if before.get(name) != stamp]
-    if not written:
+    new = written(path, before)
+    if not new:
         return None
-    return why(read_files(path, remove=False, names=written), launch_plan, COMMAND_FIX)
+    return why(read_files(path, remove=False, names=new), launch_plan, COMMAND_FIX)
+
+
+def written(path, before):
+    """The evidence files in DIR that a launch wrote: new, or changed since `before`."""
+    return [name for name, stamp in listing(path).items() if before.get(name) != stamp]
