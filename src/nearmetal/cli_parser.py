@@ -265,9 +265,8 @@ def _add_bench(sub):
     b.add_argument("--fom", action="append", default=[], metavar="NAME:UNIT:REGEX",
                    help="a figure of merit: the first group of REGEX in the output (repeatable; with --command)")
     b.add_argument("--success", metavar="REGEX", help="a pattern a completed run prints (with --command)")
-    b.add_argument("--no-evidence", dest="no_evidence", action="store_true",
-                   help="with --command: do not preload the evidence library (as a study's evidence = false); the "
-                        "check that the launch was one MPI job is then not made")
+    b.add_argument("--no-evidence", action="store_true", help="with --command: no evidence library preloaded "
+                   "(a study's evidence = false), so no check that the launch was one MPI job")
     _launch_options(b)
     b.set_defaults(ranks=None)
     b.add_argument("--json", action="store_true", help="one JSON record per measured point")
