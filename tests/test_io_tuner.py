@@ -2,6 +2,7 @@
 a real sweep through the study engine, `io best` against the stored numbers, --resume;
 and the study engine's workdir and per-benchmark env that the tuner relies on."""
 
+import glob
 import itertools
 import json
 import os
@@ -323,10 +324,13 @@ def test_tiny_sweep_and_io_best_pick_the_stored_fastest(tmp_path, cleanup_dirs):
     path, target = io_study(tmp_path)
     cleanup_dirs.append(target)
     db = tmp_path / "res" / "study.db"
+    stages = set(glob.glob(f"/tmp/nearmetal-{os.getuid()}/evidence-*"))
     out = nearmetal("io", "sweep", path, "--db", db, "--no-progress", timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "pre-selection" in out.stderr and "fastest:" in out.stdout
     assert target.is_dir() and not any(target.iterdir())     # the kernel removes its files
+    # the cells' staging directories go with the sweep, as with a study (one per configuration was left)
+    assert set(glob.glob(f"/tmp/nearmetal-{os.getuid()}/evidence-*")) <= stages
     # both studies complete, every run ok
     for name, configs in (("tiny-preselect", 2), ("tiny", None)):
         runs = run_statuses(db, name)
