@@ -155,6 +155,32 @@ def test_a_traced_iobench_run_writes_its_trace_and_reports(tmp_path, host_mpis, 
     assert a["run"]["argv"][0] == kernel
 
 
+def test_an_interrupted_trace_says_what_it_kept_and_leaves_no_process(tmp_path, host_mpis):
+    """^C while the ranks run: the trace directory keeps what the ranks wrote (here nothing: they
+    are ended before their first buffer fills), meta.json says interrupted, and the line says so
+    instead of a bare 'interrupted' over an empty directory (a new user's 3 s trace)."""
+    import signal
+    import time
+
+    from conftest import NEARMETAL
+    from test_lifetime import _table, descendants
+
+    out = tmp_path / "t"
+    proc = subprocess.Popen([str(NEARMETAL), "trace", "-n", "2", "--mpi", "openmpi", "--out", str(out), "--",
+                             "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while sum("sleep 60" in c for c in descendants(proc.pid).values()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "the ranks were ended before they wrote any trace" in err and f"{out} holds meta.json only" in err, err
+    assert json.loads((out / "meta.json").read_text())["status"] == "interrupted"
+    time.sleep(0.5)
+    left = [c for _, state, c in _table().values() if c.startswith("sleep 60") and state not in "ZX"]
+    assert not left and "Traceback" not in err, left  # the ranks ended with nearmetal
+
+
 def test_bad_input_is_one_line(tmp_path):
     static = tmp_path / "static"
     (tmp_path / "s.c").write_text("int main(void) { return 0; }\n")

@@ -395,13 +395,19 @@ def cmd_trace(args):
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
             "runtime": args.runtime if in_container(args.mode) else None, "mpi": p.components[0].installation["family"],
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    outcome = None
     try:
         outcome = scheduler.run(p, req, [req], timeout=args.timeout)
-    finally:
-        meta.update(status=outcome.status if outcome else "interrupted",
-                    exit_status=outcome.exit_status if outcome else None)
+    except BaseException as e:  # ^C, SIGTERM: what the ranks wrote is kept, and said
+        meta.update(status="interrupted", exit_status=None)
         files = tc.collect(stage, out, meta)
+        if isinstance(e, KeyboardInterrupt):
+            print(f"nearmetal trace: {files} trace files kept in {out} (nearmetal trace report {out})" if files else
+                  f"nearmetal trace: the ranks were ended before they wrote any trace (a rank writes its events "
+                  f"when its buffer fills and when it ends), so none was kept: {out} holds meta.json only",
+                  file=sys.stderr)
+        raise
+    meta.update(status=outcome.status, exit_status=outcome.exit_status)
+    files = tc.collect(stage, out, meta)
     sys.stdout.write(outcome.stdout)
     sys.stderr.write(outcome.stderr)
     if outcome.status in ("not started", "timeout"):
