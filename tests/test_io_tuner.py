@@ -351,6 +351,10 @@ def test_tiny_sweep_and_io_best_pick_the_stored_fastest(tmp_path, cleanup_dirs):
     for metric in ("total", "write"):
         out = nearmetal("io", "best", "--db", db, "--metric", metric, "--json")
         assert out.returncode == 0, out.stderr
+        # the sweep's own io best answered total: the write answer replaces it, and says so
+        assert ("replacing" in out.stderr) == (metric == "write"), out.stderr
+        if metric == "write":
+            assert "the answer of study 'tiny' (metric total), with that of study 'tiny' (metric write)" in out.stderr
         result = json.loads(out.stdout)
         medians, values = sweep_medians(db, "tiny", f"{metric}_s")
         fastest = min(medians, key=lambda name: (medians[name], name))  # ties by name, as io best breaks them

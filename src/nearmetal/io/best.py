@@ -196,6 +196,19 @@ def _flag(b):
     return ".true." if b else ".false."
 
 
+def answered_by(path):
+    """(study, metric) a hints file written by hints_file() answers, from its header; None."""
+    import re
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    found = re.search(r"^# measured by `nearmetal io best` \(study (.+), [^,]*, metric (\S+)\)$", head, re.M)
+    return (found.group(1), found.group(2)) if found else None
+
+
 def run(db, study=None, metric="total", console=None, as_json=False):
     from ..console import Console
 
@@ -210,6 +223,11 @@ def run(db, study=None, metric="total", console=None, as_json=False):
     out_dir = Path(db).parent
     result["hints_file"] = str(out_dir / "best.hints")
     result["namelist_file"] = str(out_dir / "best.nml")
+    before = answered_by(result["hints_file"])
+    if before and before != (result["study"], result["metric"]):  # one pair of files per database: said
+        print(f"nearmetal io best: replacing {result['hints_file']} and {result['namelist_file']}, the answer of "
+              f"study '{before[0]}' (metric {before[1]}), with that of study '{result['study']}' (metric "
+              f"{result['metric']})", file=sys.stderr)
     hints_file(result, result["hints_file"])
     write_text(result["namelist_file"], namelist(result), "namelist file")
     if as_json:
