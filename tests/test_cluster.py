@@ -321,3 +321,15 @@ def test_down_stops_every_process_of_the_cluster(slurm):
             except ProcessLookupError:
                 pass
             c.wait()
+
+
+@pytest.mark.unit
+def test_where_no_slurm_answers_the_hint_names_the_local_cluster_that_is_up(monkeypatch):
+    """With nearmetal's cluster up but SLURM_CONF not exported, `run --scheduler slurm` and
+    doctor said to start one (a new user had); they give the export line instead."""
+    from nearmetal.slurm import cluster
+
+    monkeypatch.setattr(cluster, "status", lambda node_states=True: {"up": True, "conf": "/h/cluster/slurm.conf"})
+    assert cluster.unreachable_hint() == "nearmetal's local cluster is up: export SLURM_CONF=/h/cluster/slurm.conf"
+    monkeypatch.setattr(cluster, "status", lambda node_states=True: {"up": False, "conf": "/h/cluster/slurm.conf"})
+    assert cluster.unreachable_hint() == "start a local one with `nearmetal cluster up`"

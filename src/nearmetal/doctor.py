@@ -206,8 +206,12 @@ def slurm_report(environ=None):
 
 def render_slurm(slurm, console):
     if not slurm:
+        from rich.markup import escape
+
+        from .slurm.cluster import unreachable_hint
+
         console.print("[bold]Slurm[/] none reachable (no slurm.conf, or its controller is down); "
-                      "a local one: nearmetal cluster up", highlight=False)
+                      + escape(unreachable_hint()), highlight=False)
         return
     parts = ", ".join(f"{p['name']}{'*' if p['default'] else ''} ({p['nodes']})" for p in slurm["partitions"]) or "none"
     het = "yes" if slurm["hetjob"] else f"no ({slurm['scheduler']}, {slurm['nodes']} nodes: needs sched/backfill and >= 2)"

@@ -19,8 +19,10 @@ def _plugins():
 
     info = detect()
     if info is None:
+        from ..slurm.cluster import unreachable_hint
+
         raise NearmetalError("--scheduler slurm: no Slurm reachable (no SLURM_CONF, or its controller does not "
-                             "answer `scontrol ping`); set SLURM_CONF or start a local one with `nearmetal cluster up`")
+                             f"answer `scontrol ping`); set SLURM_CONF, or {unreachable_hint()}")
     return info["mpi_plugins"]
 
 

@@ -158,6 +158,20 @@ def status(dir=None, node_states=True):
             "ports": meta.get("ports", {})}
 
 
+def unreachable_hint():
+    """What to do where no Slurm answers: export the local cluster's SLURM_CONF when it is up
+    (its daemons run, but this shell does not name it), else start one."""
+    import shlex
+
+    try:
+        st = status(node_states=False)
+    except (OSError, NearmetalError):
+        st = {"up": False}
+    if st["up"]:
+        return f"nearmetal's local cluster is up: export SLURM_CONF={shlex.quote(st['conf'])}"
+    return "start a local one with `nearmetal cluster up`"
+
+
 def command(action, dir=None, nodes=None, as_json=False, out=print):
     """`nearmetal cluster up|down|status`; returns the exit status (status: 3 when not up)."""
     import shlex
