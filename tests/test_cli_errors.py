@@ -216,3 +216,16 @@ def test_an_error_of_the_system_that_is_not_a_write_is_said_as_what_it_is(monkey
     monkeypatch.setattr(commands, "cmd_presets", busy)
     assert main(["presets"]) == 2
     assert capsys.readouterr().err == "nearmetal presets: error: BlockingIOError: Resource temporarily unavailable\n"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "--mdoe", "hybrid", "--", "nm-mpi-info"],
+     "nearmetal run: error: unrecognized arguments: --mdoe; the closest option is --mode (see nearmetal run --help)"),
+    (["report", "--dbb", "x.db"], "nearmetal report: error: unrecognized arguments: --dbb x.db; the closest option "
+                                  "is --db (see nearmetal report --help)"),
+    (["doctor", "--zzz"], "nearmetal doctor: error: unrecognized arguments: --zzz (see nearmetal doctor --help)")])
+def test_a_misspelt_option_is_refused_by_its_subcommand_with_the_closest_option(argv, said):
+    """It said 'nearmetal: error: unrecognized arguments: --mdoe (see nearmetal --help)': the
+    top-level help, which has no --mode, and no suggestion (a new user's typo)."""
+    err = assert_one_line_error(nearmetal(*argv))
+    assert err == said, err

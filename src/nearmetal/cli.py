@@ -241,6 +241,18 @@ def fast_parse_run(argv):
     return _Args(**a)
 
 
+def _refuse_unknown(parser, command, unknown):
+    """argparse's 'unrecognized arguments', said by the subcommand (its --help) with the
+    closest of its options: `run --mdoe hybrid` means --mode."""
+    from .closest import closest
+
+    sub = next((a.choices.get(command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
+    first = next((u for u in unknown if u.startswith("-")), unknown[0]).split("=", 1)[0]
+    near = closest(first, list(sub._option_string_actions)) if sub is not None else None
+    (sub or parser).error(f"unrecognized arguments: {' '.join(unknown)}" + (f"; the closest option is {near}"
+                                                                          if near else ""))
+
+
 # the commands that read a study database (a damaged stored value: cli.main's one line)
 DATABASE_COMMANDS = ("study", "report", "explain", "io")
 
@@ -257,7 +269,10 @@ def main(argv=None):
             # argparse's REMAINDER after a positional swallows options: split by hand.
             cut = argv.index("--")
             argv, extra = argv[:cut], argv[cut + 1:]
-        args = build_parser(only).parse_args(argv)
+        parser = build_parser(only)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            _refuse_unknown(parser, args.command, unknown)
         if only == "bench":
             args.kernel_args = extra
         elif only == "trace":
