@@ -158,7 +158,8 @@ def test_import_docs_mention_out():
 
 
 def _inconclusive_analysis(overheads):
-    points = [{"benchmark": "b", "metric": "t", "point": {"size": 8 << i}, "ranks": 2, "threads": 1, "variant": "v",
+    points = [{"benchmark": "b", "metric": "t", "unit": "s", "point": {"size": 8 << i}, "ranks": 2, "threads": 1,
+               "variant": "v",
                "baseline": "base",
                "comparison": {"verdict": "inconclusive", "overhead_pct": oh, "margin": 0.03}}
               for i, oh in enumerate(overheads)]
@@ -235,3 +236,22 @@ def test_the_summary_counts_the_answered_metrics_and_says_the_others_apart():
     assert v["text"].endswith("Not answered: b wall_time slower +23% (start-up included); b extra equivalent "
                               "+1.0% (another reason)."), v["text"]
     assert "rate" not in v["text"].split("Not answered")[1]
+
+
+@unit
+def test_counts_and_check_values_are_no_costs_in_the_tables_or_the_summary():
+    """A coupled model's checksum (unitless) and an I/O kernel's bytes and files were tables
+    'lower is better' and counted 'inconclusive' in the Summary (a new user's MPMD study): they
+    are not costs, as the answers already knew (analysis.answers.is_cost)."""
+    from nearmetal.report import points as PT
+
+    analysis = _inconclusive_analysis([1.0])
+    for metric, unit, kernel in (("checksum", "", "coupled"), ("bytes", "bytes", "iobench"), ("files", "count", "iobench")):
+        analysis["points"].append({"benchmark": "b", "metric": metric, "unit": unit, "kernel": kernel, "point": {},
+                                   "ranks": 2, "threads": 1, "variant": "v", "baseline": "base",
+                                   "comparison": {"verdict": "inconclusive", "overhead_pct": 0.0, "margin": 0.03}})
+    (v,) = [s for s in S.variant_summaries(analysis) if s["variant"] == "v"]
+    assert v["compared"] == 1 and v["counts"]["inconclusive"] == 1, v
+    assert [PT.direction_words(p) for p in analysis["points"]] == ["lower is better"] + \
+        ["a count or check value, not a cost"] * 3
+    assert PT.direction_words({"unit": "GB/s", "higher_is_better": True}) == "higher is better"

@@ -188,6 +188,16 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
             "not_answered": [{"benchmark": b, "metric": m, "why": w, "answered_as": q} for b, m, w, q in not_answered]}
 
 
+def is_cost(p):
+    """Whether a point's metric is a cost to answer: not a count (bytes, files, ranks) and not
+    a kernel's unitless check value (CG's residual, a checksum); a program's unitless figure
+    of merit is one."""
+    unit = str(p.get("unit") or "").strip().casefold()
+    if unit in NON_COST_UNITS:
+        return False
+    return bool(unit) or kernels.traits(p.get("kernel")).foms
+
+
 def _own(t):
     """(cost ratio, lo, hi, verdict, estimator) of one point from its own comparison (the
     table's row: the look that decided it, at the level of the points), turned into a cost
@@ -231,11 +241,8 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
     terms, left_out = [], defaultdict(lambda: defaultdict(int))
     for p in points:
         c, bid = p.get("comparison"), p.get("baseline")
-        unit = str(p.get("unit") or "").strip().casefold()
-        if not isinstance(c, dict) or not bid or unit in NON_COST_UNITS:
+        if not isinstance(c, dict) or not bid or not is_cost(p):
             continue
-        if not unit and not kernels.traits(p.get("kernel")).foms:
-            continue  # a kernel's unitless check values (CG's residual, a checksum): no cost to answer
         pick = (choice or {}).get((p.get("benchmark"), p.get("metric")), {"answered": True, "primary": True})
         if not pick["answered"]:
             continue  # a reciprocal answered as its pair, or wall time not asked for

@@ -203,7 +203,7 @@ def _full_tables(groups, analysis):
         first = entries[0]
         tables.append({"bench": bench, "metric": metric, "anchor": _anchor(bench, metric),
                        "unit": first.get("unit") or "", "kernel": K.kernel_shown(first.get("kernel")),
-                       "better": "higher is better" if first.get("higher_is_better") else "lower is better",
+                       "better": PT.direction_words(first),
                        "rows": rows, "npoints": len(order)})
     return tables
 

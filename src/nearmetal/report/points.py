@@ -225,3 +225,13 @@ def row_noise(p, noise_index):
         return noise_text(noise_index[k])
     s = p.get("stats") or {}
     return f"±{s['cv'] * 100:.1f}%" if F.is_num(s.get("cv")) else "—"
+
+
+def direction_words(p):
+    """'lower is better', 'higher is better', or, for a count or a check value (no cost:
+    analysis.answers.is_cost), what it is."""
+    from ..analysis.answers import is_cost
+
+    if not is_cost(p):
+        return "a count or check value, not a cost"
+    return "higher is better" if p.get("higher_is_better") else "lower is better"

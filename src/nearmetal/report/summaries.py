@@ -4,6 +4,7 @@ prints them."""
 from collections import defaultdict
 
 from ..analysis.answer_text import variant_names
+from ..analysis.answers import is_cost
 from . import formatting as F
 from . import method_words as MW
 from . import points as PT
@@ -47,7 +48,9 @@ def variant_summaries(analysis):
     order = PT.variant_order(analysis)
     for vid in sorted(PT.variants_of(analysis), key=order.get):
         entries = by_variant.get(vid, [])
-        compared = [p for p in entries if PT.comparison(p) and (p.get("benchmark"), p.get("metric")) not in aside_why]
+        # no count (bytes, files) nor a kernel's check value (a checksum): not costs, not answers
+        compared = [p for p in entries if PT.comparison(p) and is_cost(p)
+                    and (p.get("benchmark"), p.get("metric")) not in aside_why]
         aside = [p for p in entries if PT.comparison(p) and (p.get("benchmark"), p.get("metric")) in aside_why]
         counts = {v: 0 for v in PT.VERDICTS}
         worst = best = noisiest = None

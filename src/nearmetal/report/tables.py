@@ -71,7 +71,7 @@ def render_markdown(analysis):
             out += [f"## {_md(bench)}", ""]
         first_e = entries[0]
         unit = first_e.get("unit") or ""
-        better = "higher is better" if first_e.get("higher_is_better") else "lower is better"
+        better = PT.direction_words(first_e)
         out += [f"### {_md(bench)} · {_md(metric)}" + (f" ({_md(unit)})" if unit else "") + f", {better}", ""]
         out.append(f"| point | ranks×threads | variant | n | median | p5–p95 | {MW.ratio_column(analysis)} "
                    "| overhead | verdict "

@@ -89,7 +89,7 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
         unit = first.get("unit") or ""
         head = f"{bench}" + (f" · {metric}" if metric != bench else "") + (f" ({unit})" if unit else "")
         kern = K.kernel_shown(first.get("kernel"))
-        sub = ("higher is better" if first.get("higher_is_better") else "lower is better")
+        sub = PT.direction_words(first)
         if kern and kern != bench:
             sub = f"kernel {kern}, " + sub
         if not multi_pl and first.get("ranks"):
