@@ -187,7 +187,8 @@ def import_image(source, name, fmt=("dir",), progress=True, limits: Limits | Non
 
     limits = limits or Limits()
     if not name or not NAME_RE.match(name):
-        raise NearmetalError(f"--name {name!r:.60}: lowercase letters, digits, '.', '_' and '-' (an image needs a name)")
+        raise NearmetalError(f"--name {name!r:.60}: an image's name is lowercase letters, digits, '.', '_' and '-', "
+                             "starting with a letter or digit, at most 100")
     source = Path(source).expanduser().resolve()
     kind = kind_of(source)
     unknown = [f for f in fmt if f not in formats.names()]
