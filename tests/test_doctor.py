@@ -61,6 +61,13 @@ def test_doctor_image_bind_verdicts(schema, default_image, bullseye_image):
     info = [p for p in old["programs"] if p["path"].endswith("/nm-mpi-info")][0]
     mpich = [b for b in info["bind"] if b["host_mpi"] == "mpich"][0]
     assert not mpich["possible"] and "GLIBC" in mpich["reason"]
+    # in words: no host MPI binds there, so the other --mpi is not offered as a way out (a new user
+    # read "use --mpi mpich" right above "no bind with host mpich: ... needs GLIBC_2.36")
+    words = " ".join(nearmetal("doctor", "--image", bullseye_image.name, env={"COLUMNS": "400"}).stdout.split())
+    assert "no host MPI binds into this image: --mode hybrid runs the image's own MPI" in words
+    assert "use --mpi mpich" not in words
+    words = " ".join(nearmetal("doctor", "--image", default_image.name, env={"COLUMNS": "400"}).stdout.split())
+    assert "use --mpi mpich or --mode hybrid" in words and "no host MPI binds into this image" not in words
 
 
 def test_doctor_lists_every_mpi_linked_program_of_an_image(schema, default_image):

@@ -270,10 +270,16 @@ def render(report, console):
             console.print(f"  MPI {m['family']} {m['version'] or '?'}  {m['library'] or ''}", highlight=False)
         for p in img["programs"]:
             _render_program(p, console)
+            none_binds = bool(p["bind"]) and not any(b["possible"] for b in p["bind"])
             for b in p["bind"]:
                 mark = "[green]bind ok[/]" if b["possible"] else "[red]no bind[/]"
                 reason = b["reason"].replace("bind mode refused: ", "")
+                if none_binds:  # another --mpi is no way out when it cannot bind either
+                    reason = reason.split("; use --mpi ")[0]
                 console.print(f"    {mark} with host {b['host_mpi']}: {reason}", highlight=False)
+            if none_binds:
+                console.print("    no host MPI binds into this image: --mode hybrid runs the image's own MPI",
+                              highlight=False)
     for p in report.get("programs", []):  # host programs (--program without --image)
         if p is report["programs"][0]:
             console.print("\n[bold]Programs[/] (host)", highlight=False)
