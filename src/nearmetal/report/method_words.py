@@ -5,9 +5,9 @@ level_words) and the one noise figure (the baseline's coefficient of variation).
 from ..analysis.answer_text import level_words
 from ..analysis.trimmed import TRIM
 
-# per row: over the blocks that row's verdict used (a variant decided at an earlier look used fewer),
+# per row: over the blocks that row was decided on (a variant decided at an earlier look used fewer),
 # so one baseline's noise may differ from row to row
-NOISE = "noise = the baseline's run-to-run coefficient of variation (std / mean) in the blocks the row's verdict used"
+NOISE = "noise = the baseline's run-to-run coefficient of variation (std / mean) in the blocks the row was decided on"
 
 
 def level_short(analysis):
