@@ -169,7 +169,9 @@ def test_an_interrupted_trace_says_what_it_kept_and_leaves_no_process(tmp_path, 
     proc = subprocess.Popen([str(NEARMETAL), "trace", "-n", "2", "--mpi", "openmpi", "--out", str(out), "--",
                              "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while sum("sleep 60" in c for c in descendants(proc.pid).values()) < 2 and time.monotonic() < deadline:
+    # the ranks themselves (argv "sleep 60"), not nm-supervise or the launcher, whose argv hold those words
+    while sum(c.split()[:2] in (["sleep", "60"], ["/usr/bin/sleep", "60"]) for c in descendants(proc.pid).values()) < 2 \
+            and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
