@@ -201,7 +201,7 @@ def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path):
     new or rewritten ones, leaves them all in DIR, and words its remedy as --mpi."""
     from types import SimpleNamespace
 
-    from nearmetal.evidence.run_dir import listing, lone_start
+    from nearmetal.evidence.run_dir import listing, lone_start, written
 
     plan = SimpleNamespace(components=[SimpleNamespace(ranks=2, installation={"family": "mpich"})])
     alone = json.dumps({"mpi_size": 1, "mpi_rank": 0, "exe": "/opt/app"})
@@ -209,14 +209,15 @@ def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path):
         (tmp_path / f"ev-h-{pid}.json").write_text(alone)
     before = listing(tmp_path)
     assert sorted(before) == ["ev-h-11.json", "ev-h-12.json"]
-    assert lone_start(tmp_path, before, plan) is None  # nothing new: the old files are not this launch's
+    # nothing new: the old files are not this launch's
+    assert lone_start(tmp_path, written(tmp_path, before), plan) is None
     for pid in (21, 22):  # this launch: one 2-rank job
         (tmp_path / f"ev-h-{pid}.json").write_text(json.dumps({"mpi_size": 2, "mpi_rank": pid - 21}))
-    assert lone_start(tmp_path, before, plan) is None
+    assert lone_start(tmp_path, written(tmp_path, before), plan) is None
     before = listing(tmp_path)
     for pid in (31, 32):
         (tmp_path / f"ev-h-{pid}.json").write_text(alone)
-    why = lone_start(tmp_path, before, plan)
+    why = lone_start(tmp_path, written(tmp_path, before), plan)
     assert why.startswith("nearmetal: the run exited 0 but is not one MPI job: 2 processes (/opt/app)"), why
     assert "run it with --mpi naming the MPI it links, or rebuild it against mpich" in why, why
     assert len(list(tmp_path.glob("ev-*.json"))) == 6  # the user's directory keeps every file
@@ -225,5 +226,5 @@ def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path):
     (tmp_path / "ev-h-12.json").write_text(alone)
     later = before["ev-h-12.json"][0] + 10**9  # a clock tick may be coarser than the test is quick
     os.utime(tmp_path / "ev-h-12.json", ns=(later, later))
-    assert lone_start(tmp_path, before, plan)
+    assert lone_start(tmp_path, written(tmp_path, before), plan)
     assert listing(tmp_path / "missing") == {}

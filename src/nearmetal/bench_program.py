@@ -55,16 +55,16 @@ def bench_command(args):
         except ValueError as e:
             raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
-    if args.evidence and getattr(args, "no_evidence", False):
+    if args.evidence and args.no_evidence:
         raise NearmetalError("--evidence DIR and --no-evidence contradict each other: drop one")
-    if args.evidence or getattr(args, "no_evidence", False):
+    if args.evidence or args.no_evidence:
         return _launch(args, bench)
     # as a study's runs: the ranks' evidence, read to tell one MPI job from N jobs of one rank each
     import shutil
 
     from .evidence.collect import staging
 
-    args.evidence = "/tmp/nearmetal-evidence-DIR" if args.dry_run else staging(other_account=bool(getattr(args, "user", None)))
+    args.evidence = staging(other_account=bool(args.user), dry=args.dry_run)
     try:
         return _launch(args, bench)
     finally:

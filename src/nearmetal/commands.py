@@ -45,12 +45,14 @@ def _rank_env(args):
 
 
 def evidence_before(args):
-    """Under --evidence, the evidence files DIR holds before the launch (run_dir.listing); else None."""
+    """Under --evidence, (DIR, the evidence files it holds before the launch: run_dir.listing);
+    else None."""
     if not getattr(args, "evidence", None):
         return None
     from .evidence.run_dir import checked_dir, listing
 
-    return listing(checked_dir(args.evidence, args.mode))
+    where = checked_dir(args.evidence, args.mode)
+    return where, listing(where)
 
 
 def refuse_lone_start(args, before, p):
@@ -58,13 +60,14 @@ def refuse_lone_start(args, before, p):
     script starting a program of the other MPI) fails, its one-rank numbers not printed."""
     if before is None:
         return
-    from .evidence.run_dir import checked_dir, lone_start, written
+    from .evidence.run_dir import lone_start, written
 
-    where = checked_dir(args.evidence, args.mode)
-    why = lone_start(where, before, p)
+    where, listed = before
+    new = written(where, listed)
+    why = lone_start(where, new, p)
     if why:
         raise NearmetalError(why.removeprefix("nearmetal: "))
-    if sum(c.ranks for c in p.components) > 1 and not written(where, before):
+    if sum(c.ranks for c in p.components) > 1 and not new:
         print(f"nearmetal {args.command}: note: no rank wrote its evidence (a program linked statically, or ranks "
               "on nodes that do not share /tmp), so whether the launch was one MPI job was not checked",
               file=sys.stderr)

@@ -229,8 +229,8 @@ def _image_family(image, host):
     the same choice as natively where the image holds both."""
     from .families import names
 
-    mpis, found = getattr(image, "mpis", None) or (), host.installations()
-    return next((fam for fam in names() if fam in mpis and fam in found), None)
+    found = host.installations()
+    return next((fam for fam in names() if fam in image.mpis and fam in found), None)
 
 
 def _default_family(req, host):

@@ -21,9 +21,15 @@ FIELDS = ("rank", "pid", "host", "cpus_allowed", "cpu_start", "cpu_end", "migrat
 MAX_FILE = 1 << 20  # a rank's file is a few kB; more is not ours
 
 
-def staging(other_account=False):
+DRY_STAGE = "/tmp/nearmetal-evidence-DIR"  # what a dry run names: nothing is created
+
+
+def staging(other_account=False, dry=False):
     """A fresh directory for the ranks' files beside the placed library (/tmp/nearmetal-UID,
-    0711: not listable); writable by any account when the ranks run as another one."""
+    0711: not listable); writable by any account when the ranks run as another one. dry:
+    DRY_STAGE, created nowhere."""
+    if dry:
+        return DRY_STAGE
     from .build import library
 
     stage = tempfile.mkdtemp(prefix="evidence-", dir=os.path.dirname(library()))

@@ -44,26 +44,22 @@ def listing(path):
     """{name: (mtime_ns, inode)} of the evidence files in DIR before a launch: what it did not write."""
     try:
         with os.scandir(path) as entries:
-            return {e.name: _stamp(e.stat(follow_symlinks=False)) for e in entries if e.name.startswith("ev-")}
+            return {e.name: (e.stat(follow_symlinks=False).st_mtime_ns, e.inode())
+                    for e in entries if e.name.startswith("ev-")}
     except OSError:
         return {}
 
 
-def _stamp(st):
-    return st.st_mtime_ns, st.st_ino
-
-
-def lone_start(path, before, launch_plan):
-    """Why the launch that wrote DIR's new files (those not in `before`, or changed since) is no
-    MPI job, or None (keep.lone_start); the files stay in DIR for the user."""
+def lone_start(path, names, launch_plan):
+    """Why the launch that wrote DIR's files `names` (written()) is no MPI job, or None
+    (keep.lone_start); the files stay in DIR for the user."""
     from .collect import read_files
     from .keep import lone_start as why
     from .lone import COMMAND_FIX
 
-    new = written(path, before)
-    if not new:
+    if not names:
         return None
-    return why(read_files(path, remove=False, names=new), launch_plan, COMMAND_FIX)
+    return why(read_files(path, remove=False, names=names), launch_plan, COMMAND_FIX)
 
 
 def written(path, before):

@@ -32,7 +32,6 @@ def analyses(store, study_name, study_id, n_boot=2000):
     the same whatever explain ran; the second has every block, where each ablation ran beside
     its slow variant and baseline (the same dict where explain ran nothing)."""
     from ..analysis.analyze import analyze
-
     from ..study.plan.sequential import closed_at
 
     ablations = (stored_plan(store, study_id) or {}).get("ablations") or []

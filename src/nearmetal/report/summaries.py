@@ -48,10 +48,12 @@ def variant_summaries(analysis):
     order = PT.variant_order(analysis)
     for vid in sorted(PT.variants_of(analysis), key=order.get):
         entries = by_variant.get(vid, [])
-        # no count (bytes, files) nor a kernel's check value (a checksum): not costs, not answers
-        compared = [p for p in entries if PT.comparison(p) and is_cost(p)
-                    and (p.get("benchmark"), p.get("metric")) not in aside_why]
-        aside = [p for p in entries if PT.comparison(p) and (p.get("benchmark"), p.get("metric")) in aside_why]
+        compared, aside = [], []
+        for p in filter(PT.comparison, entries):
+            if (p.get("benchmark"), p.get("metric")) in aside_why:
+                aside.append(p)
+            elif is_cost(p):  # no count (bytes, files) nor a kernel's check value (a checksum): not costs
+                compared.append(p)
         counts = {v: 0 for v in PT.VERDICTS}
         worst = best = noisiest = None
         for p in compared:

@@ -53,7 +53,7 @@ def compose(config, cell, placer, store, db_path=None):
     if config.study.evidence:  # first in LD_PRELOAD: the tracer below hooks into it
         from ...evidence import collect, rank_env as with_evidence
 
-        evidence = "/tmp/nearmetal-evidence-DIR" if dry else collect.staging(other_account=bool(variant.get("user")))
+        evidence = collect.staging(other_account=bool(variant.get("user")), dry=dry)
         env = with_evidence(env, evidence, dry=dry)
     if bench.trace_layers() is not None:  # the I/O tracer in the ranks (study/config/traced.py)
         from ..config.traced import staging_env

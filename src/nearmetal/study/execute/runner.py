@@ -211,9 +211,10 @@ def extend(cfg, store, study_id, say=print, started=None):
     runs = store.runs(study_id)
     if any(r["status"] == "planned" for r in runs):
         return 0
-    if closed_at(store, study_id) is not None:  # explain's blocks follow: the study's own are all there are
-        say(f"explain added blocks of its own from block {closed_at(store, study_id)} on: the study's answers stay "
-            f"those of its {closed_at(store, study_id)} blocks, and it is not extended")
+    closed = closed_at(store, study_id)
+    if closed is not None:  # explain's blocks follow: the study's own are all there are
+        say(f"explain added blocks of its own from block {closed} on: the study's answers stay those of its "
+            f"{closed} blocks, and it is not extended")
         return 0
     blocks = blocks_measured(runs)
     looks, _ = looks_of(cfg.study)
