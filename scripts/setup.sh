@@ -88,10 +88,11 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# Reinstall only when pyproject.toml changed or the test extra is wanted and not yet in: the
-# venv keeps the hash it was installed from, followed by " test" when the extra came with it.
+# Reinstall only when pyproject.toml or the entry script (copied into .venv/bin, not linked)
+# changed, or the test extra is wanted and not yet in: the venv keeps the hash it was
+# installed from, followed by " test" when the extra came with it.
 stamp=.venv/.nearmetal-pyproject
-hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+hash=$(cat pyproject.toml bin/nearmetal | sha256sum | cut -d' ' -f1)
 have=$(cat "$stamp" 2>/dev/null || true)
 if [ "$WITH_TEST" -eq 1 ]; then spec=".[test]"; want="$hash test"; else spec="."; want="$hash"; fi
 if { [ "$have" != "$want" ] && [ "$have" != "$hash test" ]; } || ! .venv/bin/python -c "import nearmetal" 2>/dev/null; then

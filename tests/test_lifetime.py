@@ -200,6 +200,21 @@ def test_sigterm_of_a_study_is_an_interrupt(tmp_path, host_mpis):
     assert "Traceback" not in err
 
 
+def test_an_interrupt_while_nearmetal_is_imported_is_one_line():
+    """A ^C while Python still imports nearmetal reaches the entry script, before main()'s
+    handler: one line and 130, not a KeyboardInterrupt traceback. The installed script runs with
+    its import of nearmetal.cli interrupted (the seam: a real ^C lands there only by chance)."""
+    seam = ("import sys\n"
+            "class Interrupt:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'nearmetal.cli':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, Interrupt())\n")
+    out = subprocess.run([sys.executable, "-c", seam + NEARMETAL.read_text()], capture_output=True, text=True,
+                         timeout=30)
+    assert (out.returncode, out.stderr) == (130, "nearmetal: interrupted\n"), out
+
+
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_killed_run_takes_its_job_along(host_mpis, mpi):
     """`run` execs into nm-supervise: the PID a user or a batch system kills is the job's."""
