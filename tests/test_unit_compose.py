@@ -165,9 +165,10 @@ CH_ENV = {"USER": "tester"}  # ch-run refuses to start without $USER
 OMPI = "/opt/nearmetal/openmpi/bin/nm-mpi-info"
 MPICH = "/opt/nearmetal/mpich/bin/nm-mpi-info"
 # The families' cross-namespace environment (families/*.py): MPICH's UCX in any container,
-# plus UCX_TLS when ranks are in separate namespaces (a container per rank under Slurm);
+# plus UCX_TLS when ranks are in separate namespaces (a container per rank under Slurm;
+# shlex.join quotes its caret);
 # Open MPI's vader BTL without CMA in separate namespaces only.
-UCX_LINK, UCX_TLS = "UCX_POSIX_USE_PROC_LINK=n", "UCX_TLS=posix,sysv,self,rc,ud,dc"
+UCX_LINK, UCX_TLS = "UCX_POSIX_USE_PROC_LINK=n", "UCX_TLS=^cma,tcp"
 VADER = "OMPI_MCA_btl_vader_single_copy_mechanism=none"
 # Apptainer: one `apptainer exec` per rank, /tmp and /dev/shm bound; the ranks' variables go in as
 # APPTAINERENV_* set by the launcher per rank (an --env value would be split at commas). As a
@@ -255,24 +256,24 @@ MATRIX = {
         ("/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 /usr/bin/prog -x 1", {"OMP_NUM_THREADS": "1"}),
     ("slurm", "mpich", "hybrid", "charliecloud"):
         ("/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 /usr/bin/ch-run --set-env=OMP_NUM_THREADS=1 "
-         f"--set-env={UCX_LINK} --set-env={UCX_TLS} /img/nm-test/rootfs -- {MPICH}", CH_ENV),
+         f"--set-env={UCX_LINK} '--set-env={UCX_TLS}' /img/nm-test/rootfs -- {MPICH}", CH_ENV),
     ("slurm", "mpich", "hybrid", "bwrap"):
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {BWRAP} --setenv OMP_NUM_THREADS 1 "
-         f"--setenv UCX_POSIX_USE_PROC_LINK n --setenv UCX_TLS posix,sysv,self,rc,ud,dc -- {MPICH}", {}),
+         f"--setenv UCX_POSIX_USE_PROC_LINK n --setenv UCX_TLS '^cma,tcp' -- {MPICH}", {}),
     ("slurm", "mpich", "hybrid", "podman"):
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {PODMAN} -e OMP_NUM_THREADS=1 -e {UCX_LINK} "
-         f"-e {UCX_TLS} localhost/nearmetal-nm-test:latest {MPICH}", PODMAN_ENV),
+         f"-e '{UCX_TLS}' localhost/nearmetal-nm-test:latest {MPICH}", PODMAN_ENV),
     ("slurm", "mpich", "bind", "charliecloud"):
         ("/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 /usr/bin/ch-run --bind=/stage/mpich-k:/nm/host-mpi "
          f"--set-env=LD_LIBRARY_PATH=/nm/host-mpi/lib --set-env=OMP_NUM_THREADS=1 --set-env={UCX_LINK} "
-         f"--set-env={UCX_TLS} /img/nm-test/rootfs -- {MPICH}", CH_ENV),
+         f"'--set-env={UCX_TLS}' /img/nm-test/rootfs -- {MPICH}", CH_ENV),
     ("slurm", "mpich", "bind", "bwrap"):
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {BWRAP} --ro-bind /stage/mpich-k /nm/host-mpi "
          "--setenv LD_LIBRARY_PATH /nm/host-mpi/lib --setenv OMP_NUM_THREADS 1 --setenv UCX_POSIX_USE_PROC_LINK n "
-         f"--setenv UCX_TLS posix,sysv,self,rc,ud,dc -- {MPICH}", {}),
+         f"--setenv UCX_TLS '^cma,tcp' -- {MPICH}", {}),
     ("slurm", "mpich", "bind", "podman"):
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {PODMAN} -v /stage/mpich-k:/nm/host-mpi:ro "
-         f"-e LD_LIBRARY_PATH=/nm/host-mpi/lib -e OMP_NUM_THREADS=1 -e {UCX_LINK} -e {UCX_TLS} "
+         f"-e LD_LIBRARY_PATH=/nm/host-mpi/lib -e OMP_NUM_THREADS=1 -e {UCX_LINK} -e '{UCX_TLS}' "
          f"localhost/nearmetal-nm-test:latest {MPICH}", PODMAN_ENV),
     # --- apptainer
     ("local", "openmpi", "hybrid", "apptainer"):
@@ -283,10 +284,10 @@ MATRIX = {
          f"-x {A_VADER}=none {APPT} --bind /stage/openmpi-k:/nm/host-mpi:ro /img/nm-test/rootfs {OMPI}", {}),
     ("local", "mpich", "hybrid", "apptainer"):
         (f"/usr/bin/mpiexec.hydra -n 2 -genv APPTAINERENV_OMP_NUM_THREADS 1 -genv {A_UCX_LINK} n "
-         f"-genv {A_UCX_TLS} posix,sysv,self,rc,ud,dc {APPT} /img/nm-test/rootfs {MPICH}", {}),
+         f"-genv {A_UCX_TLS} '^cma,tcp' {APPT} /img/nm-test/rootfs {MPICH}", {}),
     ("local", "mpich", "bind", "apptainer"):
         (f"/usr/bin/mpiexec.hydra -n 2 -genv {A_LDP} /nm/host-mpi/lib -genv APPTAINERENV_OMP_NUM_THREADS 1 "
-         f"-genv {A_UCX_LINK} n -genv {A_UCX_TLS} posix,sysv,self,rc,ud,dc "
+         f"-genv {A_UCX_LINK} n -genv {A_UCX_TLS} '^cma,tcp' "
          f"{APPT} --bind /stage/mpich-k:/nm/host-mpi:ro /img/nm-test/rootfs {MPICH}", {}),
     ("slurm", "openmpi", "hybrid", "apptainer"):
         (f"/usr/bin/srun --mpi=pmix --kill-on-bad-exit=1 -n 2 {APPT} /img/nm-test/rootfs {OMPI}",
@@ -297,12 +298,12 @@ MATRIX = {
          {A_LDP: "/nm/host-mpi/lib", "APPTAINERENV_OMP_NUM_THREADS": "1", A_VADER: "none"}),
     ("slurm", "mpich", "hybrid", "apptainer"):
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {APPT} /img/nm-test/rootfs {MPICH}",
-         {"APPTAINERENV_OMP_NUM_THREADS": "1", A_UCX_LINK: "n", A_UCX_TLS: "posix,sysv,self,rc,ud,dc"}),
+         {"APPTAINERENV_OMP_NUM_THREADS": "1", A_UCX_LINK: "n", A_UCX_TLS: "^cma,tcp"}),
     ("slurm", "mpich", "bind", "apptainer"):
         (f"/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 2 {APPT} --bind /stage/mpich-k:/nm/host-mpi:ro "
          f"/img/nm-test/rootfs {MPICH}",
          {A_LDP: "/nm/host-mpi/lib", "APPTAINERENV_OMP_NUM_THREADS": "1", A_UCX_LINK: "n",
-          A_UCX_TLS: "posix,sysv,self,rc,ud,dc"}),
+          A_UCX_TLS: "^cma,tcp"}),
 }
 
 
@@ -341,13 +342,13 @@ def test_mpmd_hydra_three_components_each_with_its_own_env(machine):
                               req("native", ranks=1, env={"B": "2"}),
                               req("bind", ranks=1, runtime="bwrap", threads=2))
     assert argv == expand(
-        f"/usr/bin/mpiexec.hydra -pmi-port -n 2 {PODMAN} -e OMP_NUM_THREADS=1 -e {UCX_LINK} -e {UCX_TLS} -e A=1 "
+        f"/usr/bin/mpiexec.hydra -pmi-port -n 2 {PODMAN} -e OMP_NUM_THREADS=1 -e {UCX_LINK} -e '{UCX_TLS}' -e A=1 "
         f"localhost/nearmetal-nm-test:latest {MPICH} "
-        ": -n 1 -env OMP_NUM_THREADS 1 -env UCX_POSIX_USE_PROC_LINK n -env UCX_TLS posix,sysv,self,rc,ud,dc "
+        ": -n 1 -env OMP_NUM_THREADS 1 -env UCX_POSIX_USE_PROC_LINK n -env UCX_TLS '^cma,tcp' "
         "-env B 2 /usr/bin/prog -x 1 "
         f": -n 1 {BWRAP} --ro-bind /stage/mpich-k /nm/host-mpi --setenv LD_LIBRARY_PATH /nm/host-mpi/lib "
         "--setenv OMP_NUM_THREADS 2 --setenv OMP_WAIT_POLICY passive --setenv UCX_POSIX_USE_PROC_LINK n "
-        f"--setenv UCX_TLS posix,sysv,self,rc,ud,dc -- {MPICH}", machine)
+        f"--setenv UCX_TLS '^cma,tcp' -- {MPICH}", machine)
     assert env == expand_env(PODMAN_ENV, machine)
     assert notes == ["hybrid: container mpich", "bind: host mpich", "MPMD: 3 components, 4 ranks in one MPI_COMM_WORLD"]
 
@@ -389,9 +390,9 @@ def test_mpmd_srun_heterogeneous_step(machine):
     assert argv == ("/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 1 /usr/bin/prog -x 1 "
                     ": -n 2 /usr/bin/ch-run --bind=/stage/mpich-k:/nm/host-mpi "
                     f"--set-env=LD_LIBRARY_PATH=/nm/host-mpi/lib --set-env=OMP_NUM_THREADS=1 --set-env={UCX_LINK} "
-                    f"--set-env={UCX_TLS} /img/nm-test/rootfs -- {MPICH}")
+                    f"'--set-env={UCX_TLS}' /img/nm-test/rootfs -- {MPICH}")
     assert env == {"USER": "tester", "OMP_NUM_THREADS": "1", "UCX_POSIX_USE_PROC_LINK": "n",
-                   "UCX_TLS": "posix,sysv,self,rc,ud,dc"}
+                   "UCX_TLS": "^cma,tcp"}
     assert notes[0] == "bind: host mpich" and notes[-1] == "MPMD: 2 components, 3 ranks in one MPI_COMM_WORLD"
     assert len(notes) == 3 and notes[1].startswith("charliecloud: /nm/host-mpi bound read-write"), notes
 
@@ -489,7 +490,7 @@ def test_threads_in_a_container_are_set_inside():
     ("mpich", "local", "/usr/bin/mpiexec.hydra -n 4 -ppn 2 /usr/bin/ch-run --join-ct=2 --join-tag=nmT "
                        f"--set-env=OMP_NUM_THREADS=1 --set-env={UCX_LINK} /img/nm-test/rootfs -- {MPICH}"),
     ("mpich", "slurm", "/usr/bin/srun --mpi=pmi2 --kill-on-bad-exit=1 -n 4 --ntasks-per-node=2 /usr/bin/ch-run "
-                       f"--set-env=OMP_NUM_THREADS=1 --set-env={UCX_LINK} --set-env={UCX_TLS} "
+                       f"--set-env=OMP_NUM_THREADS=1 --set-env={UCX_LINK} '--set-env={UCX_TLS}' "
                        f"/img/nm-test/rootfs -- {MPICH}"),
 ])
 def test_ranks_per_node(family, scheduler, expected):
@@ -594,7 +595,7 @@ def test_runtime_args_go_just_before_the_image(machine):
     ("mpich", False, False, {}),
     ("mpich", False, True, {}),
     ("mpich", True, False, {"UCX_POSIX_USE_PROC_LINK": "n"}),
-    ("mpich", True, True, {"UCX_POSIX_USE_PROC_LINK": "n", "UCX_TLS": "posix,sysv,self,rc,ud,dc"}),
+    ("mpich", True, True, {"UCX_POSIX_USE_PROC_LINK": "n", "UCX_TLS": "^cma,tcp"}),
 ])
 def test_cross_namespace_env_of_the_families(family, containers, separate, expected):
     from nearmetal.families import get

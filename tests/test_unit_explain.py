@@ -69,6 +69,18 @@ def test_transport_excluding_vader_by_caret_counts_but_a_shm_list_does_not():
                                        env={"OMPI_MCA_btl": "self,vader,tcp"}), base)
 
 
+def test_transport_reads_ucx_exclusions_by_name():
+    """^sm or ^posix,sysv leave UCX's shared memory out; ^cma,tcp (what nearmetal sets for MPICH
+    between namespaces) keeps it, and is no cause; a list without a shared-memory name is one."""
+    base = ev({**NATIVE_OMPI, "mpi": "mpich"})
+    for value, cause in (("^sm", True), ("^posix,sysv", True), ("^mm", True), ("^cma,tcp", False),
+                         ("^tcp", False), ("tcp,self", True), ("posix,self", False), ("all", False)):
+        slow = ev({**NATIVE_OMPI, "mpi": "mpich", "env": {"UCX_TLS": value}}, env={"UCX_TLS": value})
+        assert bool(examine("transport", slow, base)) is cause, value
+    smcuda = ev({**NATIVE_OMPI, "env": {"OMPI_MCA_btl": "^smcuda"}}, env={"OMPI_MCA_btl": "^smcuda"})
+    assert not examine("transport", smcuda, ev(NATIVE_OMPI))  # not "sm" by substring
+
+
 def test_transport_cma_off_is_a_weaker_cause():
     key = "OMPI_MCA_btl_vader_single_copy_mechanism"
     [c] = examine("transport", ev({**NATIVE_OMPI, "env": {key: "none"}}, env={key: "none"}), ev(NATIVE_OMPI))

@@ -286,7 +286,7 @@ def test_dummy_runtime_composes_a_launch(dummy_runtime):
     assert shlex.split(argv) == ["/usr/bin/srun", "--mpi=pmi2", "--kill-on-bad-exit=1", "-n", "2",
                                  "/opt/dummy/bin/dummy-run", "--image", "nm-test", "LD_LIBRARY_PATH=/nm/host-mpi/lib",
                                  "OMP_NUM_THREADS=1", "UCX_POSIX_USE_PROC_LINK=n",
-                                 "UCX_TLS=posix,sysv,self,rc,ud,dc", "--", "/opt/nearmetal/mpich/bin/nm-mpi-info"]
+                                 "UCX_TLS=^cma,tcp", "--", "/opt/nearmetal/mpich/bin/nm-mpi-info"]
 
 
 # -- a scheduler and a launcher registered from a test -------------------------------------------------
@@ -317,7 +317,7 @@ def test_dummy_scheduler_with_its_own_launcher():
         assert (argv, env) == ("flux run -n 2 /usr/bin/prog -x 1", {"FLUX_OMP_NUM_THREADS": "1"})
         argv, _, _ = launch(req("hybrid", mpi="mpich", scheduler="flux"))  # a container per rank: no --join
         assert argv.startswith("flux run -n 2 /usr/bin/ch-run --set-env=OMP_NUM_THREADS=1 "
-                               "--set-env=UCX_POSIX_USE_PROC_LINK=n --set-env=UCX_TLS=")
+                               "--set-env=UCX_POSIX_USE_PROC_LINK=n '--set-env=UCX_TLS=")
         with pytest.raises(NearmetalError) as e:
             launch(req("native", mpi="mpich", scheduler="flux", ranks=1), req("native", ranks=1))
         assert str(e.value) == "the flux launcher cannot start MPMD jobs"

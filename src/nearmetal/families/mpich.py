@@ -63,7 +63,9 @@ class Mpich(MpiFamily):
         env = {"UCX_POSIX_USE_PROC_LINK": "n"}
         if separate_namespaces:
             # ...and single-copy via process_vm_readv (CMA) is not permitted across them;
-            # TCP between namespaces hung intermittently here. Shared memory by named
-            # segments, plus the InfiniBand transports for multi-node clusters.
-            env["UCX_TLS"] = "posix,sysv,self,rc,ud,dc"
+            # TCP between namespaces hung intermittently here. Every other transport: shared
+            # memory by named segments, and InfiniBand (or CUDA) where the host has it. Said as
+            # exclusions: a transport named but missing (rc, ud, dc without InfiniBand) makes
+            # every rank print a UCX warning.
+            env["UCX_TLS"] = "^cma,tcp"
         return env

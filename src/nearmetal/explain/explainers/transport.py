@@ -10,12 +10,33 @@ from ...networks import is_default
 from . import EXPLAINERS
 from .base import Explainer, replaced, with_env, without_env
 
-_SHM = ("vader", "sm", "shm", "posix", "sysv", "cma", "xpmem", "knem", "smcuda")
+_SHM = ("vader", "sm", "shm", "mm", "posix", "sysv", "cma", "xpmem", "knem", "smcuda")
+
+
+def _names(value):
+    """(an exclusion list?, the transports it names): "^a,b" names what is left out."""
+    value = value.strip()
+    return value.startswith("^"), {n.strip() for n in value.lstrip("^").split(",") if n.strip()}
+
+
+def _btl_leaves_shm_out(value):
+    excluded, names = _names(value)
+    return bool(names & {"vader", "sm"}) if excluded else not names & set(_SHM)
+
+
+def _ucx_leaves_shm_out(value):
+    # UCX's aliases: sm and shm are every shared-memory transport, mm the segment ones. An
+    # exclusion such as ^cma,tcp (nearmetal's own between namespaces) keeps posix and sysv.
+    excluded, names = _names(value)
+    if excluded:
+        return bool(names & {"sm", "shm", "mm"}) or {"posix", "sysv"} <= names
+    return not names & set(_SHM + ("all",))
+
+
 # settings that choose transports: (key, its value leaves shared memory out?)
 _CHOOSERS = {
-    "OMPI_MCA_btl": lambda v: v.startswith("^") and any(s in v for s in ("vader", "sm")) or (
-        not v.startswith("^") and not any(s in v.split(",") for s in _SHM)),
-    "UCX_TLS": lambda v: not any(s in v.replace("^", "").split(",") for s in _SHM + ("all",)) or v.startswith("^"),
+    "OMPI_MCA_btl": _btl_leaves_shm_out,
+    "UCX_TLS": _ucx_leaves_shm_out,
     "MPIR_CVAR_NOLOCAL": lambda v: v.strip().lower() in ("1", "true", "yes"),
     "MPIR_CVAR_CH4_SHM_ENABLE": lambda v: v.strip().lower() in ("0", "false", "no"),
 }
