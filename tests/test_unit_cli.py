@@ -194,7 +194,9 @@ def test_fast_parser_defers_to_argparse(argv):
 def test_defaults_agree():
     fast, slow = fast_parse_run(["p"]), argparse_run(["p"])
     assert_agree(["p"], fast, slow)
-    assert (fast.mode, fast.runtime, fast.ranks, fast.threads, fast.env) == ("native", "charliecloud", 2, 1, [])
+    # no runtime unless given (RunRequest picks the default one for a container mode): a
+    # --runtime given where no container runs is refused, not ignored
+    assert (fast.mode, fast.runtime, fast.ranks, fast.threads, fast.env) == ("native", None, 2, 1, [])
 
 
 # -- found by this generator (src/nearmetal/cli.py, fast_parse_run) ------------------------------
@@ -231,3 +233,30 @@ def test_report_and_explain_find_a_named_study_where_study_put_it(tmp_path, monk
                                    "puts the quickstart): name one with --db")
     with pytest.raises(NearmetalError, match="study name '../x'"):
         _study_db(None, "../x")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "--runtime", "apptainer", "--", "prog"],
+     "nearmetal run: error: --runtime apptainer would be ignored: native mode runs no container; add --mode hybrid "
+     "or --mode bind"),
+    (["run", "--mode", "native", "--image", "img", "--runtime=podman", "prog"],
+     "error: --runtime podman and --image img would be ignored: native mode runs no container"),
+    (["run", "--", "a", ":", "--image", "x", "--", "b"], "error: MPMD component 2: --image x would be ignored"),
+    (["run", "--nodes", "2", "--", "prog"],
+     "nearmetal run: error: --nodes is a batch scheduler's option, and this run's scheduler (local) would ignore "
+     "it: add --scheduler slurm, or leave --nodes out"),
+    (["bench", "latency", "--runtime", "podman"], "nearmetal bench: error: --runtime podman would be ignored"),
+    (["bench", "--command", "--export", "NONE", "--", "true"], "nearmetal bench: error: --export is a batch"),
+    (["run", "--", "a", ":", "--mpi", "mpich", "--", "b"],
+     "nearmetal run (MPMD component): error: unrecognized arguments: --mpi (see nearmetal run --help; a "
+     "component takes -n, --mode, --runtime, --image, --threads, --env, --runtime-arg)"),
+])
+def test_options_a_launch_would_ignore_are_refused(argv, said, capsys):
+    """A user who forgets --mode must not read native numbers under a container's name, nor a
+    local run's under a Slurm job's: the option is refused in one line, before anything starts."""
+    try:
+        status = cli.main(argv)
+    except SystemExit as e:  # argparse's own exit (the MPMD component's parser)
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2 and said in err and err.endswith("\n") and len(err.splitlines()) == 1 and "\\n" not in err, err

@@ -285,7 +285,7 @@ def test_slurm_job_time_follows_the_study_timeout():
     assert slurm.options({}, timeout=61) == {"time": "2"}
     assert slurm.options({}, timeout=1) == {"time": "1"}
     assert slurm.options({"time": "5:00", "partition": "debug"}, timeout=600) == {"time": "5:00", "partition": "debug"}
-    assert schedulers.get("local").options({"x": 1}, timeout=5) == {"x": 1}
+    assert schedulers.get("local").options({"partition": "a"}, timeout=5) == {}  # a [slurm] table, run locally
     with pytest.raises(NearmetalError, match="partition"):
         slurm.options({"partition": "a;rm -rf /"})
 

@@ -19,7 +19,7 @@ def launch_params(args, p, req, ranks):
     if req.scheduler != schedulers.DEFAULT:
         params["scheduler"] = req.scheduler
     if in_container(args.mode):
-        params |= {"runtime": args.runtime, "image": resolved.image.name}
+        params |= {"runtime": req.runtime, "image": resolved.image.name}
     return params
 
 

@@ -20,13 +20,17 @@ def cmd_run(args):
         raise NearmetalError("no program given: nearmetal run [OPTIONS] -- PROGRAM [ARGS...]")
     segments = _split_components(command)
     first = segments[0]
-    req = RunRequest(first[0], first[1:], mode=args.mode, runtime=vars(args).get("runtime"), image=args.image,
+    req = RunRequest(first[0], first[1:], mode=args.mode, runtime=args.runtime, image=args.image,
                      mpi=args.mpi, ranks=args.ranks, ranks_per_node=args.ranks_per_node,
                      threads=args.threads, env=dict(args.env), scheduler=getattr(args, "scheduler", None),
                      options=_slurm_options(args), workdir=args.workdir, runtime_args=args.runtime_args,
                      network=getattr(args, "network", None), user=getattr(args, "user", None),
                      gpus=getattr(args, "gpus", None))
     more = [_component_request(seg, req, i) for i, seg in enumerate(segments[1:], start=2)]
+    from .models import in_container
+
+    if not any(in_container(r.mode) for r in [req] + more):  # a component's container may use them
+        refuse_container_options(args.mode, args.runtime, args.image)
     if args.witness:  # every component's ranks preload the witness (witness/)
         from .witness import rank_env
 
@@ -48,8 +52,6 @@ def cmd_run(args):
 
         req, *more = [r.replace(env=with_evidence(r.env, args.evidence, r.mode, args.dry_run)) for r in [req] + more]
     p = plan(req, more)
-    from .models import in_container
-
     if any(in_container(r.mode) for r in [req] + more):
         from .run import unseen_host_files
 
@@ -89,6 +91,18 @@ def _split_components(argv):
     return segments
 
 
+def refuse_container_options(mode, runtime, image, where=""):
+    """--runtime or --image where no container runs would be ignored without a word: a user
+    who forgot --mode would read native numbers under a container's name."""
+    from .models import in_container, names
+
+    given = [f"--{k} {v}" for k, v in (("runtime", runtime), ("image", image)) if v]
+    if given and not in_container(mode):
+        modes = " or ".join(f"--mode {n}" for n in names() if in_container(n))
+        raise NearmetalError(f"{where}{' and '.join(given)} would be ignored: {mode} mode runs no container; "
+                             f"add {modes}")
+
+
 def _component_request(segment, first, index):
     from .cli_parser import component_parser
     from .run import RunRequest
@@ -103,6 +117,7 @@ def _component_request(segment, first, index):
     if not prog:
         raise NearmetalError(f"MPMD component {index}: no program after '--'")
     a = component_parser().parse_args(opts)
+    refuse_container_options(a.mode or first.mode, a.runtime, a.image, f"MPMD component {index}: ")
     return RunRequest(prog[0], prog[1:], mode=a.mode or first.mode, runtime=a.runtime or first.runtime,
                       image=a.image or first.image,
                       mpi=None, ranks=a.ranks, ranks_per_node=None, threads=a.threads or first.threads,
@@ -146,12 +161,6 @@ class _Args:
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
-    def __getattr__(self, name):  # only for what was not given
-        if name == "runtime":  # its default, looked up when read: a native run never imports runtimes/
-            from .runtimes import DEFAULT
-
-            return DEFAULT
-        raise AttributeError(name)
 
 
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
@@ -179,7 +188,7 @@ def _run_choices(key):
 def fast_parse_run(argv):
     """Parse a well-formed `run` command line without argparse; None means "let argparse
     handle it" (help, abbreviations, anything invalid), so messages come from one place."""
-    a = dict(mode="native", image=None, mpi=None, ranks=2, ranks_per_node=None,
+    a = dict(mode="native", runtime=None, image=None, mpi=None, ranks=2, ranks_per_node=None,
              threads=1, env=[], workdir=None, runtime_args=[], dry_run=False, verbose=False, witness=False,
              audit=False, evidence=None, network=None, user=None, gpus=None, program_argv=[], command="run",
              dashes_taken=False)

@@ -19,7 +19,6 @@ from .choices import networks as _networks
 from .choices import report_formats as _report_formats
 from .choices import runtimes as _runtimes
 from .choices import schedulers as _schedulers
-
 from .errors import NearmetalError  # noqa: F401  (re-exported for callers)
 
 
@@ -42,7 +41,8 @@ class _Parser(argparse.ArgumentParser):
         # value quoted in the message may hold a newline: escaped).
         from .study.config.inputs import one_line
 
-        self.exit(2, one_line(f"{self.prog}: error: {message} (see {self.prog} --help)") + "\n")
+        self.exit(2, one_line(f"{self.prog}: error: {message} (see {getattr(self, 'see_help', self.prog + ' --help')})")
+                  + "\n")
 
 
 def _env_pair(text):
@@ -195,8 +195,7 @@ def _add_image(sub):
 def _launch_options(r):
     """Options shared by `run` and `bench`: how ranks are launched."""
     r.add_argument("--mode", choices=_modes(), default=_modes()[0], help=f"MPI model (default: {_modes()[0]})")
-    r.add_argument("--runtime", choices=_runtimes(), default=_runtimes()[0],
-                   help=f"container runtime (default: {_runtimes()[0]})")
+    r.add_argument("--runtime", choices=_runtimes(), help=f"container runtime (default: {_runtimes()[0]})")
     r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
     r.add_argument("--mpi", type=_mpi_spec, metavar="{" + ",".join(_mpis()) + "}[@PREFIX]",
                    help="host MPI family (default: what the program was built with); FAMILY@PREFIX: the "
@@ -379,6 +378,7 @@ def component_parser():
     c.add_argument("--env", action="append", type=_env_pair, default=[])
     c.add_argument("--runtime-arg", dest="runtime_args", action="append", default=[])
     c.add_argument("program_argv", nargs=argparse.REMAINDER)
+    c.see_help = "nearmetal run --help; a component takes " + ", ".join(a.option_strings[0] for a in c._actions[:-1])
     return c
 
 

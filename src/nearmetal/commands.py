@@ -12,8 +12,10 @@ from .models import in_container
 def _planned(args, program, program_args, ranks):
     """(RunRequest, Plan, scheduler) of a bench run: the launch options as `run` reads them."""
     from . import schedulers
+    from .cli import refuse_container_options
     from .run import RunRequest, plan
 
+    refuse_container_options(args.mode, args.runtime, args.image)
     req = RunRequest(program, program_args, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
                      scheduler=args.scheduler, options=_slurm_options(args), workdir=args.workdir,
@@ -396,7 +398,7 @@ def cmd_trace(args):
         return 0
     out = tc.out_dir(args.out)
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
-            "runtime": args.runtime if in_container(args.mode) else None, "mpi": p.components[0].installation["family"],
+            "runtime": req.runtime, "mpi": p.components[0].installation["family"],
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     try:
         outcome = scheduler.run(p, req, [req], timeout=args.timeout)

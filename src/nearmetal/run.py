@@ -187,6 +187,14 @@ def _validate(req, check_paths=True):
 
         raise NearmetalError("runtime arguments need a container mode ("
                              + " or ".join(n for n in names() if in_container(n)) + ")")
+    if req.options:
+        from . import schedulers
+
+        if not schedulers.get(req.scheduler).batch_options:
+            batch = " or ".join(f"--scheduler {n}" for n in schedulers.names() if schedulers.get(n).batch_options)
+            option = next(iter(req.options)).replace("slurm_", "")
+            raise NearmetalError(f"--{option} is a batch scheduler's option, and this run's scheduler ({req.scheduler}) "
+                                 f"would ignore it: add {batch}, or leave --{option} out")
     from . import networks
 
     networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error

@@ -52,6 +52,9 @@ class Scheduler:
     job_is_child = False
     # Places a job's ranks on several nodes (a study's `nodes` dimension beyond 1).
     multi_node = False
+    # Takes a batch system's options (--partition, --nodes, --time, --account, --export):
+    # elsewhere they would be ignored without a word, so `run` and `bench` refuse them.
+    batch_options = False
 
     def launcher(self, family):
         """The launcher backend (launchers/<name>.py) for a family profile's ranks."""
@@ -59,8 +62,9 @@ class Scheduler:
 
     def options(self, options, timeout=None):
         """The scheduler options (partition, time, ...) for one job of a study whose runs
-        have `timeout` seconds; checked, with defaults filled in."""
-        return dict(options)
+        have `timeout` seconds; checked, with defaults filled in (none where it takes none:
+        a study's [slurm] table while it runs locally)."""
+        return dict(options) if self.batch_options else {}
 
     def describe(self, plan, req, components):
         """What --dry-run prints: the launch as this scheduler would submit it."""

@@ -25,6 +25,7 @@ def _inside_allocation():
 class Slurm(Scheduler):
     one_container_per_rank = True
     multi_node = True
+    batch_options = True
 
     def launcher(self, family):
         return "srun"
