@@ -321,7 +321,7 @@ def test_overhead_ci_follows_the_ratio():
     lo, hi = PT.overhead_ci(higher)
     assert lo == pytest.approx((1 / 0.85 - 1) * 100) and hi == pytest.approx((1 / 0.75 - 1) * 100)
     assert PT.overhead_ci(with_overhead({"ratio": 1.0, "ci_low": None, "ci_high": None}, False)) is None
-    assert F.fmt_ratio({"ratio": 1.034, "ci_low": 0.99, "ci_high": 1.071}) == "1.03 [0.99–1.07]"
+    assert F.fmt_ratio({"ratio": 1.034, "ci_low": 0.99, "ci_high": 1.071}) == "1.034 [0.990–1.071]"
 
 
 def test_phase_components_mapping():

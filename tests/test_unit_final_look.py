@@ -233,8 +233,9 @@ def test_the_tables_and_the_matrix_say_a_final_looks_own_level():
     from nearmetal.report.matrix import _cell
 
     c = {"ratio": 1.15, "ci_low": 1.001, "ci_high": 1.33, "ci_level": 1 - 2 * 0.02561, "final": True}
-    assert fmt_ratio(c) == "1.15 [1.00–1.33]"  # the study's level: the column header says it
-    assert fmt_ratio(dict(c, own_level=True)) == "1.15 [1.00–1.33] (94.9%)"
+    # the matrix's digits: a lower end of 1.001 is not printed as 1.00, which reads as "not slower"
+    assert fmt_ratio(c) == "1.150 [1.001–1.330]"  # the study's level: the column header says it
+    assert fmt_ratio(dict(c, own_level=True)) == "1.150 [1.001–1.330] (94.9%)"
     answer = {"verdict": "equivalent", "cost_ratio": 0.967, "ci_low": 0.924, "ci_high": 1.011, "ci_level": 0.94878}
     assert "94.88% interval" in _cell(answer, "98.25%")["title"]
     assert "98.25% interval" in _cell(dict(answer, ci_level=None), "98.25%")["title"]

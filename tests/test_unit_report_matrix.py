@@ -47,7 +47,7 @@ def test_the_summary_counts_the_variants_and_names_the_largest_difference():
     summary = M.build(data)["summary"]
     assert 2 <= len(summary) <= 4
     assert summary[0] == ("2 variants × 2 benchmarks compared with their baseline at a margin of ±3%: "
-                          "1 equivalent on every benchmark, 1 slower on at least one.")
+                          "1 equivalent on every benchmark; 1 slower on at least one.")
     assert re.fullmatch(r"The largest difference: Hybrid mode on Charliecloud \(Open MPI\) is slower on bandwidth, "
                         r"cost ratio 1\.2\d\d \[1\.2\d\d–1\.2\d\d\]\.", summary[1])
 
@@ -58,7 +58,7 @@ def test_an_undecided_cell_reads_undecided_and_is_counted():
     (cell,) = m["rows"][0]["cells"]
     assert data["answers"]["by_benchmark"][0]["verdict"] == "inconclusive"
     assert (cell["word"], cell["mark"]) == ("undecided", "?")
-    assert m["summary"][0].endswith(": 1 undecided on at least one (none slower or faster).")
+    assert m["summary"][0].endswith(": 1 undecided on at least one and neither slower nor faster on any.")
     assert m["summary"][1:] == ["1 of 1 cell is undecided (?): the detail below says why for each."]
 
 
@@ -152,3 +152,15 @@ def test_a_long_label_wraps_within_its_width():
 def test_ratios_keep_the_digits_that_tell_a_margin_apart():
     assert [M.fmt_ratio(x) for x in (1.0041, 0.9687, 6.4, 12.34, 250.0, 0.0123, None)] == [
         "1.004", "0.969", "6.40", "12.3", "250", "0.0123", "—"]
+
+
+def test_a_sentence_writes_each_number_of_a_wide_interval_with_its_own_digits():
+    """A walk-through's Slurm study printed 'cost ratio 0 [0–1066]' beside the table's 0.259: one
+    number of decimals for the ratio and both ends, chosen by the largest, rounded 0.259 away."""
+    from nearmetal.analysis.answer_text import _ratio_words
+    from nearmetal.report.formatting import fmt_ratio
+
+    e = {"cost_ratio": 0.259, "ci_low": 6.28e-05, "ci_high": 1066.0, "n_points": 1, "level_words": "90% interval"}
+    assert _ratio_words(e) == "cost ratio 0.259 [6.28e-05–1066], 90% interval, 1 point"
+    assert fmt_ratio({"ratio": 0.259, "ci_low": 6.28e-05, "ci_high": 1066.0}) == "0.259 [6.28e-05–1066]"
+    assert M.fmt_ratio(0.259) == "0.259"  # the matrix's cell: the same digits

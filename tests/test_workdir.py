@@ -211,7 +211,8 @@ def slurm_env(tmp_path_factory):
 @pytest.mark.parametrize("mode", ["native", "hybrid"])
 def test_slurm_batch_job_ranks_start_in_workdir(mode, slurm_env, workdir, default_image):
     """Outside an allocation: sbatch, whose srun line carries --chdir."""
-    out = _run("--scheduler", "slurm", "-n", "2", "--mode", mode, "--mpi", "mpich", "--image", default_image.name,
+    image = ["--image", default_image.name] if mode != "native" else []  # natively refused: it would be ignored
+    out = _run("--scheduler", "slurm", "-n", "2", "--mode", mode, "--mpi", "mpich", *image,
                "--workdir", workdir, "-v", "--", *RECORD_CWD, env=slurm_env, timeout=180)
     assert f"--chdir={workdir}" in out.stderr
     assert _cwds(workdir) == [str(workdir.resolve()) if mode == "native" else "/nm/work"] * 2

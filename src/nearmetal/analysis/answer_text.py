@@ -7,6 +7,7 @@ the interval at the level the points were decided at, named ('98.6% interval (se
 
 from .. import kernels, models
 from .stats import MIN_N_EQUIVALENT
+from .labels import fmt_ratio
 
 ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
 METRIC_WORDS = {"to_after_init": "to after MPI_Init", "wall_to_main": "to main"}
@@ -95,11 +96,10 @@ def noise_words(e):
 
 def _ratio_words(e):
     """'cost ratio 1.003 [0.995–1.012], 98.6% interval (sequential, 9 looks planned), 1 point'."""
-    d = _ratio_decimals(max(e["cost_ratio"], e["ci_high"] or 0))
     n = e["n_points"]
-    s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {e['cost_ratio']:.{d}f}"
+    s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {fmt_ratio(e['cost_ratio'])}"
     if e["ci_low"] is not None:
-        s += f" [{e['ci_low']:.{d}f}–{e['ci_high']:.{d}f}], {e.get('level_words') or '95% interval'}"
+        s += f" [{fmt_ratio(e['ci_low'])}–{fmt_ratio(e['ci_high'])}], {e.get('level_words') or '95% interval'}"
     return s + (", 1 point" if n == 1 else f", over {n} points")
 
 
@@ -143,11 +143,6 @@ def could_be_words(e, margin):
     if lo < 1:
         sides.append(f"{_pct((1 - lo) * 100)} faster" if lo > 0.5 else f"{1 / lo:.3g} times as fast")
     return f"{interval_words(e)}: could be {' or '.join(sides)}; the margin is ±{margin * 100:g}%"
-
-
-def _ratio_decimals(largest):
-    """One format for a ratio and its interval: 1.003 [0.995–1.012], 33.8 [7.2–45.9]."""
-    return 3 if largest < 10 else 1 if largest < 1000 else 0
 
 
 def _duration(seconds):

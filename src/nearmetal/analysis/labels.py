@@ -9,6 +9,21 @@ def is_num(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def fmt_ratio(x):
+    """A cost ratio in as many digits as tell a 3% margin apart, each number on its own (an
+    interval of 6.28e-05–1066 must not print its 0.259 as 0): 1.004, 0.969, 6.40, 12.3."""
+    if not is_num(x):
+        return "—"
+    ax = abs(x)
+    if ax < 0.1:
+        return f"{x:.3g}"
+    if ax < 2:
+        return f"{x:.3f}"
+    if ax < 10:
+        return f"{x:.2f}"
+    return f"{x:.1f}" if ax < 100 else f"{x:.0f}"
+
+
 def fmt_size(n):
     """Bytes in binary units: 8 B, 1 KiB, 64 KiB, 1 MiB, 1.5 MiB."""
     if not is_num(n):

@@ -2,6 +2,7 @@
 
 import math
 
+from ..analysis.labels import fmt_ratio as ratio_number
 from ..analysis.labels import fmt_size, is_num, point_label  # noqa: F401  (report modules use them as F.*)
 
 
@@ -22,16 +23,16 @@ def fmt_num(v, digits=3):
 
 
 def fmt_ratio(c):
-    """'1.03 [0.99–1.07]' from a comparison; '—' without one. A point decided at a final look
+    """'1.030 [0.990–1.070]' from a comparison; '—' without one. A point decided at a final look
     of its own level (the time ran out) says it: '1.03 [0.99–1.07] (94.9%)'."""
     if not c or not is_num(c.get("ratio")):
         return "—"
-    r = f"{c['ratio']:.2f}"
+    r = ratio_number(c["ratio"])
     lo, hi = c.get("ci_low"), c.get("ci_high")
     if is_num(lo) and is_num(hi):
         level = c.get("ci_level")
         own = f" ({level * 100:.3g}%)" if c.get("own_level") and is_num(level) else ""
-        return f"{r} [{lo:.2f}–{hi:.2f}]{own}"
+        return f"{r} [{ratio_number(lo)}–{ratio_number(hi)}]{own}"
     return r
 
 

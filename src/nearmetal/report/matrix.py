@@ -9,6 +9,7 @@ columns however many benchmarks a study has.
 """
 
 from . import formatting as F
+from ..analysis.labels import fmt_ratio  # one way to write a ratio, in the answers' sentences too
 
 # the verdicts as the reports say them ('inconclusive' in the analysis reads 'undecided')
 WORDS = {"equivalent": "equivalent", "slower": "slower", "faster": "faster", "inconclusive": "undecided"}
@@ -16,22 +17,6 @@ WORDS = {"equivalent": "equivalent", "slower": "slower", "faster": "faster", "in
 MARKS = {"equivalent": "≈", "slower": "▲", "faster": "▼", "inconclusive": "?"}
 DISTURBED = "⚠"
 TERMINAL_WIDTH = 100
-
-
-def fmt_ratio(x):
-    """A cost ratio in as many digits as tell a 3% margin apart: 1.004, 0.969, 6.40, 12.3."""
-    if not F.is_num(x):
-        return "—"
-    ax = abs(x)
-    if ax < 0.1:
-        return f"{x:.3g}"
-    if ax < 2:
-        return f"{x:.3f}"
-    if ax < 10:
-        return f"{x:.2f}"
-    if ax < 100:
-        return f"{x:.1f}"
-    return f"{x:.0f}"
 
 
 def _interval(lo, hi):
@@ -110,14 +95,14 @@ def _summary(rows, cols, margin_txt, analysis):
     n = len(rows)
     parts = []
     for verdict, words in (("equivalent", "equivalent on every benchmark"), ("slower", "slower on at least one"),
-                           ("faster", "faster on at least one (none slower)"),
-                           ("inconclusive", "undecided on at least one (none slower or faster)")):
+                           ("faster", "faster on at least one and slower on none"),
+                           ("inconclusive", "undecided on at least one and neither slower nor faster on any")):
         k = per_variant.count(verdict)
         if k:
             parts.append(f"{k} {words}")
     what = f"{n} variant{'s' * (n != 1)} × {len(cols)} benchmark{'s' * (len(cols) != 1)}"
     out = [f"{what} compared with {'their' if n != 1 else 'its'} baseline at a margin of {margin_txt}: "
-           + ", ".join(parts) + "."]
+           + "; ".join(parts) + "."]  # ';': a part's own 'and' must not read as the next part
     cells = [(r, c, label) for r in rows for c, label in zip(r["cells"], cols) if c]
     decided = [t for t in cells if t[1]["verdict"] in ("slower", "faster") and F.is_num(t[1]["ratio"])]
     same = [t for t in cells if t[1]["verdict"] == "equivalent" and F.is_num(t[1]["ratio"])]
