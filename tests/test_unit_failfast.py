@@ -361,3 +361,32 @@ def test_a_pattern_re2_refuses_is_quoted_as_written():
 def test_an_io_study_file_given_to_study_says_which_command_runs_it():
     with pytest.raises(NearmetalError, match=r"an I/O study file .*run it with `nearmetal io sweep io\.toml`"):
         config_mod.parse('[study]\nname = "io"\n[io]\nlibraries = ["posix"]\n', source="io.toml")
+
+
+def test_explain_skips_the_runs_a_stopped_cell_left_in_the_list_it_read(tmp_path, monkeypatch):
+    """explain runs the pending runs it read once: a run that stops its cell (its ranks were
+    not one MPI job) leaves the rest of that list skipped, as the study's loop does, not
+    launched only to be thrown away (a review found 4 launches and 4 'other runs skipped')."""
+    import time
+
+    from nearmetal.explain import stage
+    from nearmetal.study.execute.executor import Executor
+
+    text = '[study]\nname = "p"\nrepetitions = 4\nwarmup = 0\n[matrix]\nmode = ["native"]\nmpi = ["mpich"]\n' \
+           '[[benchmark]]\nname = "a"\ncommand = ["a"]\n'
+    cfg = config_mod.parse(text)
+    store, sid, _ = runner.open_study(cfg, text, tmp_path / "p.db", resume=False, say=lambda m: None)
+    launched = []
+
+    def one_launch(self, spec):  # the seam: this tier starts no process
+        launched.append(spec.key)
+        self._history()
+        codec.store_result(self.store, spec.run_id, RunResult("failed", 0, [], {}, None, "t", 0.1, "lone", []))
+        self._stops.stop(self.store, self.study_id, spec, "not one MPI job", "", "t", cell=True)
+        return "failed"
+
+    monkeypatch.setattr(Executor, "run", one_launch)
+    with store:
+        assert stage._run_pending(cfg, store, sid, time.monotonic() + 60, lambda m: None, None)
+        statuses = sorted(r["status"] for r in store.runs(sid))
+    assert len(launched) == 1 and statuses == ["failed", SKIPPED, SKIPPED, SKIPPED], (launched, statuses)

@@ -19,7 +19,7 @@ from ..errors import NearmetalError
 from ..study.config import placement
 from ..study.store import codec
 from ..study.config.ids import variant_id
-from ..study.records import Cell, RunSpec
+from ..study.records import SKIPPED, Cell, RunSpec
 from . import ablation as ab
 from .candidates import TOP, identical, rank, slower_answers
 from .evidence import gather
@@ -216,8 +216,8 @@ def _run_pending(cfg, store, study_id, deadline, say, console):
             if time.monotonic() + expected > deadline:
                 return False
             t0 = time.monotonic()
-            ex.execute(row)
-            took.append(time.monotonic() - t0)
+            if ex.run_or_skip(row) != SKIPPED:  # a stopped cell's runs take no time
+                took.append(time.monotonic() - t0)
     finally:
         ex.close()
     return True

@@ -169,6 +169,12 @@ class Executor:
         self._history()
         return self._stops.text_for(row)
 
+    def run_or_skip(self, row):
+        """A planned run: run, or stored skipped when a run before it stopped its benchmark or
+        cell (a list of pending runs read before that run still holds it); its status."""
+        stopped = self._stopped_text(row)
+        return self._skip(row, stopped) if stopped else self.execute(row)
+
     def _skip(self, row, text):
         """A stopped benchmark's or cell's run: stored skipped (when _stop has not stored it already)."""
         codec.store_result(self.store, row["id"], RunResult.skipped(_now(), text))
@@ -332,8 +338,7 @@ class Executor:
             while pending:
                 for row in pending:
                     tried.add(row["id"])
-                    stopped = self._stopped_text(row)
-                    status = self._skip(row, stopped) if stopped else self.execute(row)
+                    status = self.run_or_skip(row)
                     done += 1
                     failed += status != "ok"
                     if bar:
