@@ -715,3 +715,31 @@ def test_a_study_resumed_after_explain_is_not_extended_over_explains_blocks(tmp_
         after, every = analyses(store, "p", sid, n_boot=100)
         assert after["answers"] == before["answers"] and after["runs"] == before["runs"]
         assert any(p["variant"] == variant_id(fix) for p in every["points"])  # the shares read explain's blocks
+
+
+def test_the_modes_line_says_when_the_variant_makes_the_machines_slow_launches_more_common():
+    """Both sides' launches fall into the same two groups, but 90% of the variant's are slow
+    against 50% of the baseline's: the line must not call it only the machine's (a review
+    found it contradicting the answer above it); equal shares stay the machine's."""
+    import random
+
+    from nearmetal.explain.why import _noise
+
+    rng = random.Random(1)
+
+    def launches(n_slow):
+        return [1.0 + rng.random() * 0.01 for _ in range(20 - n_slow)] + [2.0 + rng.random() * 0.01 for _ in range(n_slow)]
+
+    def line(variant_slow, differs):
+        e = {"verdict": "inconclusive", "variant": "v", "baseline": "b", "benchmark": "lat", "label": "8 B",
+             "modes": {"text": "two groups", "share_baseline": 0.5, "share_variant": variant_slow / 20,
+                       "share_differs": differs}}
+        point = {"benchmark": "lat", "metric": "latency", "point": {"size": 8}}
+        analysis = {"answers": {"by_benchmark": [e]},
+                    "points": [{**point, "variant": "v", "values": launches(variant_slow), "comparison": {"modes": {"found": True}}},
+                               {**point, "variant": "b", "values": launches(10)}]}
+        [said] = _noise(analysis)
+        return said["text"]
+
+    assert "the machine's, though the variant makes slow launches more common" in line(18, True)
+    assert "a property of the machine, not of the variant" in line(10, False)

@@ -227,11 +227,14 @@ def _noise(analysis, store=None, study_id=None):
             base = points.get((e["baseline"], bench, metric, pt))
             both = base is not None and modes.detect(base.get("values") or []) is not None
             sb, sv = e["modes"].get("share_baseline"), e["modes"].get("share_variant")
+            more = e["modes"].get("share_differs") and isinstance(sv, (int, float)) and isinstance(sb, (int, float)) \
+                and sv > sb
             if both:
-                where = "the same modes appear in the baseline's launches: a property of the machine, not of the variant"
+                where = "the same modes appear in the baseline's launches: " + (
+                    "the machine's, though the variant makes slow launches more common" if more else
+                    "a property of the machine, not of the variant")
             elif isinstance(sb, (int, float)) and sb >= SOME_SLOW:  # too few to be found alone, yet there
                 both = True
-                more = e["modes"].get("share_differs") and isinstance(sv, (int, float)) and sv > sb
                 where = (f"the baseline's launches fall into the same groups ({sb:.0%} slow), so the groups are the "
                          "machine's" + ("; the variant makes slow launches more common" if more else
                                         ", and the shares are not shown to differ: not shown to be the variant's"))
