@@ -709,7 +709,7 @@ def test_a_study_resumed_after_explain_is_not_extended_over_explains_blocks(tmp_
         finish(store, sid)
         said = []
         assert runner.extend(cfg, store, sid, say=said.append) == 0  # `study --resume` plans nothing more
-        assert said == [f"explain added blocks of its own from block {own_blocks} on: the study's answers stay "
+        assert said == [f"explain added blocks of its own from block {own_blocks + 1} on: the study's answers stay "
                         f"those of its {own_blocks} blocks, and it is not extended"]
         assert recorded_end(store, sid) == end and closed_at(store, sid) == own_blocks
         after, every = analyses(store, "p", sid, n_boot=100)

@@ -28,6 +28,9 @@ def test_the_generic_variant_is_named_after_the_default_with_generic_after_the_d
         "nm-bookworm-generic-mpich-openmpi"
     assert recipe.check_inputs("bookworm", ["mpich"], "dir", None, names)[3] == "nm-bookworm-mpich"
     assert recipe.check_inputs("bookworm", FAMILIES, "dir", "my-generic", names, generic=True)[3] == "my-generic"
+    for bad in ("my-image\n", "My-image", "-x", "a" * 101):  # "$" once let a trailing newline through
+        with pytest.raises(NearmetalError, match="bad image name"):
+            recipe.check_inputs("bookworm", FAMILIES, "dir", bad, names)
 
 
 def test_the_digest_changes_with_the_option_and_with_what_the_step_does(monkeypatch):

@@ -402,11 +402,14 @@ def cmd_trace(args):
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     try:
         outcome = scheduler.run(p, req, [req], timeout=args.timeout)
-    except BaseException as e:  # ^C, SIGTERM: what the ranks wrote is kept, and said
-        meta.update(status="interrupted", exit_status=None)
+    except BaseException as e:  # ^C, SIGTERM, an error: what the ranks wrote is kept, and said
+        meta.update(status="interrupted" if isinstance(e, KeyboardInterrupt) else "error", exit_status=None)
         files = tc.collect(stage, out, meta)
         if isinstance(e, KeyboardInterrupt):
-            print(f"nearmetal trace: {files} trace files kept in {out} (nearmetal trace report {out})" if files else
+            import shlex
+
+            print(f"nearmetal trace: {files} trace files kept in {out} "
+                  f"({shlex.join(['nearmetal', 'trace', 'report', str(out)])})" if files else
                   f"nearmetal trace: the ranks were ended before they wrote any trace (a rank writes its events "
                   f"when its buffer fills and when it ends), so none was kept: {out} holds meta.json only",
                   file=sys.stderr)

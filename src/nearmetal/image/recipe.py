@@ -23,7 +23,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # Bind-mount targets every image has: a SquashFS image cannot get them at run time
 # (nm/host-gpu: the driver libraries of --gpus, gpu/stage.py).
 MOUNT_POINTS = ("nm/host-mpi", "nm/work", "nm/host-gpu")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}\Z")  # \Z, not $: "name\n" must not pass
 # Debian policy 5.6.1: lowercase letters, digits, + - . ; at least two characters, a letter or
 # digit first. An optional :ARCH is not taken: images are of the host's architecture.
 PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]{1,99}$")

@@ -140,10 +140,10 @@ def run_study(cfg, text, db, resume, console, progress, resume_hint, intro=None)
         finished = total - store.counts(study_id).get("planned", 0)
         console.print(f"interrupted: {finished} of {total} runs of '{cfg.study.name}' finished and stored; "
                       f"resume with: {resume_hint}", highlight=False, soft_wrap=True)
-        ex.close()
         store.close()
         raise
-    ex.close()  # the cells' staging directories (evidence, traces) go with it, as after a study's runs
+    finally:  # the cells' staging directories (evidence, traces) go with it, however the runs ended
+        ex.close()
     return store, study_id
 
 

@@ -213,8 +213,8 @@ def extend(cfg, store, study_id, say=print, started=None):
         return 0
     closed = closed_at(store, study_id)
     if closed is not None:  # explain's blocks follow: the study's own are all there are
-        say(f"explain added blocks of its own from block {closed} on: the study's answers stay those of its "
-            f"{closed} blocks, and it is not extended")
+        say(f"explain added blocks of its own from block {closed + 1} on: the study's answers stay those of its "
+            f"{closed} blocks, and it is not extended")  # closed: a count of blocks, the next one's 0-based index
         return 0
     blocks = blocks_measured(runs)
     looks, _ = looks_of(cfg.study)
