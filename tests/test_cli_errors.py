@@ -223,7 +223,13 @@ def test_an_error_of_the_system_that_is_not_a_write_is_said_as_what_it_is(monkey
      "nearmetal run: error: unrecognized arguments: --mdoe; the closest option is --mode (see nearmetal run --help)"),
     (["report", "--dbb", "x.db"], "nearmetal report: error: unrecognized arguments: --dbb x.db; the closest option "
                                   "is --db (see nearmetal report --help)"),
-    (["doctor", "--zzz"], "nearmetal doctor: error: unrecognized arguments: --zzz (see nearmetal doctor --help)")])
+    (["doctor", "--zzz"], "nearmetal doctor: error: unrecognized arguments: --zzz (see nearmetal doctor --help)"),
+    # an action's own options (io sweep, image build), and no closest by the shared '--' alone
+    (["io", "sweep", "--dry-rn"], "nearmetal io sweep: error: unrecognized arguments: --dry-rn; the closest option is "
+                                  "--dry-run (see nearmetal io sweep --help)"),
+    (["image", "build", "--recpie", "x"], "nearmetal image build: error: unrecognized arguments: --recpie x; the "
+                                          "closest option is --recipe (see nearmetal image build --help)"),
+    (["report", "--bogus"], "nearmetal report: error: unrecognized arguments: --bogus (see nearmetal report --help)")])
 def test_a_misspelt_option_is_refused_by_its_subcommand_with_the_closest_option(argv, said):
     """It said 'nearmetal: error: unrecognized arguments: --mdoe (see nearmetal --help)': the
     top-level help, which has no --mode, and no suggestion (a new user's typo)."""

@@ -250,14 +250,19 @@ def fast_parse_run(argv):
     return _Args(**a)
 
 
-def _refuse_unknown(parser, command, unknown):
+def _refuse_unknown(parser, args, unknown):
     """argparse's 'unrecognized arguments', said by the subcommand (its --help) with the
     closest of its options: `run --mdoe hybrid` means --mode."""
     from .closest import closest
 
-    sub = next((a.choices.get(command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
+    sub = next((a.choices.get(args.command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
     first = next((u for u in unknown if u.startswith("-")), unknown[0]).split("=", 1)[0]
-    near = closest(first, list(sub._option_string_actions)) if sub is not None else None
+    for action in list(sub._actions if sub is not None else ()):  # `io sweep --dry-rn`: sweep's own parser
+        if isinstance(getattr(action, "choices", None), dict) and getattr(args, action.dest, None) in action.choices:
+            sub = action.choices[getattr(args, action.dest)]
+    # names compared without their dashes: a shared '--' made every option look alike (--bogus: --out)
+    options = {o.lstrip("-"): o for o in (sub._option_string_actions if sub is not None else ()) if o.startswith("--")}
+    near = options.get(closest(first.lstrip("-"), list(options)))
     (sub or parser).error(f"unrecognized arguments: {' '.join(unknown)}" + (f"; the closest option is {near}"
                                                                           if near else ""))
 
@@ -281,7 +286,7 @@ def main(argv=None):
         parser = build_parser(only)
         args, unknown = parser.parse_known_args(argv)
         if unknown:
-            _refuse_unknown(parser, args.command, unknown)
+            _refuse_unknown(parser, args, unknown)
         if only == "bench":
             args.kernel_args = extra
         elif only == "trace":
