@@ -522,3 +522,14 @@ def test_resume_on_a_database_of_other_studies_is_refused_not_the_built_in_start
                             "give that study's file to resume it, or leave out --resume to add 'quickstart' to it")
     check_resume(tmp_path / "theirs.db", ["x-preselect", "mine"])  # one of them is there
     check_resume(tmp_path / "new.db", ["quickstart"])  # nothing there yet: the quickstart's script starts it so
+
+
+def test_a_baseline_selector_matching_a_named_variant_names_it_in_the_refusal():
+    """[baseline] mode = "native" beside a variant named "native": the selector's id is
+    'native/openmpi', which no cell has; the refusal says which key would name it."""
+    with pytest.raises(NearmetalError) as e:
+        config_mod.parse('[study]\nname = "nb"\n[[variant]]\nname = "native"\nmode = "native"\nmpi = "openmpi"\n'
+                         '[[variant]]\nname = "hy"\nmode = "hybrid"\nmpi = "openmpi"\n[baseline]\nmode = "native"\n'
+                         '[[benchmark]]\nkernel = "latency"\n')
+    assert str(e.value).endswith("is not in the study's matrix: write [baseline] variant = \"native\" (the named "
+                                 "variant launched so)"), e.value

@@ -66,7 +66,8 @@ def app_program(name, family):
 # for `run`, `bench` and a study's command alike: the argv words work in each (`-- sh -c ./x`, ["sh", "-c", "./x"])
 RELATIVE = ("program path inside the image must be absolute: {name} (a container starts the image's own programs, by "
             "a name on its PATH or an absolute path: build yours into an image with `nearmetal image build --recipe`, "
-            "or start it from the working directory through a shell: sh -c {name}; a script: sh {name})")
+            "or show the container its directory (--workdir DIR; a study file's workdir) and start it there through a "
+            "shell: sh -c {name}; a script: sh {name})")
 
 
 def check_absolute(name):

@@ -156,10 +156,16 @@ def baseline_of(config, variant):
 def check_baselines(config, all_cells):
     have = {variant_id(c.variant) for c in all_cells}
     for c in all_cells:
-        bid = variant_id(baseline_of(config, c.variant))
+        base = baseline_of(config, c.variant)
+        bid = variant_id(base)
         if bid not in have:
+            # a named variant launched as the selector asks is known by its name, not by the selector's id
+            same = sorted({v.get("name") for v in (x.variant for x in all_cells) if v.get("name")
+                           and all(v.get(k) == base.get(k) for k in ("mode", "mpi", "runtime", "image"))})
+            hint = f"write [baseline] variant = \"{same[0]}\" (the named variant launched so)" if same else \
+                "add it, or change [baseline]"
             raise NearmetalError(f"baseline: '{bid}', the baseline of variant '{variant_id(c.variant)}', is not "
-                                 f"in the study's matrix: add it, or change [baseline]")
+                                 f"in the study's matrix: {hint}")
 
 
 def _repeat(labels):
