@@ -159,6 +159,7 @@ def test_an_adaptive_study_adds_blocks_only_while_points_are_open(tmp_path, host
     dry = nearmetal("study", f, "--dry-run")
     assert dry.returncode == 0 and "adaptive repetitions: these 3 blocks first" in dry.stdout
     assert "looks at 3, 5, 8" in dry.stdout
+    assert "# at 3 blocks the rank test cannot give a p below the level" in dry.stdout  # 3 a side: p >= 0.1
     out = nearmetal("study", f, "--db", db, "--no-progress", "--out", tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr
     with sqlite3.connect(db) as c:

@@ -314,3 +314,35 @@ def test_compare_cost_per_call():
         compare(b, v, seed=i)
     per_call = (time.process_time() - t) / 500
     assert per_call < 0.002, f"{per_call * 1e3:.2f} ms per compare() call"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8, 10])
+def test_the_rank_tests_floor_is_what_compare_gives_for_data_wholly_apart(n):
+    """smallest_p(n) is the p compare() gives when every block says the same (the most extreme
+    data there is): Mann-Whitney below 6 pairs, Wilcoxon from 6; not monotone (5: 0.0079, 6: 0.031)."""
+    from nearmetal.analysis.rank_floor import smallest_p
+
+    base = np.arange(1.0, n + 1)
+    var = base + 100 + np.arange(n) * 0.1  # each block's variant above its baseline, differences all distinct
+    c = compare(base, var, pairs=list(zip(base, var)), n_boot=50, alpha=0.5)
+    assert c["p_value"] == pytest.approx(smallest_p(n)), (n, c["test"])
+
+
+def test_an_answer_that_no_data_could_decide_says_the_tests_floor_not_the_margin():
+    """A walk-through's study with max_repetitions = 6 (looks at 3, 5, 6; level 0.0195) ended
+    'faster throughout this interval, but not shown to be by more than the margin': 6 pairs
+    cannot give p below 0.031, whatever the margin."""
+    from nearmetal.analysis.answer_text import could_be_words
+    from nearmetal.analysis.rank_floor import out_of_reach
+
+    c = {"verdict": "inconclusive", "alpha": 0.01953, "paired": True, "n_pairs": 6, "n_baseline": 6, "n_variant": 6}
+    floor = out_of_reach(c)
+    assert floor == {"blocks": 6, "smallest_p": 0.03125, "level": 0.01953, "blocks_needed": 7}
+    assert out_of_reach(dict(c, n_pairs=5)) is None  # Mann-Whitney 5 a side: 0.0079, below the level
+    assert out_of_reach(dict(c, verdict="faster")) is None
+    e = {"cost_ratio": 0.75, "ci_low": 0.561, "ci_high": 0.995, "overhead_ci": [-43.9, -0.5], "rank_test_floor": floor,
+         "level_words": "96.1% interval"}
+    words = could_be_words(e, 0.03)
+    assert "faster throughout this interval, but its rank test over 6 blocks cannot give a p below 0.0312, above " \
+           "the level 0.0195: it takes at least 7 blocks" in words, words
+    assert "not shown to be by more than the margin" in could_be_words(dict(e, rank_test_floor=None), 0.03)

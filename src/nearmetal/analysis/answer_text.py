@@ -132,7 +132,13 @@ def could_be_words(e, margin):
         return f"{interval_words(e)}: inside the margin, but not decided equivalent at these repetitions; {m}"
     if lo > 1 or hi < 1:
         side = "slower" if lo > 1 else "faster"
-        if lo > 1 + margin or hi < 1 - margin:
+        floor = e.get("rank_test_floor")
+        if floor:  # no data could have decided it: the test's own floor, not the margin or the noise
+            why = (f"its rank test over {floor['blocks']} blocks cannot give a p below {floor['smallest_p']:.3g}, "
+                   f"above the level {floor['level']:.3g}" + (
+                       f": it takes at least {floor['blocks_needed']} blocks (repetitions, or max_repetitions when "
+                       f"adaptive)" if floor["blocks_needed"] else ""))
+        elif lo > 1 + margin or hi < 1 - margin:
             why = "its test over these repetitions does not confirm it yet (more repetitions would decide)"
         else:
             why = "not shown to be by more than the margin"

@@ -22,7 +22,7 @@ from collections import defaultdict
 import numpy as np
 
 from .. import kernels
-from . import stats
+from . import rank_floor, stats
 from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
 from .answer_text import (ESTIMATOR_ONE, bench_words, cell_phrase, left_out_words, level_words, sentence,
@@ -122,6 +122,8 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
                 (terms[i]["modes"] or {}).get("share_differs") for i in members):
             out["verdict"] = "inconclusive"  # as fast in each mode, not as often slow: the benchmark's phrase says it
         out["resolution_pct"] = resolution(lo, hi, out["verdict"])
+        if own and out["verdict"] == "inconclusive":  # a rank test that could not decide at these blocks
+            out["rank_test_floor"] = rank_floor.out_of_reach(terms[members[0]]["comparison"])
         return out
 
     vmeta = {v.get("id"): v for v in analysis.get("variants") or []}

@@ -128,6 +128,9 @@ def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.std
     job = sub.stdout.strip().split(";")[0]
     if on_submit:
         on_submit(job)
+    if not capture:  # Slurm's job, not a child: a SIGKILL of this process cannot take it along
+        print(f"nearmetal: Slurm job {job} submitted (scancel {job} ends it; script and output in {outdir})",
+              file=err, flush=True)
     import signal
 
     def _terminate(signum, frame):  # killed while waiting: the job must not outlive us
