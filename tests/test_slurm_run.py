@@ -2,6 +2,7 @@
 sbatch outside an allocation, heterogeneous (MPMD) steps, failures reported, never a hang."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -98,9 +99,12 @@ def test_too_many_nodes_is_refused(slurm_env):
 
 
 def test_failing_program_reports_exit_status(slurm_env):
-    out = run(slurm_env, "--mpi", "mpich", "-n", "1", "--", "/bin/sh", "-c", "exit 3")
+    out = run(slurm_env, "--mpi", "mpich", "-n", "1", "--", "/bin/sh", "-c", "sleep 2; exit 3")
     assert out.returncode == 3
     assert "ended FAILED" in out.stderr
+    # Slurm's job, which a SIGKILL of nearmetal cannot take along: its id said once it runs
+    assert re.search(r"^nearmetal: Slurm job (\d+) accepted \(scancel \1 ends it; script and output in ", out.stderr,
+                     re.M), out.stderr
 
 
 def test_missing_pmi_plugin_simulated_by_a_wrapper_srun_is_a_clear_error(slurm_env, tmp_path):

@@ -715,6 +715,10 @@ def test_a_study_resumed_after_explain_is_not_extended_over_explains_blocks(tmp_
         after, every = analyses(store, "p", sid, n_boot=100)
         assert after["answers"] == before["answers"] and after["runs"] == before["runs"]
         assert any(p["variant"] == variant_id(fix) for p in every["points"])  # the shares read explain's blocks
+        # `study --resume` counts the runs as the report does, explain's 39 said apart
+        n_own = len(rows)
+        assert runner.runs_said(store, sid) == f"{n_own} runs (and 39 that explain added), 0 to run"
+        assert sum(after["runs"]["by_status"].values()) == n_own
 
 
 def test_the_modes_line_says_when_the_variant_makes_the_machines_slow_launches_more_common():

@@ -167,10 +167,7 @@ def cmd_study(args):
             submit.submit(cfg, args.file, store, study_id, db, say)
         return 0
     chain_job = submit.on_start(cfg, args.file, store, study_id, db, say)  # one of the study's own batch jobs
-    counts = store.counts(study_id)
-    total = sum(counts.values())
-    err.print(f"study [bold]{cfg.study.name}[/]: {total} runs, {counts.get('planned', 0)} to run; results in {db}",
-              highlight=False)
+    err.print(f"study [bold]{cfg.study.name}[/]: {runner.runs_said(store, study_id)}; results in {db}", highlight=False)
     ex = Executor(cfg, store, study_id, console=err, progress=not args.no_progress)
     try:
         failed = runner.run(cfg, store, study_id, ex, say)

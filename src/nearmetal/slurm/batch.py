@@ -128,9 +128,6 @@ def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.std
     job = sub.stdout.strip().split(";")[0]
     if on_submit:
         on_submit(job)
-    if not capture:  # Slurm's job, not a child: a SIGKILL of this process cannot take it along
-        print(f"nearmetal: Slurm job {job} submitted (scancel {job} ends it; script and output in {outdir})",
-              file=err, flush=True)
     import signal
 
     def _terminate(signum, frame):  # killed while waiting: the job must not outlive us
@@ -138,7 +135,11 @@ def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.std
 
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        state = _wait(job, poll)
+        # Slurm's job, not a child: a SIGKILL of this process cannot take it along, so `run` says
+        # its id once Slurm has it queued or running (a job that can never start is an error instead)
+        state = _wait(job, poll, None if capture else lambda: print(
+            f"nearmetal: Slurm job {job} accepted (scancel {job} ends it; script and output in {outdir})",
+            file=err, flush=True))
     except (KeyboardInterrupt, NearmetalError):  # killed, or Slurm stopped answering: cancel the job
         _scancel(job)
         raise
@@ -163,9 +164,14 @@ def submit_and_wait(plan, req, components, verbose=False, poll=0.25, out=sys.std
     return rc
 
 
-def _wait(job, poll):
-    """Poll until the job is done; cancel it when Slurm says it can never start."""
-    last = {}
+QUEUED_SAY_S = 10.0
+
+
+def _wait(job, poll, accepted=None):
+    """Poll until the job is done; cancel it when Slurm says it can never start. accepted():
+    called once, when the job is seen running, or still queued QUEUED_SAY_S after its
+    submission without a hopeless reason."""
+    last, since = {}, time.monotonic()
     while True:
         state = _scontrol(job)
         if not state:  # aged out of slurmctld: take what we saw last
@@ -178,4 +184,9 @@ def _wait(job, poll):
         if js == "PENDING" and any(reason.startswith(h) for h in HOPELESS):
             _scancel(job)
             raise NearmetalError(f"Slurm job {job} can never start: {reason}; cancelled")
+        # running, or queued long enough for Slurm to have found a hopeless reason (a first
+        # look can say Priority before PartitionNodeLimit)
+        if accepted is not None and (js != "PENDING" or time.monotonic() - since >= QUEUED_SAY_S):
+            accepted()
+            accepted = None
         time.sleep(poll)

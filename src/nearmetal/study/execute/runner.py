@@ -353,6 +353,21 @@ def _expected_seconds(runs, added):
     return sum(cell_s.get(a.cell.key, fallback) for a in added)
 
 
+def runs_said(store, study_id):
+    """'27 runs, 0 to run', counted as the reports count them: the runs explain added after the
+    study closed (its later blocks, and its own variants' warm-ups) are said apart."""
+    from ..plan.sequential import closed_at
+
+    runs, closed = store.runs(study_id), closed_at(store, study_id)
+    if closed is not None:
+        mine = {r["variant"] for r in runs if not r["warmup"] and r["block"] < closed}
+        own = [r for r in runs if r["variant"] in mine and r["block"] < closed]
+    planned = sum(r["status"] == "planned" for r in runs)
+    if closed is None or len(own) == len(runs):
+        return f"{len(runs)} runs, {planned} to run"
+    return f"{len(own)} runs (and {len(runs) - len(own)} that explain added), {planned} to run"
+
+
 def dry_run(cfg, out, db_path=None):
     """Print every run, in order, with its argv — without touching a database (db_path: the
     one the study would use; a program's working directory lies beside it)."""
