@@ -196,29 +196,40 @@ def test_processes_that_each_initialised_mpi_as_a_job_of_one_are_lone_starts_of_
     assert why_failed(alone, 1, "mpich") is None
 
 
-def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path):
+def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path, capsys):
     """`bench --evidence DIR`: DIR may hold earlier runs' files; the lone-start check reads the
-    new or rewritten ones, leaves them all in DIR, and words its remedy as --mpi."""
+    new or rewritten ones, leaves them all in DIR, and words its remedy as --mpi. A launch none
+    of whose processes initialised MPI (a program that links none) is said: N copies."""
     from types import SimpleNamespace
 
-    from nearmetal.evidence.run_dir import listing, lone_start, written
+    from nearmetal.errors import NearmetalError
+    from nearmetal.evidence.run_dir import check_launch, listing
 
     plan = SimpleNamespace(components=[SimpleNamespace(ranks=2, installation={"family": "mpich"})])
+    args = SimpleNamespace(command="bench")
     alone = json.dumps({"mpi_size": 1, "mpi_rank": 0, "exe": "/opt/app"})
+
+    def check(before):
+        try:
+            check_launch(args, (str(tmp_path), before), plan)
+        except NearmetalError as e:
+            return str(e)
+        return None
+
     for pid in (11, 12):  # an earlier launch that was no MPI job
         (tmp_path / f"ev-h-{pid}.json").write_text(alone)
     before = listing(tmp_path)
     assert sorted(before) == ["ev-h-11.json", "ev-h-12.json"]
-    # nothing new: the old files are not this launch's
-    assert lone_start(tmp_path, written(tmp_path, before), plan) is None
+    # nothing new: the old files are not this launch's (and the note says nothing was checked)
+    assert check(before) is None and "no rank wrote its evidence" in capsys.readouterr().err
     for pid in (21, 22):  # this launch: one 2-rank job
         (tmp_path / f"ev-h-{pid}.json").write_text(json.dumps({"mpi_size": 2, "mpi_rank": pid - 21}))
-    assert lone_start(tmp_path, written(tmp_path, before), plan) is None
+    assert check(before) is None and capsys.readouterr().err == ""
     before = listing(tmp_path)
     for pid in (31, 32):
         (tmp_path / f"ev-h-{pid}.json").write_text(alone)
-    why = lone_start(tmp_path, written(tmp_path, before), plan)
-    assert why.startswith("nearmetal: the run exited 0 but is not one MPI job: 2 processes (/opt/app)"), why
+    why = check(before)
+    assert why.startswith("the run exited 0 but is not one MPI job: 2 processes (/opt/app)"), why
     assert "run it with --mpi naming the MPI it links, or rebuild it against mpich" in why, why
     assert len(list(tmp_path.glob("ev-*.json"))) == 6  # the user's directory keeps every file
     os.unlink(tmp_path / "ev-h-31.json")
@@ -226,5 +237,10 @@ def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path):
     (tmp_path / "ev-h-12.json").write_text(alone)
     later = before["ev-h-12.json"][0] + 10**9  # a clock tick may be coarser than the test is quick
     os.utime(tmp_path / "ev-h-12.json", ns=(later, later))
-    assert lone_start(tmp_path, written(tmp_path, before), plan)
+    assert check(before)
+    before = listing(tmp_path)
+    for pid in (41, 42):  # a program that links no MPI: its processes never initialised it
+        (tmp_path / f"ev-h-{pid}.json").write_text(json.dumps({"exe": "/opt/serial"}))
+    assert check(before) is None
+    assert "note: no process of the launch initialised MPI: its 2 ranks ran as 2 copies" in capsys.readouterr().err
     assert listing(tmp_path / "missing") == {}

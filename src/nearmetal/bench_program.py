@@ -5,7 +5,8 @@ the form kernels' records have (schemas/bench-record.schema.json)."""
 import sys
 
 from . import kernels
-from .commands import _planned, evidence_before, refuse_lone_start
+from .commands import _planned
+from .evidence import run_dir
 from .errors import NearmetalError
 from .models import in_container
 
@@ -89,7 +90,7 @@ def _launch(args, bench):
 
         for warning in unseen_host_files(p.components):
             print(f"nearmetal bench: {warning}", file=sys.stderr)
-    before = evidence_before(args)
+    before = run_dir.before_launch(args)
     t0 = time.perf_counter()
     outcome = scheduler.run(p, req, [req], timeout=args.timeout)
     wall = time.perf_counter() - t0
@@ -100,7 +101,7 @@ def _launch(args, bench):
     sys.stderr.write(outcome.stderr)
     if outcome.exit_status != 0:
         raise NearmetalError(f"{req.program} failed with exit status {outcome.exit_status}")
-    refuse_lone_start(args, before, p)
+    run_dir.check_launch(args, before, p)
     try:
         found = records(bench, read_outputs(args.workdir, files_read(bench), outcome.stdout, outcome.stderr), wall)
     except FomError as e:

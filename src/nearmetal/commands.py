@@ -46,39 +46,11 @@ def _rank_env(args):
     return env
 
 
-def evidence_before(args):
-    """Under --evidence, (DIR, the evidence files it holds before the launch: run_dir.listing);
-    else None."""
-    if not getattr(args, "evidence", None):
-        return None
-    from .evidence.run_dir import checked_dir, listing
-
-    where = checked_dir(args.evidence, args.mode)
-    return where, listing(where)
-
-
-def refuse_lone_start(args, before, p):
-    """Under --evidence, a launch that exited 0 but whose ranks were each an MPI job of one (a
-    script starting a program of the other MPI) fails, its one-rank numbers not printed."""
-    if before is None:
-        return
-    from .evidence.run_dir import lone_start, written
-
-    where, listed = before
-    new = written(where, listed)
-    why = lone_start(where, new, p)
-    if why:
-        raise NearmetalError(why.removeprefix("nearmetal: "))
-    if sum(c.ranks for c in p.components) > 1 and not new:
-        print(f"nearmetal {args.command}: note: no rank wrote its evidence (a program linked statically, or ranks "
-              "on nodes that do not share /tmp), so whether the launch was one MPI job was not checked",
-              file=sys.stderr)
-
-
 def cmd_bench(args):
     import json
 
     from . import kernels
+    from .evidence import run_dir
 
     if args.run_program or args.preset or args.fom or args.success:
         if not args.run_program:
@@ -101,12 +73,12 @@ def cmd_bench(args):
         return 0
     if args.verbose:
         print(p.describe(), file=sys.stderr)
-    before = evidence_before(args)
+    before = run_dir.before_launch(args)
     outcome = scheduler.run(p, req, [req], timeout=args.timeout)
     if outcome.status in ("not started", "timeout"):
         raise NearmetalError(f"kernel '{spec.name}': {outcome.reason}")
     if outcome.exit_status == 0:
-        refuse_lone_start(args, before, p)
+        run_dir.check_launch(args, before, p)
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     from .bench_program import launch_params
 

@@ -24,6 +24,14 @@ def lone_starts(raws, ranks):
     return alone if len(alone) >= 2 else []
 
 
+def without_mpi(raws, ranks):
+    """Whether a launch of `ranks` ranks ran no MPI job at all: its processes wrote their
+    evidence and none initialised MPI (a program that links none: `ranks` independent copies)."""
+    if not isinstance(ranks, int) or ranks < 2 or not raws:
+        return False
+    return not any(isinstance(raw.get("mpi_size"), int) and raw.get("mpi_size", -1) >= 1 for raw in raws)
+
+
 STUDY_FIX = "give its cells the MPI it links (mpi = ...)"
 COMMAND_FIX = "run it with --mpi naming the MPI it links"
 

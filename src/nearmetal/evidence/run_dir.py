@@ -7,6 +7,7 @@ runs' files too) and fails a run that was no MPI job (lone.py), as a study does.
 """
 
 import os
+import sys
 
 from ..errors import NearmetalError
 from ..models import in_container
@@ -50,18 +51,41 @@ def listing(path):
         return {}
 
 
-def lone_start(path, names, launch_plan):
-    """Why the launch that wrote DIR's files `names` (written()) is no MPI job, or None
-    (keep.lone_start); the files stay in DIR for the user."""
-    from .collect import read_files
-    from .keep import lone_start as why
-    from .lone import COMMAND_FIX
-
-    if not names:
-        return None
-    return why(read_files(path, remove=False, names=names), launch_plan, COMMAND_FIX)
-
-
 def written(path, before):
     """The evidence files in DIR that a launch wrote: new, or changed since `before`."""
     return [name for name, stamp in listing(path).items() if before.get(name) != stamp]
+
+
+def before_launch(args):
+    """Under --evidence, (DIR, the evidence files it holds before the launch: listing); else None."""
+    if not getattr(args, "evidence", None):
+        return None
+    where = checked_dir(args.evidence, args.mode)
+    return where, listing(where)
+
+
+def check_launch(args, before, launch_plan):
+    """Under --evidence, after a launch that exited 0: one whose ranks were each an MPI job of one
+    (a script starting a program of the other MPI) fails, its one-rank numbers not printed; one
+    in which no process initialised MPI (a program that links none) is said, as N copies."""
+    if before is None:
+        return
+    from .collect import read_files
+    from .keep import lone_start as why_failed
+    from .lone import COMMAND_FIX, without_mpi
+
+    where, listed = before
+    new = written(where, listed)
+    raws = read_files(where, remove=False, names=new) if new else []
+    why = why_failed(raws, launch_plan, COMMAND_FIX) if raws else None
+    if why:
+        raise NearmetalError(why.removeprefix("nearmetal: "))
+    ranks = sum(c.ranks for c in launch_plan.components)
+    if ranks > 1 and not new:
+        print(f"nearmetal {args.command}: note: no rank wrote its evidence (a program linked statically, or ranks "
+              "on nodes that do not share /tmp), so whether the launch was one MPI job was not checked",
+              file=sys.stderr)
+    elif without_mpi(raws, ranks):
+        print(f"nearmetal {args.command}: note: no process of the launch initialised MPI: its {ranks} ranks ran as "
+              f"{ranks} copies of the program, each on its own (it links no MPI); its numbers are one copy's",
+              file=sys.stderr)
