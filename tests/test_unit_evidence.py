@@ -244,3 +244,21 @@ def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path, ca
     assert check(before) is None
     assert "note: no process of the launch initialised MPI: its 2 ranks ran as 2 copies" in capsys.readouterr().err
     assert listing(tmp_path / "missing") == {}
+
+
+def test_a_staging_directory_a_killed_process_left_is_removed_when_the_next_is_made(tmp_path):
+    """A SIGKILLed study cannot remove its cells' staging directories: the next one made under
+    the shared directory removes those whose owner's PID is gone, and no other."""
+    from nearmetal.supervise import stage_dir
+
+    with open("/proc/sys/kernel/pid_max") as f:
+        gone = int(f.read()) + 1  # a PID no process can have
+    dead = tmp_path / f"evidence-{gone}-abc"
+    live = tmp_path / f"evidence-{os.getppid()}-def"  # pytest's parent: alive
+    unnamed, other = tmp_path / "evidence-k3j_x9", tmp_path / f"trace-{gone}-ghi"
+    for d in (dead, live, unnamed, other):
+        d.mkdir()
+    (dead / "ev-h-1.json").write_text("{}")
+    made = stage_dir("evidence", str(tmp_path))
+    assert os.path.basename(made).startswith(f"evidence-{os.getpid()}-")
+    assert not dead.exists() and live.exists() and unnamed.exists() and other.exists()

@@ -11,7 +11,6 @@ launcher variable) is left out.
 
 import json
 import os
-import tempfile
 
 from . import cgroup
 
@@ -30,9 +29,10 @@ def staging(other_account=False, dry=False):
     DRY_STAGE, created nowhere."""
     if dry:
         return DRY_STAGE
+    from ..supervise import stage_dir
     from .build import library
 
-    stage = tempfile.mkdtemp(prefix="evidence-", dir=os.path.dirname(library()))
+    stage = stage_dir("evidence", os.path.dirname(library()))
     if other_account:
         os.chmod(stage, 0o1733)  # sticky, not listable: ranks create their own files only
     return stage

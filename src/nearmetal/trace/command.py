@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 from .. import safe_write
@@ -58,7 +57,9 @@ def out_dir(out):
 
 def staging():
     shared = os.path.dirname(build.library())  # /tmp/nearmetal-<uid>, checked to be this user's
-    return tempfile.mkdtemp(prefix="trace-", dir=shared)
+    from ..supervise import stage_dir
+
+    return stage_dir("trace", shared)
 
 
 def collect(stage, out, meta):
