@@ -340,7 +340,7 @@ def _positive_seconds(text):
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, found {text!r:.40}") from None
     if not math.isfinite(value) or value <= 0 or value > 1e7:
-        raise argparse.ArgumentTypeError(f"expected seconds between 0 and 1e7, found {text!r:.40}")
+        raise argparse.ArgumentTypeError(f"expected seconds above 0 and at most 1e7, found {text!r:.40}")
     return value
 
 

@@ -42,10 +42,9 @@ class Slurm(Scheduler):
     def describe(self, plan, req, components):
         if _inside_allocation():
             return plan.describe()
-        from ..slurm.batch import write_script
+        from ..slurm.batch import shown_script
 
-        path, text = write_script(plan, req, components)
-        return f"# batch script {path}:\n{text.rstrip()}"
+        return shown_script(plan, req, components)
 
     def execute(self, plan, req, components, verbose=False):
         if _inside_allocation():  # srun is an ordinary local process here

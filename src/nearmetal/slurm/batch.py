@@ -70,13 +70,21 @@ def _no_nul(text, what):
     return str(text)
 
 
-def _job_dir():
-    from ..home import subdir
+def _job_dir(create=True):
+    from ..home import home, subdir
 
-    d = subdir("slurm-jobs") / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}"
+    d = (subdir("slurm-jobs") if create else home() / "slurm-jobs") / f"{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}"
     script_path(d, "the job directory")  # before creating it: the script will name it
-    d.mkdir(parents=True, exist_ok=True)
+    if create:
+        d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def shown_script(plan, req, components):
+    """What --dry-run prints: the batch script a run would write, written nowhere."""
+    outdir = _job_dir(create=False)
+    text = script(plan, req, components, outdir)
+    return f"# batch script (a run writes it to {outdir / 'job.sh'}; a dry run writes nothing):\n{text.rstrip()}"
 
 
 def _slurm(argv, timeout, **kw):
