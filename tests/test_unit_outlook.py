@@ -69,7 +69,7 @@ def test_the_outlook_speaks_only_when_most_open_points_are_out_of_reach():
     assert _outlook(_points(5, 5), cell_s, 8, 0.10, 60, 40)["out"] == 5      # half: said
     assert _outlook(_points(8, 2), cell_s, 8, 0.10, 60, 10 ** 6)["afford"] == 60  # max_repetitions caps it
     text = O.outlook_text(o, _cfg("margin = 0.10\nmax_time = 480"), 231.0, 8)
-    assert text.startswith("After 8 blocks (231 s of runs), 8 of the 10 comparisons open then cannot be decided "
+    assert text.startswith("After 8 blocks (231 s of runs), 8 of the 10 points still open then cannot be decided "
                            "at the ±10% margin within the budget")
     for bit in ("±50% wide", "the budget allows about 28", "expect them undecided", "in a new study",
                 "quiet = true", "fewer variants", "a margin of ±", "max_time = "):

@@ -29,6 +29,9 @@ def command(args):
         for line in what_changed(img.meta["imported"]):
             print(f"nearmetal: {line}")
     else:
+        from ..families import names
+
+        default = image.default_name(image.host_distro(), names())  # what run/bench use without --image
         for img in image.list_images():
             formats = ",".join(["dir"] + [f for f, _ in _format_copies(img)])
             extra = ",".join(img.meta.get("extra_packages") or {}) or "-"
@@ -37,6 +40,8 @@ def command(args):
                 source += ", generic (no shared-memory transport)"
             if img.meta.get("kernels") == "portable":
                 source += ", portable kernels (-march=x86-64)"
+            if img.name == default:
+                source += ", the default image (no --image)"
             print(f"{img.name}\t{img.distro}\t{','.join(img.mpis)}\t{formats}\t{extra}\t{img.rootfs}\t{source}")
     return 0
 

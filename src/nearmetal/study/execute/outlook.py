@@ -122,8 +122,8 @@ def outlook_text(o, cfg, spent, blocks):
         advice.append(f"max_time = {math.ceil((spent + o['need_most_s']) / 60) * 60:.0f}"
                       + (f" and max_repetitions = {o['need_most']}" if o["need_most"] > study.max_repetitions else ""))
     need = f"~{o['need_most']} blocks" if o["need_most"] <= far else f"more than {far} blocks"
-    return (f"After {blocks} blocks ({spent:.0f} s of runs), {o['out']} of the {o['measured']} comparisons open then "
-            f"cannot be decided at the ±{study.margin * 100:g}% margin within the budget, at this noise (intervals "
+    return (f"After {blocks} blocks ({spent:.0f} s of runs), {o['out']} of the {o['measured']} points still open "
+            f"then cannot be decided at the ±{study.margin * 100:g}% margin within the budget, at this noise (intervals "
             f"±{o['half_pct']:.0f}% wide; 90% of the open ones need {need}; the budget allows about {o['afford']} "
             f"for every open cell): expect them undecided. What would help, in a new study: "
             + "; ".join(advice) + ".")
