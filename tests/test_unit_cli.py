@@ -247,6 +247,7 @@ def test_report_and_explain_find_a_named_study_where_study_put_it(tmp_path, monk
      "it: add --scheduler slurm, or leave --nodes out"),
     (["bench", "latency", "--runtime", "podman"], "nearmetal bench: error: --runtime podman would be ignored"),
     (["bench", "--command", "--export", "NONE", "--", "true"], "nearmetal bench: error: --export is a batch"),
+    (["bench", "latency", "--no-evidence"], "nearmetal bench: error: --no-evidence is for bench --command"),
     (["run", "--", "a", ":", "--mpi", "mpich", "--", "b"],
      "nearmetal run (MPMD component): error: unrecognized arguments: --mpi (see nearmetal run --help; a "
      "component takes -n, --mode, --runtime, --image, --threads, --env, --runtime-arg)"),

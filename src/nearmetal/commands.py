@@ -61,6 +61,9 @@ def cmd_bench(args):
     if not args.kernel:
         raise NearmetalError("no kernel given: nearmetal bench KERNEL [OPTIONS] [-- KERNEL_ARGS], "
                              "or nearmetal bench --command [OPTIONS] -- PROGRAM ARGS")
+    if getattr(args, "no_evidence", False):  # a kernel's launch preloads no evidence unless --evidence DIR
+        raise NearmetalError("--no-evidence is for bench --command: a kernel's launch records no evidence "
+                             "unless --evidence DIR asks for it")
     spec = kernels.get(args.kernel)
     kargs = args.kernel_args or list(spec.default_args)
     ranks = args.ranks if args.ranks is not None else max(spec.min_ranks, 2 if spec.min_ranks > 1 else 1)

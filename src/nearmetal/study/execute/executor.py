@@ -100,8 +100,11 @@ class Executor:
             from ...evidence import keep as evidence_files
 
             evidence = evidence_files.read(launch.evidence)
-            if status == OK and (lone := evidence_files.lone_start(evidence, p)):
+            # exited 0, parsed or not (a one-rank job's output may lack the figure of merit): that
+            # the run was no MPI job is its reason, not the missing figure (as bench checks it)
+            if exited_ok and (lone := evidence_files.lone_start(evidence, p)):
                 status, records, output, err = FAILED, [], (launched.stdout or "") + (err or ""), f"{err}\n{lone}"
+                unmatched = None
         witnessed = None
         if self.config.study.witness:
             from ...witness import parse
