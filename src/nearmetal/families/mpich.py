@@ -66,6 +66,7 @@ class Mpich(MpiFamily):
             # TCP between namespaces hung intermittently here. Every other transport: shared
             # memory by named segments, and InfiniBand (or CUDA) where the host has it. Said as
             # exclusions: a transport named but missing (rc, ud, dc without InfiniBand) makes
-            # every rank print a UCX warning.
+            # every rank print a UCX warning, an excluded one too (so knem, xpmem and cuda_ipc,
+            # absent here, are not named; CUDA IPC between containers is untested).
             env["UCX_TLS"] = "^cma,tcp"
         return env
