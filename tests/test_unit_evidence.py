@@ -242,7 +242,8 @@ def test_bench_under_evidence_reads_only_the_files_its_launch_wrote(tmp_path, ca
     for pid in (41, 42):  # a program that links no MPI: its processes never initialised it
         (tmp_path / f"ev-h-{pid}.json").write_text(json.dumps({"exe": "/opt/serial"}))
     assert check(before) is None
-    assert "note: no process of the launch initialised MPI: its 2 ranks ran as 2 copies" in capsys.readouterr().err
+    assert "note: no process of the launch was seen initialising MPI: a program that links no MPI runs as 2 copies" \
+        in capsys.readouterr().err
     assert listing(tmp_path / "missing") == {}
 
 
@@ -253,12 +254,14 @@ def test_a_staging_directory_a_killed_process_left_is_removed_when_the_next_is_m
 
     with open("/proc/sys/kernel/pid_max") as f:
         gone = int(f.read()) + 1  # a PID no process can have
-    dead = tmp_path / f"evidence-{gone}-abc"
-    live = tmp_path / f"evidence-{os.getppid()}-def"  # pytest's parent: alive
-    unnamed, other = tmp_path / "evidence-k3j_x9", tmp_path / f"trace-{gone}-ghi"
-    for d in (dead, live, unnamed, other):
+    ns = os.stat("/proc/self/ns/pid").st_ino
+    dead = tmp_path / f"evidence-{gone}.{ns}-abc"
+    live = tmp_path / f"evidence-{os.getppid()}.{ns}-def"  # pytest's parent: alive
+    elsewhere = tmp_path / f"evidence-{gone}.{ns + 1}-jkl"  # another PID namespace's: not judged from here
+    unnamed, other = tmp_path / "evidence-k3j_x9", tmp_path / f"trace-{gone}.{ns}-ghi"
+    for d in (dead, live, elsewhere, unnamed, other):
         d.mkdir()
     (dead / "ev-h-1.json").write_text("{}")
     made = stage_dir("evidence", str(tmp_path))
-    assert os.path.basename(made).startswith(f"evidence-{os.getpid()}-")
-    assert not dead.exists() and live.exists() and unnamed.exists() and other.exists()
+    assert os.path.basename(made).startswith(f"evidence-{os.getpid()}.{ns}-")
+    assert not dead.exists() and all(d.exists() for d in (live, elsewhere, unnamed, other))

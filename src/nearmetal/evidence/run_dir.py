@@ -67,7 +67,7 @@ def before_launch(args):
 def check_launch(args, before, launch_plan):
     """Under --evidence, after a launch that exited 0: one whose ranks were each an MPI job of one
     (a script starting a program of the other MPI) fails, its one-rank numbers not printed; one
-    in which no process initialised MPI (a program that links none) is said, as N copies."""
+    in which no process was seen initialising MPI (a program that links none) is said."""
     if before is None:
         return
     from .collect import read_files
@@ -86,6 +86,6 @@ def check_launch(args, before, launch_plan):
               "on nodes that do not share /tmp), so whether the launch was one MPI job was not checked",
               file=sys.stderr)
     elif without_mpi(raws, ranks):
-        print(f"nearmetal {args.command}: note: no process of the launch initialised MPI: its {ranks} ranks ran as "
-              f"{ranks} copies of the program, each on its own (it links no MPI); its numbers are one copy's",
-              file=sys.stderr)
+        print(f"nearmetal {args.command}: note: no process of the launch was seen initialising MPI: a program that "
+              f"links no MPI runs as {ranks} copies, each on its own, and its numbers are one copy's (one that links "
+              "MPI statically is not seen)", file=sys.stderr)

@@ -114,23 +114,32 @@ def place_shared(built, stem, suffix=".so"):
 
 
 def stage_dir(kind, shared):
-    """A fresh directory KIND-PID-XXXXXXXX for the ranks' files under the shared directory
+    """A fresh directory KIND-PID.PIDNS-XXXXXXXX for the ranks' files under the shared directory
     (place_shared's). Those a process of this user left there when it died without cleaning
     up (SIGKILL: a walk-through found 400 empty evidence directories) are removed first: their
-    PID is gone. A live owner's, or an older unnamed one's, is left alone."""
+    PID is gone from their PID namespace, which is this process's (a nearmetal in a container
+    sharing /tmp sees other PIDs: its directories are left alone, as a live owner's are)."""
     import shutil
     import tempfile
 
-    prefix = f"{kind}-"
+    prefix, pidns = f"{kind}-", _pid_namespace()
     try:
         names = os.listdir(shared)
     except OSError:
         names = []
     for name in names:
-        pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
-        if pid.isdecimal() and int(pid) != os.getpid() and not _alive(int(pid)):
+        owner = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
+        pid, _, ns = owner.partition(".")
+        if pid.isdecimal() and ns == pidns and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(os.path.join(shared, name), ignore_errors=True)
-    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=shared)
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.{pidns}-", dir=shared)
+
+
+def _pid_namespace():
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "unknown"  # never equal to a number: nothing is judged gone
 
 
 def _alive(pid):
