@@ -39,7 +39,7 @@ def test_batch_script_shown_by_dry_run(slurm_env):
     assert "--mpi=pmi2" in text and " : -n 2 " in text
     # a dry run writes nothing: the path it names is where a run would write the script
     written = re.search(r"a run writes it to (\S+/job\.sh); a dry run writes nothing", text)
-    assert written and not os.path.exists(written.group(1)), text[:300]
+    assert written and not os.path.exists(os.path.dirname(written.group(1))), text[:300]  # nor its directory
 
 
 def test_inside_an_allocation_srun_is_used_directly(slurm_env):

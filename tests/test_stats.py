@@ -335,14 +335,47 @@ def test_an_answer_that_no_data_could_decide_says_the_tests_floor_not_the_margin
     from nearmetal.analysis.answer_text import could_be_words
     from nearmetal.analysis.rank_floor import out_of_reach
 
-    c = {"verdict": "inconclusive", "alpha": 0.01953, "paired": True, "n_pairs": 6, "n_baseline": 6, "n_variant": 6}
+    c = {"verdict": "inconclusive", "alpha": 0.01953, "paired": True, "n_pairs": 6, "n_baseline": 6, "n_variant": 6,
+         "p_value": 0.03125}
     floor = out_of_reach(c)
     assert floor == {"blocks": 6, "smallest_p": 0.03125, "level": 0.01953, "blocks_needed": 7}
     assert out_of_reach(dict(c, n_pairs=5)) is None  # Mann-Whitney 5 a side: 0.0079, below the level
     assert out_of_reach(dict(c, verdict="faster")) is None
+    assert out_of_reach(dict(c, p_value=0.0143)) is None  # tied pairs: the approximation has no floor
+    unpaired = dict(c, paired=False, n_pairs=None, n_baseline=3, n_variant=6, alpha=0.05, p_value=0.0238)
+    assert out_of_reach(unpaired) is None  # 3 against 6 values: 2/C(9,3) = 0.024, below 0.05
+    assert out_of_reach(dict(unpaired, n_variant=3, p_value=0.1))["smallest_p"] == pytest.approx(0.1)
     e = {"cost_ratio": 0.75, "ci_low": 0.561, "ci_high": 0.995, "overhead_ci": [-43.9, -0.5], "rank_test_floor": floor,
          "level_words": "96.1% interval"}
     words = could_be_words(e, 0.03)
     assert "faster throughout this interval, but its rank test over 6 blocks cannot give a p below 0.0312, above " \
            "the level 0.0195: it takes at least 7 blocks" in words, words
     assert "not shown to be by more than the margin" in could_be_words(dict(e, rank_test_floor=None), 0.03)
+
+
+def test_a_study_of_3_blocks_answers_with_the_rank_tests_floor_end_to_end(tmp_path):
+    """Through the store, analyze() and the answers: 3 fixed blocks, the variant 20% slower in
+    every block: the interval lies above 1, the rank test cannot go below 0.1 > 0.05, and the
+    answer says so (the key the words read is the one answers() writes)."""
+    from nearmetal.analysis.analyze import analyze
+    from nearmetal.study.execute import runner
+    from nearmetal.study.plan import study_file as config_mod
+    from nearmetal.study.records import OK, RunResult
+    from nearmetal.study.store import codec
+
+    text = ('[study]\nname = "f"\nrepetitions = 3\nwarmup = 0\n[matrix]\nmode = ["native", "hybrid"]\n'
+            'mpi = ["openmpi"]\n[[benchmark]]\nkernel = "latency"\n')
+    cfg = config_mod.parse(text)
+    store, sid, _ = runner.open_study(cfg, text, tmp_path / "f.db", resume=False, say=lambda m: None)
+    with store:
+        for run in store.pending(sid):
+            slow = json.loads(run["variant_json"]).get("mode") == "hybrid"
+            value = (1.2 if slow else 1.0) * (1 + 0.001 * run["block"])
+            rec = [{"metric": "latency", "unit": "us", "value": value, "point": {"size": 8}}]
+            codec.store_result(store, run["id"], RunResult(OK, 0, ["x"], {}, None, "t", 0.5, None, rec))
+        analysis = analyze(store, n_boot=200)
+    [e] = [e for e in analysis["answers"]["by_benchmark"] if e["metric"] == "latency"]
+    assert e["verdict"] == "inconclusive" and e["ci_low"] > 1, e
+    assert e["rank_test_floor"]["blocks"] == 3 and e["rank_test_floor"]["smallest_p"] == pytest.approx(0.1)
+    assert "its rank test over 3 blocks cannot give a p below 0.1" in " ".join(analysis["answers"]["headline"]) + \
+        " ".join(str(x.get("sentence")) for x in analysis["answers"]["by_benchmark"])

@@ -237,16 +237,16 @@ def test_report_and_explain_find_a_named_study_where_study_put_it(tmp_path, monk
 
 @pytest.mark.parametrize("argv, said", [
     (["run", "--runtime", "apptainer", "--", "prog"],
-     "nearmetal run: error: --runtime apptainer would be ignored: native mode runs no container; add --mode hybrid "
-     "or --mode bind"),
+     "nearmetal run: error: --runtime apptainer would be ignored: native mode runs no container; use --mode hybrid "
+     "or --mode bind, or leave --runtime out"),
     (["run", "--mode", "native", "--image", "img", "--runtime=podman", "prog"],
      "error: --runtime podman and --image img would be ignored: native mode runs no container"),
     (["run", "--", "a", ":", "--image", "x", "--", "b"], "error: MPMD component 2: --image x would be ignored"),
-    (["run", "--nodes", "2", "--", "prog"],
-     "nearmetal run: error: --nodes is a batch scheduler's option, and this run's scheduler (local) would ignore "
-     "it: add --scheduler slurm, or leave --nodes out"),
+    (["run", "--nodes", "2", "--time", "5", "--", "prog"],
+     "nearmetal run: error: --nodes and --time: a batch scheduler's options, which this run's scheduler (local) "
+     "would ignore: add --scheduler slurm, or leave them out"),
     (["bench", "latency", "--runtime", "podman"], "nearmetal bench: error: --runtime podman would be ignored"),
-    (["bench", "--command", "--export", "NONE", "--", "true"], "nearmetal bench: error: --export is a batch"),
+    (["bench", "--command", "--export", "NONE", "--", "true"], "nearmetal bench: error: --export: a batch"),
     (["bench", "latency", "--no-evidence"], "nearmetal bench: error: --no-evidence is for bench --command"),
     (["run", "--", "a", ":", "--mpi", "mpich", "--", "b"],
      "nearmetal run (MPMD component): error: unrecognized arguments: --mpi (see nearmetal run --help; a "

@@ -533,3 +533,8 @@ def test_a_baseline_selector_matching_a_named_variant_names_it_in_the_refusal():
                          '[[benchmark]]\nkernel = "latency"\n')
     assert str(e.value).endswith("is not in the study's matrix: write [baseline] variant = \"native\" (the named "
                                  "variant launched so)"), e.value
+    with pytest.raises(NearmetalError) as e:  # a named variant launched otherwise (TCP only) is not offered
+        config_mod.parse('[study]\nname = "nb"\n[[variant]]\nname = "nat"\nmode = "native"\nmpi = "openmpi"\n'
+                         'env = { OMPI_MCA_btl = "self,tcp" }\n[[variant]]\nname = "hy"\nmode = "hybrid"\n'
+                         'mpi = "openmpi"\n[baseline]\nmode = "native"\n[[benchmark]]\nkernel = "latency"\n')
+    assert str(e.value).endswith("is not in the study's matrix: add it, or change [baseline]"), e.value

@@ -100,7 +100,7 @@ def refuse_container_options(mode, runtime, image, where=""):
     if given and not in_container(mode):
         modes = " or ".join(f"--mode {n}" for n in names() if in_container(n))
         raise NearmetalError(f"{where}{' and '.join(given)} would be ignored: {mode} mode runs no container; "
-                             f"add {modes}")
+                             f"use {modes}, or leave {' and '.join(g.split()[0] for g in given)} out")
 
 
 def _component_request(segment, first, index):
@@ -262,7 +262,7 @@ def _refuse_unknown(parser, args, unknown):
             sub = action.choices[getattr(args, action.dest)]
     # names compared without their dashes: a shared '--' made every option look alike (--bogus: --out)
     options = {o.lstrip("-"): o for o in (sub._option_string_actions if sub is not None else ()) if o.startswith("--")}
-    near = options.get(closest(first.lstrip("-"), list(options)))
+    near = options.get(closest(first.lstrip("-"), list(options), cutoff=0.7))  # 0.6 took --bogus for --gpus
     (sub or parser).error(f"unrecognized arguments: {' '.join(unknown)}" + (f"; the closest option is {near}"
                                                                           if near else ""))
 

@@ -6,9 +6,9 @@ import difflib
 MOST = 12  # names listed; the rest are counted
 
 
-def closest(name, known):
+def closest(name, known, cutoff=0.6):
     """The known name most like `name`, or None when none is alike."""
-    found = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
+    found = difflib.get_close_matches(str(name), list(known), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

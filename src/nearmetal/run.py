@@ -192,9 +192,9 @@ def _validate(req, check_paths=True):
 
         if not schedulers.get(req.scheduler).batch_options:
             batch = " or ".join(f"--scheduler {n}" for n in schedulers.names() if schedulers.get(n).batch_options)
-            option = next(iter(req.options)).replace("slurm_", "")
-            raise NearmetalError(f"--{option} is a batch scheduler's option, and this run's scheduler ({req.scheduler}) "
-                                 f"would ignore it: add {batch}, or leave --{option} out")
+            given = " and ".join(f"--{o.replace('slurm_', '')}" for o in req.options)
+            raise NearmetalError(f"{given}: a batch scheduler's options, which this run's scheduler ({req.scheduler}) "
+                                 f"would ignore: add {batch}, or leave them out")
     from . import networks
 
     networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error

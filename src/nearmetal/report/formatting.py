@@ -24,7 +24,7 @@ def fmt_num(v, digits=3):
 
 def fmt_ratio(c):
     """'1.030 [0.990–1.070]' from a comparison; '—' without one. A point decided at a final look
-    of its own level (the time ran out) says it: '1.03 [0.99–1.07] (94.9%)'."""
+    of its own level (the time ran out) says it: '1.030 [0.990–1.070] (94.9%)'."""
     if not c or not is_num(c.get("ratio")):
         return "—"
     r = ratio_number(c["ratio"])

@@ -111,7 +111,7 @@ def _scontrol(job):
 
 def write_script(plan, req, components):
     """(path, text) of the batch script for one launch, written into a fresh job directory
-    (kept: --dry-run shows it, and the job's output goes beside it)."""
+    (kept: the job's output goes beside it; --dry-run shows the script and writes nothing)."""
     outdir = _job_dir()
     text = script(plan, req, components, outdir)
     path = outdir / "job.sh"

@@ -380,24 +380,26 @@ def dry_run(cfg, out, db_path=None):
              "order shown with seed 0; the study draws a random seed when it runs")
     out(f"# study {cfg.study.name}: {len(runs)} runs ({cfg.study.warmup} warm-up rounds, "
         f"{cfg.study.first_blocks} randomized blocks, {order})")
+    from ..plan.sequential import looks_of
+
+    looks, alpha = looks_of(cfg.study)
     if cfg.study.adaptive:
         from ..plan.plan import cells
-        from ..plan.sequential import looks_of
 
-        looks, alpha = looks_of(cfg.study)
         most = len(cells(cfg)) * (cfg.study.max_repetitions - cfg.study.min_repetitions)
         out(f"# adaptive repetitions: these {cfg.study.min_repetitions} blocks first; then, for the cells whose "
             f"points are still undecided (and their baselines), more blocks, looked at again at "
             f"{', '.join(map(str, looks[1:]))} blocks (looks at {', '.join(map(str, looks))}, each at level "
             f"{alpha:.4f}); budget: at most {cfg.study.max_repetitions} blocks (up to {most} more runs) or "
             f"{cfg.study.max_time:g} s of runs")
-        from ...analysis.rank_floor import smallest_p
+    from ...analysis.rank_floor import smallest_p
 
-        blind = [n for n in looks if smallest_p(n) >= alpha]  # the rank test's floor: no data could decide there
-        if blind:
-            out(f"# at {', '.join(map(str, blind))} blocks the rank test cannot give a p below the level "
-                f"{alpha:.4f} (at best {', '.join(f'{smallest_p(n):.3g}' for n in blind)}): those looks can "
-                f"call a point equivalent, never slower or faster")
+    blind = [n for n in looks if smallest_p(n) >= alpha]  # the rank test's floor: no data could decide there
+    if blind:
+        out(f"# at {', '.join(map(str, blind))} blocks the rank test cannot give a p below the level "
+            f"{alpha:.4f} (at best {', '.join(f'{smallest_p(n):.3g}' for n in blind)}): "
+            + ("those looks" if cfg.study.adaptive else "the study") + " can call a point equivalent, never slower "
+            "or faster")
     _say_left_out(cfg, lambda line: out(f"# {line}"))
     for bench in cfg.benchmark:  # shown resolved: a relative path was taken from the current directory
         workdir = cfg.workdir_of(bench)

@@ -161,11 +161,15 @@ def check_baselines(config, all_cells):
         if bid not in have:
             # a named variant launched as the selector asks is known by its name, not by the selector's id
             same = sorted({v.get("name") for v in (x.variant for x in all_cells) if v.get("name")
-                           and all(v.get(k) == base.get(k) for k in ("mode", "mpi", "runtime", "image"))})
+                           and all(_unset(v.get(k)) == _unset(base.get(k)) for k in (set(v) | set(base)) - {"name"})})
             hint = f"write [baseline] variant = \"{same[0]}\" (the named variant launched so)" if same else \
                 "add it, or change [baseline]"
             raise NearmetalError(f"baseline: '{bid}', the baseline of variant '{variant_id(c.variant)}', is not "
                                  f"in the study's matrix: {hint}")
+
+
+def _unset(value):
+    return value if value not in (None, "", [], {}, (), False) else None
 
 
 def _repeat(labels):
