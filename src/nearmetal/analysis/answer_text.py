@@ -7,7 +7,7 @@ the interval at the level the points were decided at, named ('98.6% interval (se
 
 from .. import kernels, models
 from .stats import MIN_N_EQUIVALENT
-from .labels import fmt_ratio
+from .labels import fmt_ratios
 
 ESTIMATOR_ONE = "paired ratio: exp of the 20% trimmed mean of the per-block log ratios"
 METRIC_WORDS = {"to_after_init": "to after MPI_Init", "wall_to_main": "to main"}
@@ -97,9 +97,10 @@ def noise_words(e):
 def _ratio_words(e):
     """'cost ratio 1.003 [0.995–1.012], 98.6% interval (sequential, 9 looks planned), 1 point'."""
     n = e["n_points"]
-    s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {fmt_ratio(e['cost_ratio'])}"
+    r, lo, hi = fmt_ratios(e["cost_ratio"], e["ci_low"], e["ci_high"])
+    s = f"{'cost ratio' if n == 1 else 'geometric-mean cost ratio'} {r}"
     if e["ci_low"] is not None:
-        s += f" [{fmt_ratio(e['ci_low'])}–{fmt_ratio(e['ci_high'])}], {e.get('level_words') or '95% interval'}"
+        s += f" [{lo}–{hi}], {e.get('level_words') or '95% interval'}"
     return s + (", 1 point" if n == 1 else f", over {n} points")
 
 

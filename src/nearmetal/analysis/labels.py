@@ -24,6 +24,17 @@ def fmt_ratio(x):
     return f"{x:.1f}" if ax < 100 else f"{x:.0f}"
 
 
+def fmt_ratios(*xs):
+    """A ratio and its interval's ends, written alike where they can be (1.950 [1.900–2.050]:
+    the most decimals any of them needs), each on its own where one is below 0.1 (0.259
+    [6.28e-05–1066])."""
+    nums = [x for x in xs if is_num(x)]
+    if not nums or min(abs(x) for x in nums) < 0.1:
+        return tuple(fmt_ratio(x) for x in xs)
+    digits = max(3 if abs(x) < 2 else 2 if abs(x) < 10 else 1 if abs(x) < 100 else 0 for x in nums)
+    return tuple(f"{x:.{digits}f}" if is_num(x) else "—" for x in xs)
+
+
 def fmt_size(n):
     """Bytes in binary units: 8 B, 1 KiB, 64 KiB, 1 MiB, 1.5 MiB."""
     if not is_num(n):

@@ -2,7 +2,7 @@
 
 import math
 
-from ..analysis.labels import fmt_ratio as ratio_number
+from ..analysis.labels import fmt_ratios as ratio_texts
 from ..analysis.labels import fmt_size, is_num, point_label  # noqa: F401  (report modules use them as F.*)
 
 
@@ -27,13 +27,13 @@ def fmt_ratio(c):
     of its own level (the time ran out) says it: '1.030 [0.990–1.070] (94.9%)'."""
     if not c or not is_num(c.get("ratio")):
         return "—"
-    r = ratio_number(c["ratio"])
     lo, hi = c.get("ci_low"), c.get("ci_high")
     if is_num(lo) and is_num(hi):
         level = c.get("ci_level")
         own = f" ({level * 100:.3g}%)" if c.get("own_level") and is_num(level) else ""
-        return f"{r} [{ratio_number(lo)}–{ratio_number(hi)}]{own}"
-    return r
+        r, lo_txt, hi_txt = ratio_texts(c["ratio"], lo, hi)
+        return f"{r} [{lo_txt}–{hi_txt}]{own}"
+    return ratio_texts(c["ratio"])[0]
 
 
 def fmt_pct(p, signed=True, digits=1):

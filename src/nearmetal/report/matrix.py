@@ -9,7 +9,7 @@ columns however many benchmarks a study has.
 """
 
 from . import formatting as F
-from ..analysis.labels import fmt_ratio  # one way to write a ratio, in the answers' sentences too
+from ..analysis.labels import fmt_ratio, fmt_ratios  # noqa: F401  (one way to write ratios, the sentences' too)
 
 # the verdicts as the reports say them ('inconclusive' in the analysis reads 'undecided')
 WORDS = {"equivalent": "equivalent", "slower": "slower", "faster": "faster", "inconclusive": "undecided"}
@@ -19,25 +19,22 @@ DISTURBED = "⚠"
 TERMINAL_WIDTH = 100
 
 
-def _interval(lo, hi):
-    return f"{fmt_ratio(lo)}–{fmt_ratio(hi)}" if F.is_num(lo) and F.is_num(hi) else "no interval"
-
-
 def _cell(e, level_txt):
     verdict = e.get("verdict") if e.get("verdict") in WORDS else "inconclusive"
     lo, hi, r = e.get("ci_low"), e.get("ci_high"), e.get("cost_ratio")
     disturbed = e.get("disturbed") or 0
-    interval = _interval(lo, hi)
+    r_txt, lo_txt, hi_txt = fmt_ratios(r, lo, hi)
+    interval = f"{lo_txt}–{hi_txt}" if F.is_num(lo) and F.is_num(hi) else "no interval"
     own = e.get("ci_level")  # an answer decided at a final look of its own level says that one
     level_txt = f"{own * 100:.4g}%" if F.is_num(own) and 0 < own < 1 else level_txt
-    title = f"{WORDS[verdict]}: cost ratio {fmt_ratio(r)}, {level_txt} interval {interval}"
+    title = f"{WORDS[verdict]}: cost ratio {r_txt}, {level_txt} interval {interval}"
     n = e.get("n_points")
     if n is not None:
         title += f"; {n} point{'s' * (n != 1)}, {e.get('n_blocks')} blocks"
     if disturbed:
         title += f"; {disturbed} of its values from runs on a busy machine"
     return {"verdict": verdict, "word": WORDS[verdict], "mark": MARKS[verdict], "ratio": r, "lo": lo, "hi": hi,
-            "ratio_txt": fmt_ratio(r), "interval_txt": f"[{interval}]" if F.is_num(lo) and F.is_num(hi) else "",
+            "ratio_txt": r_txt, "interval_txt": f"[{interval}]" if F.is_num(lo) and F.is_num(hi) else "",
             "disturbed": disturbed, "text": e.get("text") or "", "title": title}
 
 
