@@ -747,3 +747,48 @@ def test_the_modes_line_says_when_the_variant_makes_the_machines_slow_launches_m
 
     assert "the machine's, though the variant makes slow launches more common" in line(18, True)
     assert "a property of the machine, not of the variant" in line(10, False)
+
+
+def test_transport_on_a_generic_image_tests_the_tuned_image_not_a_transport_it_lacks(nm_home):
+    """A walk-through's Why offered OMPI_MCA_btl=self,vader on the generic image, which has no
+    vader: all 6 runs of that ablation failed. On a generic image the factor is the image: its
+    ablation is the same release and MPIs built without --generic, where that image is here."""
+    import json as _json
+
+    def image(name, generic):
+        d = nm_home / "images" / name
+        (d / "rootfs").mkdir(parents=True)
+        (d / "image.json").write_text(_json.dumps({"name": name, "distro": "bookworm", "mpis": ["mpich", "openmpi"],
+                                                   "generic": generic}))
+
+    image("nm-bookworm-generic-mpich-openmpi", True)
+    tcp = {"transport": {"tcp_within_node": True, "between_ranks": ["tcp"]}}
+    shm = {"transport": {"tcp_within_node": False, "between_ranks": ["vader"]}}
+    slow = ev({**HYBRID, "image": "nm-bookworm-generic-mpich-openmpi"}, tcp)
+    [c] = examine("transport", slow, ev(NATIVE_OMPI, shm))
+    assert "is a generic build, without the shared-memory transport" in c.fact and c.ablation is None
+    assert "build one" in c.fix
+    image("nm-bookworm-mpich-openmpi", False)
+    [c] = examine("transport", slow, ev(NATIVE_OMPI, shm))
+    assert c.ablation["image"] == "nm-bookworm-mpich-openmpi" and "env" not in c.ablation, c.ablation
+
+
+def test_an_ablation_whose_runs_all_failed_is_said_and_offers_no_fix():
+    """A walk-through's explain tested two causes; one ablation's 6 runs all failed and the Why
+    then never mentioned it (nor that it failed). It is said, with the runs' error, beside the
+    cause that was tested, and it is not offered as a fix."""
+    from nearmetal.explain.why import paragraph
+
+    tested = {"fact": "hybrid mode: the ranks ran the image's MPI library", "factor": "bind-mode",
+              "ablation_id": "v--bind-mode", "fix": "bind the host's MPI", "ablation": {"mode": "bind"},
+              "share": {"share": 0.95, "low": 0.9, "high": 1.0, "n_blocks": 6}}
+    failed = {"fact": "ranks on one node talked over tcp", "factor": "shm", "ablation_id": "v--shm",
+              "fix": "give the ranks shared memory", "ablation": {"env": {"OMPI_MCA_btl": "self,vader"}},
+              "share": {"share": None, "n_blocks": 0}, "failed": {"runs": 6, "why": "Component: vader not found"}}
+    entry = {"name": "v", "overhead_pct": 40.0, "benchmarks": ["lat"], "causes": [tested, failed], "likely": tested,
+             "where": [], "has_profile": True, "slower_on": [], "verdict": "slower"}
+    text = paragraph(entry)
+    assert "Not tested: ranks on one node talked over tcp: the 6 runs of its ablation (v--shm) failed " \
+           "(Component: vader not found)." in text, text
+    only = paragraph({**entry, "causes": [failed], "likely": None})
+    assert "gave no values to compare (its 6 runs failed: Component: vader not found)." in only and "Fix:" not in only

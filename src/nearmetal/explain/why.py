@@ -160,7 +160,7 @@ def paragraph(entry):
             doubt = "" if found is cause else _unconfirmed(sh)
             return (f"{head}. {lead}: {found['fact']}. Changing only that ({found['factor']}) recovered "
                     f"{_pct(sh['share'])}{interval} of the gap over {sh['n_blocks']} blocks{_beside(sh)}{doubt}. "
-                    f"Fix: {found['fix']}.")
+                    f"Fix: {found['fix']}.") + _not_tested(entry, found)
     tested = [c for c in entry["causes"] if c.get("share") and c["share"].get("share") is not None]
     if tested:
         best = tested[0]
@@ -169,7 +169,8 @@ def paragraph(entry):
     elif any(c.get("ablation_id") for c in entry["causes"]):
         c = next(c for c in entry["causes"] if c.get("ablation_id"))
         text = (f"{head}. Likely cause: {c['fact']}; its ablation ({c['ablation_id']}) gave no values to compare "
-                f"(see the failed runs). Fix: {c['fix']}.")
+                + (f"(its {c['failed']['runs']} runs failed: {c['failed']['why']})." if c.get("failed") else
+                   f"(see the failed runs). Fix: {c['fix']}."))
     elif entry["causes"]:
         c = entry["causes"][0]
         text = (f"{head}. Likely cause: {c['fact']} (not tested yet: `nearmetal explain` runs its ablation). "
@@ -177,12 +178,20 @@ def paragraph(entry):
                 f"{head}. Likely cause: {c['fact']} (nearmetal cannot change this factor alone). Fix: {c['fix']}.")
     else:
         text = f"{head}. Nothing in the recorded evidence explains the gap."
+    text += _not_tested(entry, None, text)
     where = entry.get("where") or []
     if where:
         text += " Where the time went: " + "; ".join(w["fact"] for w in where) + "."
     elif not entry.get("has_profile"):
         text += " No MPI profile was recorded for its runs, so where the time went is not known."
     return text
+
+
+def _not_tested(entry, chosen, said=""):
+    """A test that could not run is said, not dropped: its ablation's runs all failed."""
+    return "".join(f" Not tested: {c['fact']}: the {c['failed']['runs']} runs of its ablation ({c['ablation_id']}) "
+                   f"failed ({c['failed']['why']})." for c in entry["causes"]
+                   if c.get("failed") and c is not chosen and c["fact"] not in said)
 
 
 def cpus_by_mode(values, blocks, run_of_block, ranks_of, found, higher_is_better=False):
@@ -265,6 +274,20 @@ def _cpus_of(store, study_id, point):
                         bool(point.get("higher_is_better")))
 
 
+def _failed_ablations(store, study_id, ablations):
+    """{ablation id: {"runs": failed runs, "why": the first one's last error line}} for the
+    ablations none of whose runs gave a value (an image without the factor's transport)."""
+    runs = [r for r in store.runs(study_id) if r["variant"] in ablations and not r["warmup"]]
+    out = {}
+    for a in ablations:
+        mine = [r for r in runs if r["variant"] == a]
+        bad = [r for r in mine if r["status"] not in ("ok", "planned")]
+        if bad and not any(r["status"] == "ok" for r in mine):
+            tail = [line for line in str(bad[0]["stderr_tail"] or "").splitlines() if line.strip()]
+            out[a] = {"runs": len(bad), "why": tail[-1][:200] if tail else bad[0]["status"]}
+    return out
+
+
 def section(store, study_id, analysis, every_block=None):
     """analysis["why"]: {"tested": bool, "answers": [...], "noise": [...]}. analysis: the
     study's own; every_block: the analysis with explain's blocks too (analyses()), whose
@@ -274,6 +297,7 @@ def section(store, study_id, analysis, every_block=None):
     ablations = set(plan.get("ablations") or [])
     evidence = None
     vmeta = {v.get("id"): v for v in analysis.get("variants") or []}
+    failed = _failed_ablations(store, study_id, ablations)
     answers = []
     for entry, benches in slower_answers(analysis, skip=ablations):
         vid, bid = entry["variant"], entry.get("baseline")
@@ -302,13 +326,15 @@ def section(store, study_id, analysis, every_block=None):
             for c in out["causes"]:
                 if c.get("ablation_id"):
                     c["share"] = share_of(every_block or analysis, vid, bid, c["ablation_id"], benches, stated)
+                    if c["ablation_id"] in failed and (c["share"] or {}).get("share") is None:
+                        c["failed"] = failed[c["ablation_id"]]  # {"runs": n, "why": its first error line}
             out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
             top = out["causes"][0] if out["causes"] else None
             if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:
                 out["cause" if confirmed(top["share"]) else "likely"] = top
             untested = top is not None and (top.get("share") or {}).get("share") is None
-            fixed = (out.get("cause") or out.get("likely")
-                     or (top if untested and top.get("ablation") else None))  # never a refuted one
+            fixed = (out.get("cause") or out.get("likely")  # never a refuted one, nor one whose runs failed
+                     or (top if untested and top.get("ablation") and not top.get("failed") else None))
             if fixed:
                 shown = dict(fixed["ablation"])
                 if not fixed.get("ablation_id"):  # not planned yet: the name explain would give it

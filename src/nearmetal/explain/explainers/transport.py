@@ -44,6 +44,32 @@ _CMA_OFF = {"OMPI_MCA_btl_vader_single_copy_mechanism": lambda v: v.strip().lowe
             "UCX_CMA_ENABLE": lambda v: v.strip().lower() in ("n", "no", "0", "false")}
 
 
+def _generic_image(variant):
+    """(its name, the same release and MPIs built without --generic where that image is here,
+    else None) when the variant's image is a generic build (image/generic.py); else None."""
+    from ...errors import NearmetalError
+    from ...families import names
+    from ...image import default_name, host_distro, resolve
+
+    from ...models import in_container
+
+    spec = variant.get("image")
+    if not in_container(variant.get("mode") or "native"):
+        return None
+    try:
+        image = resolve(default_name(host_distro(), names()) if spec in (None, "default") else spec)
+        if not image.meta.get("generic"):
+            return None
+        tuned = default_name(image.distro, image.mpis)
+        try:
+            resolve(tuned)
+        except NearmetalError:
+            tuned = None
+    except (NearmetalError, OSError):
+        return None
+    return image.name, tuned
+
+
 def force_shared_memory(variant):
     """The variant with the shared-memory transport forced, as its MPI family allows
     (families' shared_memory_env)."""
@@ -85,6 +111,14 @@ class Transport(Explainer):
                                    f"rank per emulated node); the baseline's over {theirs}", 0.9, factor="host-network",
                                    ablation=replaced(slow.variant, network=None),
                                    fix="run the ranks on the host's network and IPC namespace")]
+            generic = _generic_image(slow.variant)
+            if generic is not None:  # no shared-memory transport in it to force: the tuned image is the factor
+                name, tuned = generic
+                return [self.cause(f"ranks on one node talked over {used}: image '{name}' is a generic build, "
+                                   f"without the shared-memory transport (image build --generic); the baseline's "
+                                   f"over {theirs}", 0.9, factor="tuned-image",
+                                   ablation=replaced(slow.variant, image=tuned) if tuned else None,
+                                   fix=f"use an image built without --generic ({tuned or 'build one'})")]
             return [self.cause(f"ranks on one node talked over {used}; the baseline's over {theirs}", 0.9,
                                factor="shm", ablation=force_shared_memory(slow.variant),
                                fix="give the ranks the shared-memory transport (the host's IPC namespace and "
