@@ -261,3 +261,18 @@ def test_options_a_launch_would_ignore_are_refused(argv, said, capsys):
         status = e.code
     err = capsys.readouterr().err
     assert status == 2 and said in err and err.endswith("\n") and len(err.splitlines()) == 1 and "\\n" not in err, err
+
+
+def test_io_best_finds_a_named_sweep_where_io_sweep_put_it(tmp_path, monkeypatch):
+    """`io best --study climio` read results/io-tune/study.db (the built-in sweep's) and failed,
+    where `report --study climio` found results/climio/study.db."""
+    from types import SimpleNamespace
+
+    from nearmetal.io import best as best_mod
+    from nearmetal.io import cli as io_cli
+
+    read = []
+    monkeypatch.setattr(best_mod, "run", lambda db, study, metric, as_json=False: read.append(str(db)))
+    for study in ("climio", None):
+        io_cli.best(SimpleNamespace(db=None, study=study, metric="total", json=False))
+    assert read == ["results/climio/study.db", "results/io-tune/study.db"]

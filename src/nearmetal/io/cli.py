@@ -27,7 +27,8 @@ def add_parser(sub, parser_class):
                    help="validate and print the configurations (pre-selection and the full space); run nothing")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     b = isub.add_parser("best", help="the fastest configuration, its speed-up over serial, a hints file and FMS namelist")
-    b.add_argument("--db", help=f"results database (default: results/{BUILTIN_NAME}/study.db)")
+    b.add_argument("--db", help=f"results database (default: results/STUDY/study.db with --study, else "
+                                f"results/{BUILTIN_NAME}/study.db)")
     b.add_argument("--study", type=study_name_arg,
                    help="the sweep's study name (needed when the database holds several sweeps)")
     b.add_argument("--metric", choices=("write", "total"), default="total",
@@ -44,7 +45,10 @@ def command(args):
 def best(args):
     from . import best as best_mod
 
-    db = Path(args.db) if args.db else Path("results") / BUILTIN_NAME / "study.db"
+    from ..study.execute.runner import default_db
+
+    # where `io sweep` put the sweep named (results/NAME/study.db), else the built-in sweep's
+    db = Path(args.db) if args.db else default_db(args.study or BUILTIN_NAME)
     best_mod.run(db, args.study, args.metric, as_json=args.json)
     return 0
 
