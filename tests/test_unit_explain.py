@@ -613,8 +613,10 @@ def test_no_slower_answer_but_undecided_ones_says_what_would_decide_them():
     assert _undecided_words(analysis, Meta({"stop": {"text": stop}}), 7) == (
         "; 2 answers are undecided: the study's blocks did not settle them, and explain tests the causes of slower "
         f"answers only. The study said: {stop}")
-    assert _undecided_words(analysis, Meta(None), 7).endswith(
-        "slower answers only (more blocks would: a longer max_time, or a quieter machine)")
+    assert _undecided_words(analysis, Meta(None), 7).endswith(  # fixed repetitions: no max_time to lengthen
+        "slower answers only (more blocks would: more repetitions, in a new study, or a quieter machine)")
+    assert _undecided_words({**analysis, "sequential": {"adaptive": True}}, Meta(None), 7).endswith(
+        "(more blocks would: a longer max_time or a larger max_repetitions, or a quieter machine)")
     assert _undecided_words({"answers": {"by_benchmark": [{"verdict": "equivalent"}]}}, Meta(None), 7) == ""
 
 

@@ -247,9 +247,11 @@ def _undecided_words(analysis, store, study_id):
         return ""
     kept = machine_check.load(store, study_id) or {}
     said = (kept.get("stop") or kept.get("outlook") or {}).get("text")
+    adaptive = (analysis.get("sequential") or {}).get("adaptive")
+    more = "a longer max_time or a larger max_repetitions" if adaptive else "more repetitions, in a new study"
     return (f"; {n} answer{'s are' if n != 1 else ' is'} undecided: the study's blocks did not settle "
             f"{'them' if n != 1 else 'it'}, and explain tests the causes of slower answers only"
-            + (f". The study said: {said}" if said else " (more blocks would: a longer max_time, or a quieter machine)"))
+            + (f". The study said: {said}" if said else f" (more blocks would: {more}, or a quieter machine)"))
 
 
 def round_words(rounds, study, left_s):
