@@ -280,3 +280,18 @@ def test_the_step_removes_and_records_in_image_paths(tmp_path, monkeypatch):
     assert record["by_mpi"] == {"openmpi": [f"mca:{in_image}"], "mpich": ["ucx"]}
     assert "# generic: removed " + in_image + "/mca_btl_vader.so" in Log.text
     assert not (d / "mca_btl_vader.so").exists() and (libdir / "libucs.so.0").exists()
+
+
+def test_default_names_the_default_image_on_the_command_line_as_in_study_files(nm_home):
+    """`--image default` was refused ("no image 'default'") where study files take it."""
+    import json
+
+    from nearmetal.families import names
+
+    name = image.default_name(image.host_distro(), names())
+    (nm_home / "images" / name / "rootfs").mkdir(parents=True)
+    (nm_home / "images" / name / "image.json").write_text(json.dumps({"name": name, "distro": "bookworm"}))
+    assert image.resolve("default").name == name
+    (nm_home / "images" / "default" / "rootfs").mkdir(parents=True)  # an image named so is that image
+    (nm_home / "images" / "default" / "image.json").write_text(json.dumps({"name": "default"}))
+    assert image.resolve("default").name == "default"

@@ -94,6 +94,11 @@ def resolve(spec: str) -> Image:
     """An image from a NAME under home()/images, a rootfs directory, an image directory, a
     .sqfs, or a .sif (nearmetal's, or any SIF: image/sif.py reads those)."""
     spec = str(spec)
+    if spec == "default" and not (images_dir() / spec).is_dir():  # as study files say it
+        from ..families import names
+        from .recipe import default_name, host_distro
+
+        spec = default_name(host_distro(), names())
     try:
         return _resolve(spec)
     except (OSError, RuntimeError, ValueError) as e:  # /proc/1/root, a 300-character name, ~nosuchuser, NUL
