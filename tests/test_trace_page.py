@@ -22,3 +22,15 @@ def test_the_page_is_the_trace_template_escaped(monkeypatch):
     assert "Graphviz is not installed" in page and "digraph callpath" in page
     assert f"{len(a['ranks'])} processes; layers: {', '.join(a['layers'])};" in page
     assert render.markdown(a).split("## Files", 1)[-1].strip().splitlines()[0] in page
+
+
+def test_the_markdown_warning_names_the_incomplete_ranks_as_ranks_not_a_count():
+    """'ranks without a complete trace: 0' read as a count of none; it was rank 0."""
+    from nearmetal.trace import render
+
+    a = {"directory": "d", "ranks": [0, 1], "layers": ["posix"], "omitted_edges": 0, "threshold": 0.01,
+         "dropped_events": 0, "incomplete_ranks": [0], "nodes": [], "edges": [], "files": [], "hints": [],
+         "write_paths": []}
+    assert "Warning: 0 events dropped; rank 0 without a complete trace." in render.markdown(a)
+    a.update(incomplete_ranks=[], dropped_events=3)
+    assert "Warning: 3 events dropped; every rank's trace complete." in render.markdown(a)

@@ -83,7 +83,8 @@ def report(trace_dir, fmt="html", out=None, threshold=callpath.THRESHOLD):
     if fmt not in render.FORMATS:
         raise NearmetalError(f"unknown report format {fmt} (choose from: {', '.join(render.FORMATS)})")
     if not os.path.isdir(trace_dir):
-        raise NearmetalError(f"{trace_dir} is not a trace directory (no such directory)")
+        what = "a file, not a directory" if os.path.lexists(trace_dir) else "no such directory"
+        raise NearmetalError(f"{trace_dir} is not a trace directory ({what})")
     analysis = callpath.analyze(reader.read(trace_dir), threshold=threshold)
     meta_path = os.path.join(trace_dir, META)
     if os.path.lexists(meta_path):

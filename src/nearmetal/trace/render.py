@@ -140,8 +140,10 @@ def markdown(a):
            f"{len(a['ranks'])} processes; layers seen: {', '.join(a['layers']) or 'none'}; "
            f"{a['omitted_edges']} call paths under {a['threshold']:.0%} of the largest node's time omitted."]
     if a["dropped_events"] or a["incomplete_ranks"]:
-        out.append(f"Warning: {a['dropped_events']} events dropped; ranks without a complete trace: "
-                   f"{', '.join(map(str, a['incomplete_ranks'])) or 'none'}.")
+        incomplete = a["incomplete_ranks"]
+        out.append(f"Warning: {a['dropped_events']} events dropped; "
+                   + (f"rank{'s' * (len(incomplete) != 1)} {', '.join(map(str, incomplete))} without a complete trace."
+                      if incomplete else "every rank's trace complete."))
     out += ["", "## Functions", "", "| layer | function | calls | bytes | ranks | max per rank | total |",
             "|---|---|---|---|---|---|---|"]
     out += [f"| {n['layer']} | {n['function']} | {n['calls']} | {n['bytes']} | {n['ranks']} | "
