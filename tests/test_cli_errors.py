@@ -230,7 +230,10 @@ def test_an_error_of_the_system_that_is_not_a_write_is_said_as_what_it_is(monkey
     (["image", "build", "--recpie", "x"], "nearmetal image build: error: unrecognized arguments: --recpie x; the "
                                           "closest option is --recipe (see nearmetal image build --help)"),
     (["report", "--bogus"], "nearmetal report: error: unrecognized arguments: --bogus (see nearmetal report --help)"),
-    (["run", "--bogus", "--", "x"], "nearmetal run: error: unrecognized arguments: --bogus (see nearmetal run --help)")])
+    (["run", "--bogus", "--", "x"], "nearmetal run: error: unrecognized arguments: --bogus (see nearmetal run --help)"),
+    # trace's optional positional took the misspelt option's value ("invalid choice: 'netcdf'")
+    (["trace", "--layrs", "netcdf", "-n", "2", "--", "nm-iobench"], "nearmetal trace: error: unrecognized arguments: "
+     "--layrs; the closest option is --layers (see nearmetal trace --help)")])
 def test_a_misspelt_option_is_refused_by_its_subcommand_with_the_closest_option(argv, said):
     """It said 'nearmetal: error: unrecognized arguments: --mdoe (see nearmetal --help)': the
     top-level help, which has no --mode, and no suggestion (a new user's typo)."""

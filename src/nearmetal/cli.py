@@ -267,6 +267,16 @@ def _refuse_unknown(parser, args, unknown):
                                                                           if near else ""))
 
 
+def _refuse_unknown_options(parser, command, argv):
+    """A '--name' that no option of the command starts with, refused as _refuse_unknown does."""
+    sub = next((a.choices.get(command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
+    known = list(sub._option_string_actions) if sub is not None else []
+    for tok in argv:
+        name = tok.split("=", 1)[0]
+        if name.startswith("--") and not any(k.startswith(name) for k in known):
+            _refuse_unknown(parser, type("Args", (), {"command": command})(), [tok])
+
+
 # the commands that read a study database (a damaged stored value: cli.main's one line)
 DATABASE_COMMANDS = ("study", "report", "explain", "io")
 
@@ -284,6 +294,8 @@ def main(argv=None):
             cut = argv.index("--")
             argv, extra = argv[:cut], argv[cut + 1:]
         parser = build_parser(only)
+        if only == "trace":  # its optional positional (report) would take a misspelt option's value first
+            _refuse_unknown_options(parser, only, argv[1:])
         args, unknown = parser.parse_known_args(argv)
         if unknown:
             _refuse_unknown(parser, args, unknown)
