@@ -467,3 +467,21 @@ def test_terminal_report_has_one_compact_io_table(sweep):
     assert "verdict" not in text and "vs baseline" not in text
     if len(want) > IO_MAX_ROWS:
         assert f"{IO_MAX_ROWS} of {len(want)} configurations" in text
+
+
+def test_io_best_says_ompio_read_no_hint_and_the_hints_file_is_for_romio(tmp_path):
+    """A walk-through's fastest configuration ran under Open MPI's default OMPIO: io best said
+    its hints were 'not honoured on this file system' and offered them for ROMIO as if they
+    had been measured. OMPIO reads no ROMIO hint: that is the reason, and the file is ROMIO's."""
+    from nearmetal.io import best as best_mod
+
+    fastest = "shared/mpiio io=2x1 aggr=2 stripes=2 read=serial"
+    db = synthetic_io_store(tmp_path / "s.db", ["serial/posix read=serial", fastest], reps=5, seed=1,
+                            not_honoured={fastest: ["striping_factor", "cb_nodes"]})
+    store = Store(db)
+    try:
+        result = best_mod.analyze(store, best_mod.find_study(store))
+    finally:
+        store.close()
+    assert result["best"] == fastest and result["ompio"] is True
+    assert set(result["hints_status"].values()) == {best_mod.OMPIO_STATUS}, result["hints_status"]
