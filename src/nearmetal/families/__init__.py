@@ -70,6 +70,7 @@ class MpiFamily:
     plugin_env = {}            # run-time plugin kind -> the variable pointing its loader at a directory
     wireup_prefixes = ()       # prefixes of the variables its launcher hands each rank (PMI, PMIx, ...)
     mpiio_components = ()      # MPI-IO implementations a run can choose between (MCA io), if any
+    default_mpiio = None       # the one a run gets unless told (where it is not ROMIO, hints files go unread)
     # Environment that makes the ranks say which transport they use to each peer (parsed by
     # families/_transport.py); UCX's, for any family built on it.
     transport_env = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}  # UCX logs to stdout by default

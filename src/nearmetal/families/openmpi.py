@@ -20,6 +20,7 @@ class OpenMpi(MpiFamily):
                   "ucx": "UCX_MODULE_DIR", "libfabric": "FI_PROVIDER_PATH"}
     wireup_prefixes = ("OMPI_", "OPAL_", "ORTE_", "PMIX_")
     mpiio_components = ("romio", "ompio")  # OMPI_MCA_io=romio321 / ompio
+    default_mpiio = "ompio"
     # ob1's BML names each peer's BTL at verbosity 1 (and nothing else); pml ucx: UCX's lines
     transport_env = {"OMPI_MCA_btl_base_verbose": "1", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
     shared_memory_env = {"OMPI_MCA_btl": "self,vader"}  # ob1's shared-memory BTL (vader) and self

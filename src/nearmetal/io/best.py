@@ -101,8 +101,12 @@ def analyze(store, study_row, metric="total"):
            "layout": conf["layout"]}
     # Open MPI's default MPI-IO component, OMPIO, reads no hints file: a hint it did not keep was
     # not read, which says nothing of the file system, and the file is for ROMIO only
-    open_mpi = "openmpi" in str(best["variant"]).split("/")
-    out["ompio"] = open_mpi and conf["env"].get("OMPI_MCA_io", "ompio") not in ("romio321", "romio")
+    from ..families import get as family, names
+
+    parts = str(best["variant"]).split("/")
+    default = next((family(n).default_mpiio for n in names() if n in parts), None)
+    chosen = conf["env"].get("OMPI_MCA_io")
+    out["ompio"] = default == "ompio" and chosen in (None, "ompio")
     if out["ompio"]:
         out["hints_status"] = {k: OMPIO_STATUS for k in out["hints_status"]}
     if reference == row["benchmark"]:
