@@ -794,3 +794,35 @@ def test_an_ablation_whose_runs_all_failed_is_said_and_offers_no_fix():
            "(Component: vader not found)." in text, text
     only = paragraph({**entry, "causes": [failed], "likely": None})
     assert "gave no values to compare (its 6 runs failed: Component: vader not found)." in only and "Fix:" not in only
+
+
+def test_the_why_says_no_io_layer_of_a_benchmark_the_variant_is_not_slower_on():
+    """A walk-through's Why explained a 1 KiB latency slowdown with the I/O layers of the traced
+    netCDF benchmark, whose own answer was undecided: the traced benchmark's layers are said
+    only where the variant is slower on it."""
+    import json as _json
+
+    from nearmetal.explain.why import PLAN_KEY, section
+
+    io_fact = {"explainer": "io_layer", "fact": "I/O time per traced process: netcdf +2.1 ms", "descriptive": True}
+    prof = {"explainer": "mpi_profile", "fact": "per rank and run: point-to-point +1 ms", "descriptive": True}
+
+    class Store:  # what section() reads: explain's stored plan and the runs (none failed)
+        def meta(self, key):
+            return _json.dumps({"answers": [{"variant": "h", "causes": [], "where": [io_fact, prof]}],
+                                "ablations": []}) if key == PLAN_KEY.format(1) else None
+
+        def runs(self, study_id):
+            return []
+
+    def why(slower_on):
+        analysis = {"variants": [{"id": "h"}, {"id": "n"}],
+                    "answers": {"by_variant": [{"variant": "h", "baseline": "n", "verdict": "slower", "name": "h"}],
+                                "by_benchmark": [{"variant": "h", "benchmark": b, "verdict": "slower"}
+                                                 for b in slower_on]},
+                    "traces": [{"variant": "h", "benchmark": "io-nc4", "status": "ok", "dir": "/nonexistent"}]}
+        [answer] = section(Store(), 1, analysis)["answers"]
+        return [w["explainer"] for w in answer["where"]]
+
+    assert why(["lat1k"]) == ["mpi_profile"]
+    assert why(["lat1k", "io-nc4"]) == ["io_layer", "mpi_profile"]

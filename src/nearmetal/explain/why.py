@@ -322,6 +322,10 @@ def section(store, study_id, analysis, every_block=None):
                     out["causes"] = [c.as_dict() for c in tested + untested]
                     out["where"] = [c.as_dict() for c in where]
                     out["has_profile"] = any(r.get("mpi_profile") for r in evidence[vid].every_rank())
+            traced = {t.get("benchmark") for t in analysis.get("traces") or [] if isinstance(t, dict)
+                      and t.get("variant") == vid}
+            if not traced & set(benches):  # another benchmark's I/O layers say nothing of these answers
+                out["where"] = [w for w in out["where"] if w.get("explainer") != "io_layer"]
             stated = gap_quantities(analysis, vid)  # once for all of the variant's causes
             for c in out["causes"]:
                 if c.get("ablation_id"):
