@@ -34,3 +34,17 @@ def test_the_markdown_warning_names_the_incomplete_ranks_as_ranks_not_a_count():
     assert "Warning: 0 events dropped; rank 0 without a complete trace." in render.markdown(a)
     a.update(incomplete_ranks=[], dropped_events=3)
     assert "Warning: 3 events dropped; every rank's trace complete." in render.markdown(a)
+
+
+def test_a_study_dry_run_preloads_the_evidence_library_once_beside_the_tracer(monkeypatch):
+    """study --dry-run showed two evidence libraries for a `trace = true` benchmark: the dry
+    run's placeholder and a built one the tracer's environment added."""
+    from nearmetal import evidence
+    from nearmetal.trace import build
+
+    monkeypatch.setattr(build, "library", lambda: "/tmp/nearmetal-0/nm-trace-1.so")  # the seam: no compiler here
+    monkeypatch.setattr(evidence, "library", lambda: (_ for _ in ()).throw(AssertionError("built in a dry run")))
+    env = evidence.rank_env({}, "/tmp/stage", dry=True)
+    env = build.rank_env("/tmp/trace-DIR", ["mpiio"], env)
+    preload = env["LD_PRELOAD"].split()
+    assert [p.rsplit("/", 1)[1] for p in preload] == ["nm-evidence-BUILT.so", "nm-trace-1.so"], preload

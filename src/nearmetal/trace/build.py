@@ -65,7 +65,9 @@ def rank_env(trace_dir, layers=None, env=None):
     and tells the tracer of them (csrc/nm-mpi.c)."""
     from .. import evidence
 
-    env = evidence.preloaded(env, evidence.library())
+    env = dict(env or {})
+    if not any(os.path.basename(p).startswith("nm-evidence-") for p in env.get("LD_PRELOAD", "").split()):
+        env = evidence.preloaded(env, evidence.library())  # else there already (a study's: the dry run's placeholder)
     unknown = [name for name in layers or () if name not in ALL_LAYERS]
     if unknown:
         raise NearmetalError(f"unknown trace layer {unknown[0]} (choose from: {' '.join(ALL_LAYERS)})")
