@@ -34,6 +34,8 @@ def test_the_markdown_warning_names_the_incomplete_ranks_as_ranks_not_a_count():
     assert "Warning: 0 events dropped; rank 0 without a complete trace." in render.markdown(a)
     a.update(incomplete_ranks=[], dropped_events=3)
     assert "Warning: 3 events dropped; every rank's trace complete." in render.markdown(a)
+    a["write_paths"] = [{"layer": "posix", "function": "pwrite", "calls": 1, "writing_ranks": 1, "per_rank_s": {}}]
+    assert "- posix `pwrite` (1 call, 1 rank writes)" in render.markdown(a)  # not "1 calls, 1 ranks write"
 
 
 def test_a_study_dry_run_preloads_the_evidence_library_once_beside_the_tracer(monkeypatch):

@@ -135,6 +135,10 @@ def as_json(a):
     return json.dumps(a, indent=1, sort_keys=True) + "\n"
 
 
+def _n(count, word):
+    return f"{count} {word}{'s' * (count != 1)}"
+
+
 def markdown(a):
     out = [f"# I/O trace: {a['directory']}", "",
            f"{len(a['ranks'])} processes; layers seen: {', '.join(a['layers']) or 'none'}; "
@@ -150,11 +154,12 @@ def markdown(a):
             f"{_t(n['max_rank_s'])} | {_t(n['total_s'])} |" for n in a["nodes"]]
     out += ["", "## Call paths (parent → child: max per-rank time [ranks])", ""]
     out += [f"- {e['parent']['layer']}:{e['parent']['function']} → {e['child']['layer']}:{e['child']['function']}: "
-            f"{_t(e['max_rank_s'])} [{e['ranks']}], {e['calls']} calls" for e in a["edges"]]
+            f"{_t(e['max_rank_s'])} [{e['ranks']}], {_n(e['calls'], 'call')}" for e in a["edges"]]
     out += ["", "## Main write path per layer (time per rank)", ""]
     for w in a["write_paths"]:
         per = ", ".join(f"{r['rank']}: {_t(r['s'])}" for r in w["per_rank_s"])
-        out.append(f"- {w['layer']} `{w['function']}` ({w['calls']} calls, {w['writing_ranks']} ranks write): {per}")
+        out.append(f"- {w['layer']} `{w['function']}` ({_n(w['calls'], 'call')}, {_n(w['writing_ranks'], 'rank')} "
+                   f"writ{'es' if w['writing_ranks'] == 1 else 'e'}): {per}")
     out += ["", "## Files", "", "| file | layer | calls | bytes written | bytes read |", "|---|---|---|---|---|"]
     for f in a["files"]:
         for layer, v in f["layers"].items():
