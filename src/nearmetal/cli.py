@@ -103,6 +103,15 @@ def refuse_container_options(mode, runtime, image, where=""):
                              f"use {modes}, or leave {' and '.join(g.split()[0] for g in given)} out")
 
 
+def refuse_ignored_options(args):
+    """refuse_container_options, and a batch scheduler's options where the scheduler takes none:
+    said before anything is built or staged (run._validate says the second again for any request)."""
+    from .run import refuse_batch_options
+
+    refuse_container_options(args.mode, args.runtime, args.image)
+    refuse_batch_options(getattr(args, "scheduler", None), _slurm_options(args))
+
+
 def _component_request(segment, first, index):
     from .cli_parser import component_parser
     from .run import RunRequest

@@ -361,6 +361,9 @@ def cmd_trace(args):
         raise NearmetalError("no program to trace: nearmetal trace [OPTIONS] -- PROGRAM [ARGS] "
                              "(or nearmetal trace report DIR)")
     program, program_args = args.program_argv[0], args.program_argv[1:]
+    from .cli import refuse_ignored_options
+
+    refuse_ignored_options(args)  # before the tracer is staged
     tc.check_program(program, args.mode)
     stage = os.path.join(os.path.dirname(trace_build.library()), "trace-DIR") if args.dry_run else tc.staging()
     args.env = list(trace_build.rank_env(stage, args.layers, dict(args.env)).items())

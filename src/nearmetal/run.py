@@ -170,6 +170,20 @@ class Plan:
         return "\n".join(lines)
 
 
+def refuse_batch_options(scheduler, options):
+    """A batch scheduler's options (--nodes, --time, ...) where the scheduler takes none: it would
+    ignore them without a word."""
+    if not options:
+        return
+    from . import schedulers
+
+    if not schedulers.get(scheduler or schedulers.DEFAULT).batch_options:
+        batch = " or ".join(f"--scheduler {n}" for n in schedulers.names() if schedulers.get(n).batch_options)
+        given = " and ".join(f"--{o.replace('slurm_', '')}" for o in options)
+        raise NearmetalError(f"{given}: a batch scheduler's options, which this run's scheduler "
+                             f"({scheduler or schedulers.DEFAULT}) would ignore: add {batch}, or leave them out")
+
+
 def _validate(req, check_paths=True):
     """A one-line error for what cannot run; the working directory made absolute, in place
     (one of the two changes a request sees: docs/architecture.md)."""
@@ -187,14 +201,7 @@ def _validate(req, check_paths=True):
 
         raise NearmetalError("runtime arguments need a container mode ("
                              + " or ".join(n for n in names() if in_container(n)) + ")")
-    if req.options:
-        from . import schedulers
-
-        if not schedulers.get(req.scheduler).batch_options:
-            batch = " or ".join(f"--scheduler {n}" for n in schedulers.names() if schedulers.get(n).batch_options)
-            given = " and ".join(f"--{o.replace('slurm_', '')}" for o in req.options)
-            raise NearmetalError(f"{given}: a batch scheduler's options, which this run's scheduler ({req.scheduler}) "
-                                 f"would ignore: add {batch}, or leave them out")
+    refuse_batch_options(req.scheduler, req.options)
     from . import networks
 
     networks.NETWORKS.get(req.network)  # an unknown name: the registry's one-line error
