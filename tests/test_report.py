@@ -21,7 +21,7 @@ from nearmetal.report.html import render_html
 from nearmetal.report.tables import csv_rows, render_json, render_markdown, write_csv
 from synthetic import synthetic_analysis
 
-RATIO_CI = re.compile(r"\d+\.\d\d \[\d+\.\d\d–\d+\.\d\d\]")
+RATIO_CI = re.compile(r"\d+\.\d{1,3} \[\d+\.\d{1,3}–\d+\.\d{1,3}\]")  # fmt_ratios: alike, 1 to 3 decimals
 
 
 @pytest.fixture(scope="module")
