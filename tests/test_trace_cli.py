@@ -166,8 +166,12 @@ def test_an_interrupted_trace_says_what_it_kept_and_leaves_no_process(tmp_path, 
     from test_lifetime import _table, descendants
 
     out = tmp_path / "t"
+    # SIGINT back to its default in the child: CI may start the suite as a background job, whose
+    # commands inherit SIGINT ignored (Python then never raises KeyboardInterrupt, and nearmetal
+    # rightly ran on until the ranks' 60 s were over: the "hang" session 43's CI saw)
     proc = subprocess.Popen([str(NEARMETAL), "trace", "-n", "2", "--mpi", "openmpi", "--out", str(out), "--",
-                             "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "sleep", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     # the ranks themselves (argv "sleep 60"), not nm-supervise or the launcher, whose argv hold those words
     while sum(c.split()[:2] in (["sleep", "60"], ["/usr/bin/sleep", "60"]) for c in descendants(proc.pid).values()) < 2 \
