@@ -55,9 +55,6 @@ def bench_command(args):
             pattern(args.success)
         except ValueError as e:
             raise NearmetalError(f"--success {args.success!r:.60}: {e}") from None
-    from .cli import refuse_ignored_options
-
-    refuse_ignored_options(args)  # before the evidence library is built and staged
     bench = _ProgramBench(args.kernel_args, args.preset, foms, args.success)
     if args.evidence and args.no_evidence:
         raise NearmetalError("--evidence DIR and --no-evidence contradict each other: drop one")

@@ -171,7 +171,6 @@ class _Args:
         self.__dict__.update(kw)
 
 
-
 _RUN_VALUE_OPTS = {"--mode": "mode", "--runtime": "runtime", "--image": "image", "--mpi": "mpi",
                    "-n": "ranks", "--ranks-per-node": "ranks_per_node", "--threads": "threads", "--env": "env",
                    "--workdir": "workdir", "--runtime-arg": "runtime_args", "--network": "network",
@@ -264,7 +263,7 @@ def _refuse_unknown(parser, args, unknown):
     closest of its options: `run --mdoe hybrid` means --mode."""
     from .closest import closest
 
-    sub = next((a.choices.get(args.command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
+    sub = _subparser(parser, args.command)
     first = next((u for u in unknown if u.startswith("-")), unknown[0]).split("=", 1)[0]
     for action in list(sub._actions if sub is not None else ()):  # `io sweep --dry-rn`: sweep's own parser
         if isinstance(getattr(action, "choices", None), dict) and getattr(args, action.dest, None) in action.choices:
@@ -276,14 +275,21 @@ def _refuse_unknown(parser, args, unknown):
                                                                           if near else ""))
 
 
+def _subparser(parser, command):
+    """The subcommand's own parser, read from argparse's table (private attributes)."""
+    return next((a.choices.get(command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
+
+
 def _refuse_unknown_options(parser, command, argv):
     """A '--name' that no option of the command starts with, refused as _refuse_unknown does."""
-    sub = next((a.choices.get(command) for a in parser._actions if isinstance(getattr(a, "choices", None), dict)), None)
+    import argparse
+
+    sub = _subparser(parser, command)
     known = list(sub._option_string_actions) if sub is not None else []
     for tok in argv:
         name = tok.split("=", 1)[0]
         if name.startswith("--") and not any(k.startswith(name) for k in known):
-            _refuse_unknown(parser, type("Args", (), {"command": command})(), [tok])
+            _refuse_unknown(parser, argparse.Namespace(command=command), [tok])
 
 
 # the commands that read a study database (a damaged stored value: cli.main's one line)

@@ -6,16 +6,13 @@ import sys
 
 from .cli import _interrupt_status, _interrupted, _slurm_options
 from .errors import NearmetalError
-from .models import in_container
 
 
 def _planned(args, program, program_args, ranks):
     """(RunRequest, Plan, scheduler) of a bench run: the launch options as `run` reads them."""
     from . import schedulers
-    from .cli import refuse_container_options
     from .run import RunRequest, plan
 
-    refuse_container_options(args.mode, args.runtime, args.image)
     req = RunRequest(program, program_args, mode=args.mode, runtime=args.runtime, image=args.image, mpi=args.mpi,
                      ranks=ranks, ranks_per_node=args.ranks_per_node, threads=args.threads, env=_rank_env(args),
                      scheduler=args.scheduler, options=_slurm_options(args), workdir=args.workdir,
@@ -50,8 +47,10 @@ def cmd_bench(args):
     import json
 
     from . import kernels
+    from .cli import refuse_ignored_options
     from .evidence import run_dir
 
+    refuse_ignored_options(args)  # before anything is built or staged (the evidence library, a staging dir)
     if args.run_program or args.preset or args.fom or args.success:
         if not args.run_program:
             raise NearmetalError("--preset, --fom and --success read a program's output: add --command")

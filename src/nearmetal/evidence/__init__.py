@@ -35,6 +35,14 @@ def preloaded(env, library_path):
     return env
 
 
+def preloaded_once(env):
+    """env with the evidence library first in LD_PRELOAD unless one is there already (a study
+    cell's, or a dry run's placeholder): built only where none is."""
+    if any(os.path.basename(p).startswith("nm-evidence-") for p in (env or {}).get("LD_PRELOAD", "").split()):
+        return dict(env)
+    return preloaded(env, library())
+
+
 def rank_env(env, stage, dry=False):
     """The ranks' environment with the evidence library preloaded and writing into `stage`; a
     dry run names where the library will be and builds nothing."""

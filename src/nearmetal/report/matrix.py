@@ -72,7 +72,8 @@ def build(analysis):
             "legend": (f"Each cell: the cost ratio (variant / baseline for times, baseline / variant for rates: "
                        f"> 1 = the variant is slower) of its primary quantity and its {level_words}. ≈ equivalent: the interval "
                        f"lies within {margin_txt}; ▲ slower, ▼ faster: it lies beyond 1 on that side and "
-                       f"the rank test confirms it; ? undecided: not decided either way (the detail says why); {DISTURBED}: some of the cell's runs were taken on a busy machine.")}
+                       f"the rank test confirms it; ? undecided: not decided either way (the detail says why); "
+                       f"{DISTURBED}: some of the cell's runs were taken on a busy machine.")}
 
 
 def _row_verdict(cells):

@@ -122,34 +122,20 @@ def stage_dir(kind, shared):
     import shutil
     import tempfile
 
-    prefix, pidns = f"{kind}-", _pid_namespace()
+    from ..proc import pid_exists
+
+    prefix = f"{kind}-"
     try:
+        pidns = str(os.stat("/proc/self/ns/pid").st_ino)
         names = os.listdir(shared)
-    except OSError:
-        names = []
+    except OSError:  # no namespace to judge in (nothing is removed), or nothing to remove
+        pidns, names = "unknown", []
     for name in names:
         owner = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
         pid, _, ns = owner.partition(".")
-        if pid.isdecimal() and ns == pidns and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdecimal() and ns == pidns and int(pid) != os.getpid() and not pid_exists(int(pid)):
             shutil.rmtree(os.path.join(shared, name), ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}.{pidns}-", dir=shared)
-
-
-def _pid_namespace():
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "unknown"  # never equal to a number: nothing is judged gone
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another account's process (EPERM): alive
-        return True
-    return True
 
 
 # One-source libraries the ranks load (the witness, the auditor): no stack protector or

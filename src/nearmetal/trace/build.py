@@ -65,9 +65,7 @@ def rank_env(trace_dir, layers=None, env=None):
     and tells the tracer of them (csrc/nm-mpi.c)."""
     from .. import evidence
 
-    env = dict(env or {})
-    if not any(os.path.basename(p).startswith("nm-evidence-") for p in env.get("LD_PRELOAD", "").split()):
-        env = evidence.preloaded(env, evidence.library())  # else there already (a study's: the dry run's placeholder)
+    env = evidence.preloaded_once(env)
     unknown = [name for name in layers or () if name not in ALL_LAYERS]
     if unknown:
         raise NearmetalError(f"unknown trace layer {unknown[0]} (choose from: {' '.join(ALL_LAYERS)})")

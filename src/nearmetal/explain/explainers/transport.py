@@ -48,16 +48,13 @@ def _generic_image(variant):
     """(its name, the same release and MPIs built without --generic where that image is here,
     else None) when the variant's image is a generic build (image/generic.py); else None."""
     from ...errors import NearmetalError
-    from ...families import names
-    from ...image import default_name, host_distro, resolve
-
+    from ...image import default_name, resolve
     from ...models import in_container
 
-    spec = variant.get("image")
     if not in_container(variant.get("mode") or "native"):
         return None
     try:
-        image = resolve(default_name(host_distro(), names()) if spec in (None, "default") else spec)
+        image = resolve(variant.get("image") or "default")
         if not image.meta.get("generic"):
             return None
         tuned = default_name(image.distro, image.mpis)

@@ -359,13 +359,10 @@ def runs_said(store, study_id):
     from ..plan.sequential import closed_at
 
     runs, closed = store.runs(study_id), closed_at(store, study_id)
-    if closed is not None:
-        mine = {r["variant"] for r in runs if not r["warmup"] and r["block"] < closed}
-        own = [r for r in runs if r["variant"] in mine and r["block"] < closed]
     planned = sum(r["status"] == "planned" for r in runs)
-    if closed is None or len(own) == len(runs):
-        return f"{len(runs)} runs, {planned} to run"
-    return f"{len(own)} runs (and {len(runs) - len(own)} that explain added), {planned} to run"
+    mine = {r["variant"] for r in runs if not r["warmup"] and r["block"] < closed} if closed is not None else None
+    added = 0 if mine is None else sum(r["variant"] not in mine or r["block"] >= closed for r in runs)
+    return f"{len(runs) - added} runs" + (f" (and {added} that explain added)" if added else "") + f", {planned} to run"
 
 
 def dry_run(cfg, out, db_path=None):
