@@ -39,7 +39,7 @@ def io_model(conf):
 
 
 def synthetic_io_store(path, benchmarks, *, variants=None, ranks=2, reps=6, seed=0, name="io-synthetic",
-                       not_honoured=None, model=io_model, noise=0.03):
+                       not_honoured=None, model=io_model, noise=0.03, in_container=None):
     """Write a real results store (study.store.Store, SQLite at path) holding an I/O study:
     every benchmark x variant measured `reps` times in randomized blocks, with the records
     nm-iobench's parser gives (per rank and "max": open_s write_s close_s read_s total_s;
@@ -47,7 +47,8 @@ def synthetic_io_store(path, benchmarks, *, variants=None, ranks=2, reps=6, seed
     labels, or (name, args) pairs for ordinary names whose configuration is in their
     kernel arguments (a regular study such as the quickstart). variants: dicts with mode,
     runtime, mpi, image (default: native Open MPI). not_honoured: {benchmark: [hint keys
-    recorded as 0 = ignored]}. Returns the store's path."""
+    recorded as 0 = ignored]}. in_container: {benchmark: factor} scaling that configuration's
+    times in every variant that is not native. Returns the store's path."""
     variants = variants or [{"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}]
     rng = np.random.default_rng(seed)
     items = []
@@ -73,6 +74,8 @@ def synthetic_io_store(path, benchmarks, *, variants=None, ranks=2, reps=6, seed
         for i in rng.permutation(len(order)):
             v, (bname, conf) = order[i]
             true = model(conf)
+            if v["mode"] != "native" and bname in (in_container or {}):
+                true = {ph: t * in_container[bname] for ph, t in true.items()}
             files = {"serial": 1, "file-per-rank": ranks, "shared": 1}.get(conf.pattern)
             if files is None:
                 ix, iy = (int(x) for x in (conf.io_layout or "1x1").split("x"))

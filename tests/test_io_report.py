@@ -485,3 +485,48 @@ def test_io_best_says_ompio_read_no_hint_and_the_hints_file_is_for_romio(tmp_pat
         store.close()
     assert result["best"] == fastest and result["ompio"] is True
     assert set(result["hints_status"].values()) == {best_mod.OMPIO_STATUS}, result["hints_status"]
+
+
+@pytest.mark.unit
+def test_io_best_answers_each_variant_and_its_ratio_to_native(tmp_path, capsys):
+    """A sweep measured natively and in a container: where the container's fastest
+    configuration differs from native's, `io best` gives each variant its own fastest with the
+    ratio to the same configuration natively (the study's comparison of that point), and
+    --variant writes the files for the container's answer."""
+    from nearmetal.errors import NearmetalError
+    from nearmetal.io import best as B
+    from nearmetal.study.plan.plan import variant_id
+
+    native = {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}
+    bind = {"mode": "bind", "runtime": "charliecloud", "mpi": "openmpi", "image": "nm-test"}
+    shared, fpr = "shared/mpiio io=1x1 read=serial", "file-per-rank/posix read=serial"
+    # file-per-rank is natively fastest (0.30 s write against 0.375) but three times slower in the container
+    db = synthetic_io_store(tmp_path / "s.db", ["serial/posix read=serial", fpr, shared],
+                            variants=[native, bind], reps=6, seed=2, in_container={fpr: 3.0})
+    a = analyze(Store(db, readonly=True), "io-synthetic")
+    point = {(p["benchmark"], p["variant"]): p for p in a["points"]
+             if p["metric"] == "write_s" and p["point"].get("rank") == "max"}
+    result = B.run(db, metric="write", as_json=True)
+    capsys.readouterr()
+    container = variant_id(bind)
+    mine = {r["variant"]: r for r in result["per_variant"]}
+    assert set(mine) == {variant_id(native), container}
+    assert mine[variant_id(native)]["configuration"] == result["best"] == fpr
+    assert mine[container]["configuration"] == shared
+    assert mine[variant_id(native)]["vs_baseline"] is None
+    said = point[(shared, container)]["comparison"]
+    assert mine[container]["vs_baseline"]["ratio"] == said["ratio"]
+    assert mine[container]["vs_baseline"]["variant"] == variant_id(native)
+    assert mine[container]["vs_baseline"]["ci"] == [said["ci_low"], said["ci_high"]]
+    # the container's file-per-rank: about x3 its native time, called slower
+    slow = next(r for r in result["rows"] if r["variant"] == container and r["configuration"] == fpr)
+    assert slow["vs_baseline"]["ratio"] == pytest.approx(3.0, rel=0.1) and slow["vs_baseline"]["verdict"] == "slower"
+
+    chosen = B.run(db, metric="write", variant=container)
+    text = capsys.readouterr().out
+    assert chosen["best"] == shared and chosen["variant"] == container
+    assert f"fastest among {container}'s configurations" in text
+    assert f"the files below are for {container}'s" in text
+    assert "(study io-synthetic, " + container + ", metric write)" in (tmp_path / "best.hints").read_text()
+    with pytest.raises(NearmetalError, match=r"--variant 'bind' is not a variant of study 'io-synthetic' \(its variants: "):
+        B.run(db, metric="write", variant="bind")

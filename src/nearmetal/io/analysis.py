@@ -32,7 +32,7 @@ The rules, one set for every view:
 import json
 import math
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from .. import kernels
 from ..analysis import stats
@@ -231,6 +231,7 @@ class Cell:
     max: dict      # metric -> Measure at rank "max" (the times)
     ranks: dict    # rank (int) -> {metric: Measure}
     total: dict    # rank "total" metrics (write_bw, read_bw, bytes, files, hint.*) -> Measure
+    against: dict = field(default_factory=dict)  # time metric -> the point's comparison with its baseline variant
 
     def time(self, metric="write_s"):
         m = self.max.get(metric)
@@ -262,6 +263,8 @@ def collect(points, confs):
         rank = _rank_key((p.get("point") or {}).get("rank"))
         if rank == "max":
             cell.max[p.get("metric")] = m
+            if p.get("baseline") and p.get("comparison"):
+                cell.against[p.get("metric")] = (p["baseline"], p["comparison"])
         elif rank == "total":
             cell.total[p.get("metric")] = m
         elif isinstance(rank, int):
@@ -328,6 +331,17 @@ def _median(m):
     return m.median if m else None
 
 
+def versus_baseline(cell, metric):
+    """{"variant", "ratio", "ci", "verdict"}: the same configuration under the study's
+    baseline variant (a container against native), as the analysis compared them; None in
+    the baseline variant itself."""
+    if metric not in cell.against:
+        return None
+    bid, c = cell.against[metric]
+    ci = [c["ci_low"], c["ci_high"]] if c.get("ci_low") is not None and c.get("ci_high") is not None else None
+    return {"variant": bid, "ratio": c.get("ratio"), "ci": ci, "verdict": c.get("verdict")}
+
+
 def _row(cell, reference, margin):
     return {"benchmark": cell.bench, "label": cell.conf.label, "grid": cell.conf.grid,
             "times": {t: cell.max[t].as_dict() if cell.max.get(t) else None for t in TIMES},
@@ -335,6 +349,7 @@ def _row(cell, reference, margin):
             "files": _median(cell.total.get("files")),
             "reference": reference.bench if reference else None,
             "speedup": {t: speedup(reference, cell, t, margin) for t in TIMES},
+            "vs_baseline": {t: versus_baseline(cell, t) for t in TIMES},
             "hints": hint_counts(cell)}
 
 

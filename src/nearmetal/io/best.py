@@ -70,11 +70,23 @@ def _row(row, group, metric):
             "ci_low": t["ci"][0] if t["ci"] else None, "ci_high": t["ci"][1] if t["ci"] else None, "cv": t["cv"],
             "write_MBps": row["write_bw"], "reference": row["benchmark"] == row["reference"],
             "speedup": sp["value"] if sp else None, "speedup_ci": sp["ci"] if sp else None,
-            "hints_status": hints_status(row["hints"])}
+            "vs_baseline": (row.get("vs_baseline") or {}).get(metric), "hints_status": hints_status(row["hints"])}
 
 
-def analyze(store, study_row, metric="total"):
-    """Everything `io best` prints, as a JSON-ready dict."""
+def _per_variant(found):
+    """The fastest row of each variant x placement, in the order of their medians: where a
+    sweep ran natively and in containers, each one's own answer, with the container's ratio to
+    the same configuration under the baseline variant."""
+    firsts = {}
+    for best, _row_, group in found:  # found is sorted: the first of a group is its fastest
+        firsts.setdefault((str(group["variant"]), group["ranks"], group["threads"]), best | {
+            "ranks": group["ranks"], "threads": group["threads"]})
+    return list(firsts.values())
+
+
+def analyze(store, study_row, metric="total", variant=None):
+    """Everything `io best` prints, as a JSON-ready dict; `variant` restricts the choice of
+    the fastest (and so the files) to one variant."""
     m = f"{metric}_s"
     analysis = analyze_study(store, study_row["name"])
     io = analysis.get("io") or {}
@@ -87,6 +99,16 @@ def analyze(store, study_row, metric="total"):
         raise NearmetalError(f"study '{study_row['name']}' has no successful measurement yet "
                              f"({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
     found.sort(key=lambda x: (x[0]["median_s"], x[0]["configuration"], x[0]["variant"]))
+    per_variant = _per_variant(found)
+    if variant is not None:
+        known = sorted({str(g["variant"]) for g in io["groups"]})
+        if variant not in known:
+            raise NearmetalError(f"--variant {variant!r} is not a variant of study '{study_row['name']}' "
+                                 f"(its variants: {', '.join(known)})")
+        found = [f for f in found if str(f[2]["variant"]) == variant]
+        if not found:
+            raise NearmetalError(f"variant '{variant}' of study '{study_row['name']}' has no successful "
+                                 f"{metric} measurement")
     best, row, group = found[0]
     conf = configurations[row["benchmark"]]
     reference = row["reference"]
@@ -98,7 +120,8 @@ def analyze(store, study_row, metric="total"):
            "speedup_verdict": (row["speedup"][m] or {}).get("verdict"),
            "runner_up": None, "distinguishable": None, "runner_up_comparison": None,
            "hints": dict(conf["hints"]), "env": dict(conf["env"]), "hints_status": best["hints_status"],
-           "layout": conf["layout"]}
+           "layout": conf["layout"], "vs_baseline": best["vs_baseline"], "chosen_from": variant,
+           "per_variant": per_variant if len(per_variant) > 1 else []}
     # Open MPI's default MPI-IO component, OMPIO, reads no hints file: a hint it did not keep was
     # not read, which says nothing of the file system, and the file is for ROMIO only
     from ..families import get as family, names
@@ -220,7 +243,7 @@ def answered_by(path):
     return (found.group(1), found.group(2)) if found else None
 
 
-def run(db, study=None, metric="total", console=None, as_json=False):
+def run(db, study=None, metric="total", console=None, as_json=False, variant=None):
     from ..console import Console
 
     # Piped or captured output is not squeezed into 80 columns: configuration labels are long.
@@ -228,7 +251,7 @@ def run(db, study=None, metric="total", console=None, as_json=False):
     store = Store(db, readonly=True)  # io best never writes the database
     try:
         row = find_study(store, study)
-        result = analyze(store, row, metric)
+        result = analyze(store, row, metric, variant)
     finally:
         store.close()
     out_dir = Path(db).parent
@@ -254,22 +277,45 @@ def _fmt_ci(lo, hi, fmt="{:.4g}"):
     return f"[{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
+def _versus(v, short=False):
+    """A row's ratio to the same configuration under the baseline variant, in words."""
+    if not v or v.get("ratio") is None:
+        return "-"
+    ci = _fmt_ci(*(v["ci"] or [None, None]), fmt="{:.3f}") if v.get("ci") else ""
+    said = f"x{v['ratio']:.3f} {ci}".strip() + (f" {v['verdict']}" if v.get("verdict") else "")
+    return said if short else f"{said} against the same configuration under {v['variant']}"
+
+
 def render(result, console):
     from rich.table import Table
 
     metric = result["metric"]
     table = Table(title=f"{result['study']}: {metric} time, max over ranks (median of the repetitions)",
                   title_justify="left")
-    for col in ("#", "configuration", "variant", "n", "median (s)", "95% CI", "write MB/s"):
-        table.add_column(col, justify="right" if col in ("#", "n", "median (s)", "write MB/s") else "left")
+    against = any(r["vs_baseline"] for r in result["rows"])
+    # write_bw is the bytes over open + write + close, whichever metric ranks the rows
+    columns = ["#", "configuration", "variant", "n", "median (s)", "95% CI", "write MB/s (open+write+close)"]
+    columns += ["vs baseline variant"] if against else []
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("configuration", "variant", "95% CI") else "right")
     for i, r in enumerate(result["rows"], 1):
         name = r["configuration"] + ("  (serial reference)" if r["reference"] else "")
-        table.add_row(str(i), name, r["variant"], str(r["n"]), f"{r['median_s']:.4g}",
-                      _fmt_ci(r["ci_low"], r["ci_high"]), f"{r['write_MBps']:.1f}" if r["write_MBps"] else "-")
+        cells = [str(i), name, r["variant"], str(r["n"]), f"{r['median_s']:.4g}",
+                 _fmt_ci(r["ci_low"], r["ci_high"]), f"{r['write_MBps']:.1f}" if r["write_MBps"] else "-"]
+        table.add_row(*cells + ([_versus(r["vs_baseline"], short=True)] if against else []))
     console.print(table)
     say = lambda m: console.print(m, highlight=False, soft_wrap=True)
-    say(f"fastest: [bold]{result['best']}[/] ({result['variant']}): {result['median_s']:.4g} s "
+    among = f" among {result['chosen_from']}'s configurations" if result.get("chosen_from") else ""
+    say(f"fastest{among}: [bold]{result['best']}[/] ({result['variant']}): {result['median_s']:.4g} s "
         f"{_fmt_ci(*result['ci'])}" + (f", write {result['write_MBps']:.1f} MB/s" if result["write_MBps"] else ""))
+    if result["per_variant"]:
+        files = (f"the files below are for {result['chosen_from']}'s" if result.get("chosen_from")
+                 else "the files below are for the first line; choose another with --variant")
+        say(f"fastest in each variant (its own answer; {files})")
+        for r in result["per_variant"]:
+            where = r["variant"] + (f", {r['ranks']} ranks" if len({p['ranks'] for p in result['per_variant']}) > 1 else "")
+            versus = f"; {_versus(r['vs_baseline'])}" if r["vs_baseline"] else ""
+            say(f"  {where}: {r['configuration']} {r['median_s']:.4g} s {_fmt_ci(r['ci_low'], r['ci_high'])}{versus}")
     if result["speedup"] is not None and result["best"] != result["reference"]:
         say(f"speed-up over the serial reference ({result['reference']}): {result['speedup']:.2f}x "
             f"{_fmt_ci(*(result['speedup_ci'] or [None, None]), fmt='{:.2f}')} (95% CI)")

@@ -33,6 +33,9 @@ def add_parser(sub, parser_class):
                    help="the sweep's study name (needed when the database holds several sweeps)")
     b.add_argument("--metric", choices=("write", "total"), default="total",
                    help="rank by the max-over-ranks write time or total time (default: total)")
+    b.add_argument("--variant", metavar="VARIANT",
+                   help="the fastest among one variant's configurations (e.g. the container you will run in); "
+                        "it writes the files")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -49,7 +52,7 @@ def best(args):
 
     # where `io sweep` put the sweep named (results/NAME/study.db), else the built-in sweep's
     db = Path(args.db) if args.db else default_db(args.study or BUILTIN_NAME)
-    best_mod.run(db, args.study, args.metric, as_json=args.json)
+    best_mod.run(db, args.study, args.metric, as_json=args.json, variant=args.variant)
     return 0
 
 
