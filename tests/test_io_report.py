@@ -530,3 +530,32 @@ def test_io_best_answers_each_variant_and_its_ratio_to_native(tmp_path, capsys):
     assert "(study io-synthetic, " + container + ", metric write)" in (tmp_path / "best.hints").read_text()
     with pytest.raises(NearmetalError, match=r"--variant 'bind' is not a variant of study 'io-synthetic' \(its variants: "):
         B.run(db, metric="write", variant="bind")
+
+
+def test_counts_are_same_or_differs_never_a_verdict(tmp_path):
+    """bytes and files are counts, not costs: the Markdown and HTML tables and the HTML grid
+    say whether the container's equal the baseline's ("same"), never "inconclusive" at 1.000
+    (a walk-through found both tables calling every bytes row inconclusive)."""
+    from nearmetal.report import points as PT
+    from nearmetal.report.tables import render_markdown
+
+    native = {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}
+    bind = {"mode": "bind", "runtime": "charliecloud", "mpi": "openmpi", "image": "nm-test"}
+    db = synthetic_io_store(tmp_path / "s.db", ["serial/posix read=serial"], variants=[native, bind], reps=4)
+    a, html = render(db, tmp_path)
+    md = render_markdown(a)
+    for metric in ("bytes", "files"):
+        rows = [l for l in md.split(f"### serial/posix read=serial · {metric}", 1)[1].split("###", 1)[0].splitlines()
+                if l.startswith("| rank total")]
+        assert len(rows) == 2 and "| baseline |" in rows[0] and "| same |" in rows[1], rows
+        section = html.split(f"serial/posix read=serial · {metric}", 2)[-1].split("</table>", 1)[0]
+        assert '<span class="v v-same">same</span>' in section and "inconclusive" not in section
+    grid = html.split("<h3>Per benchmark and metric</h3>", 1)[1].split("</table>", 1)[0]
+    for metric in ("bytes", "files"):
+        cell = re.search(r"· " + metric + r"</a></td>\s*<td ([^>]*)>([^<]*)</td>", grid)
+        assert cell and cell.group(2) == "same" and "not a cost" in cell.group(1), metric
+    # a count that changed in the container says so; a cost keeps its verdict
+    count = {"unit": "count", "kernel": "iobench", "comparison": {"ratio": 2.0, "ci_low": 2.0, "ci_high": 2.0,
+                                                                  "verdict": "slower"}}
+    assert PT.row_verdict(count, set()) == "differs"
+    assert PT.row_verdict(count | {"unit": "s"}, set()) == "slower"

@@ -128,9 +128,13 @@ def _grid(analysis, groups, vorder):
     rows = []
     for (bench, metric), entries in groups.items():
         cells = {v: {v2: 0 for v2 in PT.VERDICTS} | {"worst": None, "best": None} for v in cols}
+        counts = {v: [] for v in cols}  # a count's or check value's rows: same or differs, no verdict
         for p in entries:
             c = PT.comparison(p)
             if not c or p.get("variant") not in cells:
+                continue
+            if PT.count_verdict(p):
+                counts[p["variant"]].append(PT.count_verdict(p))
                 continue
             cell = cells[p["variant"]]
             verdict = PT.verdict_of(p)
@@ -145,6 +149,11 @@ def _grid(analysis, groups, vorder):
         for v in cols:
             cell = cells[v]
             n = sum(cell[x] for x in PT.VERDICTS)
+            if counts[v] and not n:
+                differs = counts[v].count("differs")
+                text = f"differs in {differs} of {len(counts[v])}" if differs else "same"
+                out_cells.append({"cls": "na", "text": text, "title": "a count or check value: compared, not a cost"})
+                continue
             if not n:
                 out_cells.append({"cls": "na", "text": "—", "title": "not compared"})
                 continue
@@ -180,7 +189,7 @@ def _full_tables(groups, analysis):
             s = p.get("stats") or {}
             c = PT.comparison(p)
             k = PT.row_key(p)
-            verdict = PT.verdict_of(p) or ("baseline" if p.get("variant") in bases else "")
+            verdict = PT.row_verdict(p, bases) or ""
             pv = c.get("p_value") if c else None
             outl = s.get("outliers")
             rows.append({

@@ -179,6 +179,25 @@ def verdict_of(p):
     return v if v in VERDICTS else "inconclusive"
 
 
+def count_verdict(p):
+    """What a table says of a count or check value (bytes, files, a checksum: no cost, so no
+    verdict): "same" where it equals the baseline's in every run (ratio 1, interval [1, 1]),
+    else "differs"; None for a cost or a point without comparison."""
+    from ..analysis.answers import is_cost
+
+    c = comparison(p)
+    if c is None or is_cost(p):
+        return None
+    same = all(F.is_num(c.get(k)) and abs(c[k] - 1) < 1e-12 for k in ("ratio", "ci_low", "ci_high"))
+    return "same" if same else "differs"
+
+
+def row_verdict(p, bases):
+    """A table row's verdict column: the comparison's verdict, a count's "same"/"differs",
+    "baseline" for the baseline variant's own row; None where nothing applies."""
+    return count_verdict(p) or verdict_of(p) or ("baseline" if p.get("variant") in bases else None)
+
+
 def overhead_ci(c):
     """The interval of overhead_pct as the analysis computed it (analysis.stats.with_overhead):
     (low, high), or None when the comparison has no interval."""

@@ -82,7 +82,7 @@ def render_markdown(analysis):
             s = p.get("stats") or {}
             c = PT.comparison(p)
             spread = f"{F.fmt_num(s.get('p5'))}–{F.fmt_num(s.get('p95'))}" if F.is_num(s.get("p5")) else "—"
-            verdict = (c.get("verdict") or "—") if c else ("baseline" if p.get("variant") in bases else "—")
+            verdict = PT.row_verdict(p, bases) or "—"
             pv = c.get("p_value") if c else None
             out.append("| " + " | ".join(_md(x) for x in (
                 F.point_label(p.get("point")), F.fmt_placement(p.get("ranks"), p.get("threads")), p.get("variant"),

@@ -39,7 +39,7 @@ def _width(cols, body, headers=None):
 
 
 def _verdict_text(p, is_baseline):
-    v = PT.verdict_of(p)
+    v = PT.count_verdict(p) or PT.verdict_of(p)  # a count: "same" or "differs", no verdict
     if v is None:
         return Text("baseline" if is_baseline else "—", style=VERDICT_STYLE["baseline"])
     return Text(v, style=VERDICT_STYLE.get(v, ""))
