@@ -559,3 +559,28 @@ def test_counts_are_same_or_differs_never_a_verdict(tmp_path):
                                                                   "verdict": "slower"}}
     assert PT.row_verdict(count, set()) == "differs"
     assert PT.row_verdict(count | {"unit": "s"}, set()) == "slower"
+
+
+def test_markdown_report_has_the_parallel_io_tables(sweep, tmp_path):
+    """The Markdown report carries the HTML's Parallel I/O tables, cell for cell (a walk-through
+    found no fastest configuration, speed-up or hint in report.md); a study without an I/O
+    benchmark has no such section."""
+    from nearmetal.report.tables import render_markdown
+
+    _, a, html = sweep
+    md = render_markdown(a)
+    assert md.count("## Parallel I/O") == 1
+    section = md.split("## Parallel I/O", 1)[1].split("\n## ", 1)[0]
+    md_rows = {}
+    for line in section.splitlines():
+        if line.startswith("| ") and not line.startswith("| configuration"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            md_rows[cells[0].strip("*")] = (cells[0].startswith("**"), cells[1:])
+    html_rows = {label: (best, cells) for best, label, cells in io_rows(html)}
+    assert set(md_rows) == set(html_rows) == set(SWEEP)
+    for label, (best, cells) in html_rows.items():
+        assert md_rows[label][0] == best, label
+        assert md_rows[label][1] == cells[1:10], label  # n ... hints not honoured
+    assert sum(best for best, _ in md_rows.values()) == 1
+    plain = render_markdown(synthetic_analysis())
+    assert "## Parallel I/O" not in plain

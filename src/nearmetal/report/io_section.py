@@ -86,8 +86,17 @@ def table_rows(group, configurations):
             "speedup_write": _fmt_speedup(r["speedup"]["write_s"]),
             "speedup_total": _fmt_speedup(r["speedup"]["total_s"]),
             "hints": _fmt_hints(r["hints"]),
+            "vs_baseline": _fmt_versus((r.get("vs_baseline") or {}).get("write_s")),
         })
     return out
+
+
+def _fmt_versus(v):
+    """The write time's ratio to the same configuration under the baseline variant."""
+    if not v or not F.is_num(v.get("ratio")):
+        return "—"
+    ci = f" [{v['ci'][0]:.3f}–{v['ci'][1]:.3f}]" if v.get("ci") else ""
+    return f"{v['ratio']:.3f}{ci} {v.get('verdict') or ''}".rstrip()
 
 
 # ---------------------------------------------------------------------- figure inputs
@@ -113,14 +122,20 @@ class Section:
         self.jobs = []      # (section "io", plots function, args)
         self.notes = []
         self.tables = []    # {"title", "rows"}
+        self.versus = False  # a column "write vs baseline": some variant compared with the baseline's
 
     def __bool__(self):
         return bool(self.tables)
 
 
+def plan_tables(analysis, style=None):
+    """The section's tables and notes, without figures (the Markdown report's)."""
+    return plan(analysis, style, fid=None)
+
+
 def plan(analysis, style, fid):
     """The I/O section of an analysis: Section (empty when the analysis has no measured
-    I/O configuration). fid() gives figure ids."""
+    I/O configuration). fid() gives figure ids; without it, no figure is planned."""
     from . import io_plots
 
     sec = Section()
@@ -135,11 +150,14 @@ def plan(analysis, style, fid):
     groups = sorted(groups, key=lambda g: (order.get(g["variant"], 1e9), g["ranks"] or 0, g["threads"] or 0))
     multi_pl = len({(g["ranks"], g["threads"]) for g in groups}) > 1
     shown = groups[:MAX_ROWS]
+    confs = io.get("configurations") or {}
+    sec.tables = [{"title": _row_title(g, style, multi_pl), "rows": table_rows(g, confs)} for g in groups]
+    sec.versus = any(r["vs_baseline"] != "—" for t in sec.tables for r in t["rows"])
+    if fid is None:
+        return sec
     if len(groups) > len(shown):
         sec.notes.append(f"Figures show {len(shown)} of {len(groups)} variant × placement rows (the first in display "
                          "order); the tables have them all.")
-    confs = io.get("configurations") or {}
-    sec.tables = [{"title": _row_title(g, style, multi_pl), "rows": table_rows(g, confs)} for g in groups]
     titles = [_row_title(g, style, multi_pl) for g in shown]
     for draw, key, prepare in ((io_plots.phase_times, "phases", _phase_panels),
                                (io_plots.bw_heatmaps, "bandwidth", _grid_panels),
@@ -157,4 +175,34 @@ def render(sec, figures):
         return ""
     from .templating import render as render_template
 
-    return render_template("io_section.html", figures=figures, tables=sec.tables, notes=sec.notes)
+    return render_template("io_section.html", figures=figures, tables=sec.tables, notes=sec.notes, versus=sec.versus)
+
+
+COLUMNS = (("configuration", "label"), ("n", "n"), ("write s [95% CI]", "write"), ("total s [95% CI]", "total"),
+           ("write MB/s", "write_bw"), ("read MB/s", "read_bw"), ("files", "files"),
+           ("speed-up (write)", "speedup_write"), ("speed-up (total)", "speedup_total"),
+           ("hints not honoured", "hints"))
+
+
+def markdown(analysis, escape):
+    """The section as Markdown lines (the HTML's tables and notes, without figures); [] when
+    the study has no measured I/O configuration."""
+    sec = plan_tables(analysis)
+    if not sec:
+        return []
+    columns = COLUMNS + ((("write vs baseline", "vs_baseline"),) if sec.versus else ())
+    out = ["## Parallel I/O", "",
+           "Times: the slowest rank's, median s [95% CI]; bandwidth: bytes / open + write + close (MB = 10^6 "
+           "bytes); speed-up: times faster than the serial configuration [95% CI]; **bold**: the fastest write"
+           + ("; write vs baseline: the same configuration's ratio to the baseline variant's" if sec.versus else "")
+           + ". `nearmetal io best` writes the fastest configuration's hints file and FMS namelist.", ""]
+    out += [escape(n) for n in sec.notes] + ([""] if sec.notes else [])
+    for t in sec.tables:
+        out += [f"### {escape(t['title'])}", "", "| " + " | ".join(c for c, _ in columns) + " |",
+                "|" + "".join("---|" if k in ("label", "hints") else "--:|" for _, k in columns)]
+        for r in t["rows"]:
+            label = escape(r["label"]) + (f" ({escape(r['bench'])})" if r["bench"] else "")
+            cells = [f"**{label}**" if r["best"] else label] + [escape(r[k]) for _, k in columns[1:]]
+            out.append("| " + " | ".join(str(c) for c in cells) + " |")
+        out.append("")
+    return out

@@ -60,6 +60,9 @@ def render_markdown(analysis):
     if first:
         out += [f"First failure: `{_md(first.get('run_key'))}` ({first.get('status')}, exit status "
                 f"{first.get('exit_status')}):", "", "```", F.tail_lines(first.get("stderr_tail"), 10), "```", ""]
+    from .io_section import markdown as io_markdown
+
+    out += io_markdown(analysis, _md)  # the HTML's Parallel I/O tables, for studies with iobench benchmarks
 
     noise_index = PT.noise_by_row(points)
     vorder = PT.variant_order(analysis)
