@@ -102,3 +102,27 @@ def test_doctor_program_without_an_image_describes_host_programs(schema, host_mp
 
     assert "is not an ELF file" in assert_one_line_error(nearmetal("doctor", "--program", "/etc/passwd"))
     assert "program not found" in assert_one_line_error(nearmetal("doctor", "--program", "/nonexistent/x"))
+
+
+def test_doctor_lists_the_parallel_io_libraries(schema, host_mpis, default_image):
+    """Each host MPI's parallel I/O libraries are what its nm-iobench says (`nm-iobench -A`
+    launched by `nearmetal run`, which also builds the kernels); an image's are the packages
+    its build installed (a walk-through had to run nm-iobench -A to learn MPICH lacks PnetCDF)."""
+    from nearmetal.io.config import parse_availability
+
+    said = {}
+    for family in ("openmpi", "mpich"):
+        out = nearmetal("run", "--mpi", family, "-n", "1", "--", "nm-iobench", "-A", timeout=600)
+        assert out.returncode == 0, out.stderr
+        said[family] = parse_availability(out.stdout)
+    assert said["openmpi"]["pnetcdf"] is None and said["mpich"]["pnetcdf"]  # Debian builds PnetCDF for Open MPI only
+    report = json.loads(nearmetal("doctor", "--json", "--image", default_image.name, timeout=600).stdout)
+    jsonschema.validate(report, schema)
+    mine = {m["spec"]: m["io_libraries"] for m in report["mpi"] if m["spec"] in said}
+    assert {f: m["libraries"] for f, m in mine.items()} == said
+    assert report["image"]["io_packages"] == default_image.meta["io_packages"]
+    assert "libpnetcdf-dev" in report["image"]["io_packages"]
+    words = " ".join(nearmetal("doctor", "--image", default_image.name, env={"COLUMNS": "400"}).stdout.split())
+    assert "parallel I/O posix, mpiio, hdf5 pnetcdf unavailable: PnetCDF is not installed for MPICH" in words
+    packages = ", ".join(f"{p} {v}" for p, v in sorted(default_image.meta["io_packages"].items()))
+    assert f"parallel I/O {packages}" in words and "libpnetcdf-dev" in packages

@@ -94,11 +94,30 @@ def mpi_report():
     keys = ("family", "version", "library", "soname", "abi", "compiler", "launcher", "pmi")
     # PATH's installation of each family is what the family's name means; others are named
     # FAMILY@PREFIX (--mpi, study files)
-    out = [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": fam, "cuda": _cuda(m)}
+    out = [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": fam, "cuda": _cuda(m),
+                                       "io_libraries": io_libraries(fam)}
            for fam, m in discover().items()]
     out += [{k: m[k] for k in keys} | {"plugin_dirs": m.get("plugin_dirs", {}), "spec": m["spec"], "cuda": _cuda(m)}
             for m in other_installations()]
     return out
+
+
+def io_libraries(family):
+    """Which parallel I/O libraries nm-iobench has for a host MPI family, as it says itself
+    (`nm-iobench -A`, one 1-rank launch, the I/O study's own check): {"libraries": {name:
+    None (available) | why not}} or, where the host kernels are not built (doctor builds
+    nothing) or the launch fails, {"libraries": None, "note": why}."""
+    from .io.config import library_availability
+    from .kernels.build import _stale, host_prefix
+
+    if _stale(host_prefix(family)):
+        return {"libraries": None, "note": "not known until the kernels are built for it (the first kernel run "
+                                           f"builds them: nearmetal run --mpi {family} -n 1 -- nm-iobench -A)"}
+    try:
+        have = library_availability({"mode": "native", "runtime": None, "mpi": family, "image": None})
+    except NearmetalError as e:
+        return {"libraries": None, "note": str(e)}
+    return {"libraries": have}
 
 
 def _cuda(mpi):
@@ -122,7 +141,10 @@ def image_report(spec, programs=()):
     view = LinkerView(img.rootfs)
     glibc = glibc_release(img.rootfs)
     report = {"name": img.name, "path": str(img.rootfs), "distro": img.distro,
-              "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": []}
+              "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": [],
+              # the parallel I/O libraries the build installed (image.json; imported images: none recorded)
+              "io_packages": dict(img.meta.get("io_packages") or {}),
+              "io_packages_unavailable": list(img.meta.get("io_packages_unavailable") or [])}
     named = formats.of_path(spec)
     if named and formats.get(named).stands_for_image and img.location(named):
         # the file the user named; its contents were read from rootfs
@@ -238,6 +260,7 @@ def render(report, console):
                       + means, highlight=False)
         console.print(f"    library  {m['library']}", highlight=False)
         console.print(f"    compiler {m['compiler']}   launcher {m['launcher']}", highlight=False)
+        _render_io(m.get("io_libraries"), console)
     t = Table(title="Container runtimes", title_justify="left", title_style="bold")
     for col in ("name", "version", "works", "detail"):
         t.add_column(col)
@@ -268,6 +291,12 @@ def render(report, console):
         console.print(f"  {img['path']}", highlight=False)
         for m in img["mpi"]:
             console.print(f"  MPI {m['family']} {m['version'] or '?'}  {m['library'] or ''}", highlight=False)
+        if img.get("io_packages"):
+            console.print("  parallel I/O  " + ", ".join(f"{p} {v}" for p, v in sorted(img["io_packages"].items())),
+                          highlight=False)
+        if img.get("io_packages_unavailable"):
+            console.print("  parallel I/O  not in the distribution's archive: " + ", ".join(img["io_packages_unavailable"]),
+                          highlight=False)
         for p in img["programs"]:
             _render_program(p, console)
             none_binds = bool(p["bind"]) and not any(b["possible"] for b in p["bind"])
@@ -284,6 +313,20 @@ def render(report, console):
         if p is report["programs"][0]:
             console.print("\n[bold]Programs[/] (host)", highlight=False)
         _render_program(p, console)
+
+
+def _render_io(io, console):
+    """A host MPI's parallel I/O libraries, as nm-iobench -A reported them."""
+    if not io:
+        return
+    if io.get("libraries") is None:
+        console.print(f"    parallel I/O {io.get('note')}", highlight=False)
+        return
+    have = [name for name, why in io["libraries"].items() if why is None]
+    console.print(f"    parallel I/O {', '.join(have) or 'none'}", highlight=False)
+    for name, why in io["libraries"].items():
+        if why is not None:
+            console.print(f"      {name} unavailable: {why}", highlight=False)
 
 
 def _render_program(p, console):
