@@ -94,6 +94,13 @@ def cmd_bench(args):
             print(json.dumps(r))
     else:
         sys.stdout.write(out)
+    own = _kernel_lines(err, spec.program)
+    if rc != 0 and own and not args.verbose:
+        # the kernel said why: its own lines, the last one as the error; the launcher's banners
+        # around them only repeat that a rank exited non-zero (--verbose keeps them)
+        sys.stderr.write("".join(line + "\n" for line in own[:-1]))
+        raise NearmetalError(f"kernel '{spec.name}' failed with exit status {rc}: {own[-1]} "
+                             f"(--verbose shows the launcher's whole output)")
     if err.strip():
         sys.stderr.write(err)
     if rc != 0:
@@ -284,11 +291,15 @@ def _require_finished(analysis):
     raise NearmetalError(f"no finished runs in study '{name}': {counts}; {why}")
 
 
+def _kernel_lines(stderr, program):
+    """The stderr lines the kernel wrote itself ('nm-iobench: ...'), in order."""
+    return [l.strip() for l in stderr.splitlines() if l.strip() and program in l.strip().split(":")[0]]
+
+
 def _kernel_reason(stderr, program):
     """The kernel's own last word from stderr, skipping launcher banners (Open MPI's '-----')."""
     lines = [l.strip() for l in stderr.splitlines() if l.strip() and set(l.strip()) != {"-"}]
-    own = [l for l in lines if program in l.split(":")[0]]
-    return (own or lines or [""])[-1]
+    return (_kernel_lines(stderr, program) or lines or [""])[-1]
 
 
 def cmd_doctor(args):
