@@ -18,20 +18,31 @@ def test_the_page_is_the_trace_template_escaped(monkeypatch):
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</body></html>")
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<h1>I/O trace: dir &amp; &lt;b&gt;</h1>" in page
-    assert "<td>posix</td><td>pwrite</td><td>1</td><td>1600</td><td>1</td>\n<td>60 µs</td>" in page
+    node = next(n for n in a["nodes"] if n["function"] == "pwrite")
+    assert (f"<td>posix</td><td>pwrite</td><td>1</td><td>1600</td><td>1</td>\n<td>60 µs</td>"
+            f"<td>{render._t(node['total_s'])}</td>") in page  # the Markdown's total column too
     assert "Graphviz is not installed" in page and "digraph callpath" in page
     assert f"{len(a['ranks'])} processes; layers: {', '.join(a['layers'])};" in page
-    assert render.markdown(a).split("## Files", 1)[-1].strip().splitlines()[0] in page
+    # the files as an HTML table, cell for cell the Markdown's rows (it was the Markdown in <pre>)
+    md_rows = [l for l in render.markdown(a).split("## Files", 1)[1].splitlines() if l.startswith("| /")]
+    assert md_rows
+    for row in md_rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert "<tr><td>" + "</td><td>".join(cells) + "</td></tr>" in page, row
+    assert "<pre>" not in page.split("<h2>Files</h2>", 1)[1] and "| file |" not in page
 
 
-def test_the_markdown_warning_names_the_incomplete_ranks_as_ranks_not_a_count():
-    """'ranks without a complete trace: 0' read as a count of none; it was rank 0."""
+def test_the_markdown_warning_names_the_incomplete_ranks_as_ranks_not_a_count(monkeypatch):
+    """'ranks without a complete trace: 0' read as a count of none; it was rank 0; the page says it too."""
     from nearmetal.trace import render
+
+    monkeypatch.setattr(render.shutil, "which", lambda name: None)  # no Graphviz: no process in a unit test
 
     a = {"directory": "d", "ranks": [0, 1], "layers": ["posix"], "omitted_edges": 0, "threshold": 0.01,
          "dropped_events": 0, "incomplete_ranks": [0], "nodes": [], "edges": [], "files": [], "hints": [],
          "write_paths": []}
     assert "Warning: 0 events dropped; rank 0 without a complete trace." in render.markdown(a)
+    assert "<p><b>Warning: 0 events dropped; rank 0 without a complete trace.</b></p>" in render.page(a)
     a.update(incomplete_ranks=[], dropped_events=3)
     assert "Warning: 3 events dropped; every rank's trace complete." in render.markdown(a)
     a["write_paths"] = [{"layer": "posix", "function": "pwrite", "calls": 1, "writing_ranks": 1, "per_rank_s": {}}]

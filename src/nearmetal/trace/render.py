@@ -139,15 +139,22 @@ def _n(count, word):
     return f"{count} {word}{'s' * (count != 1)}"
 
 
+def warning(a):
+    """The line saying that events were dropped or ranks' traces are incomplete; '' when not."""
+    if not (a["dropped_events"] or a["incomplete_ranks"]):
+        return ""
+    incomplete = a["incomplete_ranks"]
+    return (f"Warning: {a['dropped_events']} events dropped; "
+            + (f"rank{'s' * (len(incomplete) != 1)} {', '.join(map(str, incomplete))} without a complete trace."
+               if incomplete else "every rank's trace complete."))
+
+
 def markdown(a):
     out = [f"# I/O trace: {a['directory']}", "",
            f"{len(a['ranks'])} processes; layers seen: {', '.join(a['layers']) or 'none'}; "
            f"{a['omitted_edges']} call paths under {a['threshold']:.0%} of the largest node's time omitted."]
-    if a["dropped_events"] or a["incomplete_ranks"]:
-        incomplete = a["incomplete_ranks"]
-        out.append(f"Warning: {a['dropped_events']} events dropped; "
-                   + (f"rank{'s' * (len(incomplete) != 1)} {', '.join(map(str, incomplete))} without a complete trace."
-                      if incomplete else "every rank's trace complete."))
+    if warning(a):
+        out.append(warning(a))
     out += ["", "## Functions", "", "| layer | function | calls | bytes | ranks | max per rank | total |",
             "|---|---|---|---|---|---|---|"]
     out += [f"| {n['layer']} | {n['function']} | {n['calls']} | {n['bytes']} | {n['ranks']} | "
@@ -173,11 +180,10 @@ def markdown(a):
 
 def page(a):
     """One HTML file (report/templates/trace.html): the graph first, then the tables (the
-    Markdown's content, escaped)."""
+    Markdown's content, as HTML tables)."""
     from ..report.templating import render as render_template
 
     graph, why = svg(a)
     return render_template("trace.html", a=a, graph=graph, why=why, dot=None if graph else dot(a),
                            threshold=f"{a['threshold']:.0%}", timeline=timeline_svg(a) if a.get("timeline") else None,
-                           write_paths=write_paths_svg(a) or "", files=markdown(a).split("## Files", 1)[-1],
-                           seconds=_t)
+                           write_paths=write_paths_svg(a) or "", warning=warning(a), seconds=_t)
