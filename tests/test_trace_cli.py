@@ -210,6 +210,22 @@ def test_bad_input_is_one_line(tmp_path):
         assert expect in err, (argv, err)
 
 
+def test_a_program_that_stops_before_any_traced_call_leaves_no_trace(tmp_path, host_mpis):
+    """nm-iobench refusing its own argument traces nothing: no empty trace-DATE directory is
+    left behind, and the last line says why (a walk-through found one in its cwd, '0 calls')."""
+    out = nearmetal("trace", "-n", 2, "--", "nm-iobench", "-H", "cb_nodes=two", "-d", tmp_path, cwd=tmp_path,
+                    timeout=300)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.rstrip().splitlines()[-1] == ("nearmetal trace: error: nm-iobench exited with status 2 before "
+                                                    "it made any traced call: no trace kept")
+    assert "nm-iobench: hint cb_nodes wants a positive integer" in out.stderr  # the program's own word, kept
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "mine").mkdir()  # a directory the user made is theirs: kept, with what was written
+    nearmetal("trace", "-n", 2, "--out", tmp_path / "mine", "--", "nm-iobench", "-H", "cb_nodes=two", "-d", tmp_path,
+              timeout=300)
+    assert (tmp_path / "mine" / "meta.json").is_file()
+
+
 @pytest.mark.parametrize("family, mode, runtime, image", [
     ("mpich", "hybrid", "charliecloud", None), ("openmpi", "bind", "charliecloud", None),
     ("mpich", "hybrid", "charliecloud", "nm-bullseye-mpich"),  # an older glibc (2.31) and the image's MPICH 3.4

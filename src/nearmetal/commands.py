@@ -381,6 +381,7 @@ def cmd_trace(args):
     if args.dry_run:
         print(scheduler.describe(p, req, [req]))
         return 0
+    created = not os.path.isdir(args.out or "")
     out = tc.out_dir(args.out)
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
             "runtime": req.runtime, "mpi": p.components[0].installation["family"],
@@ -407,6 +408,9 @@ def cmd_trace(args):
         raise NearmetalError(f"{program}: {outcome.reason}")
     if not files:
         raise NearmetalError(f"no trace was written by {program}'s ranks (is it an MPI program that ran?)")
+    if outcome.exit_status and tc.discard_if_empty(out, created):
+        raise NearmetalError(f"{program} exited with status {outcome.exit_status} before it made any traced call: "
+                             f"no trace kept")
     print(f"trace: {tc.summary_line(out)} in {out}")
     print(f"report: {tc.report(out, 'html', threshold=args.threshold)}")
     if outcome.exit_status:

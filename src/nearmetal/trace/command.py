@@ -55,6 +55,21 @@ def out_dir(out):
     return path
 
 
+def discard_if_empty(out, created):
+    """Remove a trace directory this run created when its ranks traced no call at all (a
+    program that stopped at its own argument check): True when removed."""
+    if not created or any(len(p.events) for p in reader.read(out).processes):
+        return False
+    for name in os.listdir(out):
+        if (name.startswith("trace-") and name.endswith(".nmt")) or name == META:
+            os.unlink(os.path.join(out, name))
+    try:
+        os.rmdir(out)
+    except OSError:  # something else was put there meanwhile: kept
+        return False
+    return True
+
+
 def staging():
     shared = os.path.dirname(build.library())  # /tmp/nearmetal-<uid>, checked to be this user's
     from ..supervise import stage_dir
