@@ -339,6 +339,8 @@ def test_tiny_sweep_and_io_best_pick_the_stored_fastest(tmp_path, cleanup_dirs):
             assert len({r["benchmark"] for r in runs.values()}) == configs
             assert len(runs) == configs * (1 + 2)
     decision = json.loads((db.parent / "tiny-preselect.json").read_text())
+    # the base named as the runs name configurations (canonical: normalized)
+    assert decision["base"] == Configuration.from_label(decision["base"]).normalize().label()
     status = {d["parameter"]: d["status"] for d in decision["parameters"]}
     assert status["pattern"] == "always swept" and status["buffer"] in ("kept", "fixed")
     assert {status[p] for p in status if p not in ("pattern", "buffer")} == {"single value"}

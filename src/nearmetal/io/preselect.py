@@ -159,7 +159,7 @@ def decide(space, store, study_id, settings, metric="total"):
         else:
             best = min(measured, key=lambda i: (sum(ratios[i]) / len(ratios[i]), i))
             d["status"], d["fixed"], d["sweep"] = "fixed", shown[best], [shown[best]]
-    return {"base": base.label(), "metric": metric, "threshold": settings.threshold,
+    return {"base": base.normalize().label(), "metric": metric, "threshold": settings.threshold,  # as the runs name it
             "alpha": settings.alpha, "parameters": decisions}
 
 
