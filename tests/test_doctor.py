@@ -56,6 +56,8 @@ def test_doctor_image_bind_verdicts(schema, default_image, bullseye_image):
     verdict = {b["host_mpi"]: b for b in rpath["bind"]}
     assert verdict["mpich"]["possible"] and "preload" in verdict["mpich"]["reason"]
     assert not verdict["openmpi"]["possible"] and "ABI" in verdict["openmpi"]["reason"]
+    assert verdict["openmpi"]["other_mpi"] == "mpich" and verdict["openmpi"]["remedy"] == "use --mpi mpich or --mode hybrid"
+    assert verdict["openmpi"]["reason"] == f"bind mode refused: {verdict['openmpi']['why']}; {verdict['openmpi']['remedy']}"
     old = json.loads(nearmetal("doctor", "--json", "--image", bullseye_image.name).stdout)["image"]
     assert old["glibc"] == "2.31"
     info = [p for p in old["programs"] if p["path"].endswith("/nm-mpi-info")][0]

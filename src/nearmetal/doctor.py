@@ -182,6 +182,9 @@ def _bind_check(img, path, family, installation):
     req = Resolved(RunRequest(path, mode="bind", mpi=family), installation, None, img, None, None)
     try:
         plan = bind.prepare(req)
+    except bind.BindRefused as e:
+        return {"host_mpi": family, "possible": False, "reason": str(e), "why": e.why, "remedy": e.remedy,
+                "other_mpi": e.other_mpi}
     except NearmetalError as e:
         return {"host_mpi": family, "possible": False, "reason": str(e)}
     how = "ld.so --preload" if plan.argv and "--preload" in plan.argv else "LD_LIBRARY_PATH"
@@ -303,8 +306,8 @@ def render(report, console):
             for b in p["bind"]:
                 mark = "[green]bind ok[/]" if b["possible"] else "[red]no bind[/]"
                 reason = b["reason"].replace("bind mode refused: ", "")
-                if none_binds:  # another --mpi is no way out when it cannot bind either
-                    reason = reason.split("; use --mpi ")[0]
+                if none_binds and b.get("other_mpi"):  # another --mpi is no way out when it cannot bind either
+                    reason = b["why"]
                 console.print(f"    {mark} with host {b['host_mpi']}: {reason}", highlight=False)
             if none_binds:
                 console.print("    no host MPI binds into this image: --mode hybrid runs the image's own MPI",

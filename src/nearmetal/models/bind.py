@@ -40,6 +40,16 @@ ABI_ALIASES = {
     "libmpichcxx.so.12": "libmpicxx.so.12",
 }
 
+
+class BindRefused(NearmetalError):
+    """Bind mode cannot work for this program and image: `why`, and `remedy` (what to use
+    instead; '' when none), said apart so that doctor can leave out a remedy that does not help."""
+
+    def __init__(self, why, remedy="", other_mpi=None):
+        self.why, self.remedy, self.other_mpi = why, remedy, other_mpi  # other_mpi: the --mpi the remedy names
+        super().__init__(f"bind mode refused: {why}" + (f"; {remedy}" if remedy else ""))
+
+
 def _fmt_glibc(v):
     return f"{v[0]}.{v[1]}"
 
@@ -246,10 +256,10 @@ def _prepare(req):
                      f"staged and put first on LD_LIBRARY_PATH for the programs it starts (ABI not checked)")
         prog_soname = installation["soname"]
     elif prog_abi != host_abi:
-        raise NearmetalError(
-            f"bind mode refused: {path} is built against {get_family(prog_abi).abi_title} ({prog_soname}) "
-            f"but the host MPI is {installation['family']} {installation['version']} ({installation['soname']}): the ABIs differ; "
-            f"use --mpi {prog_abi} or --mode hybrid")
+        raise BindRefused(
+            f"{path} is built against {get_family(prog_abi).abi_title} ({prog_soname}) but the host MPI is "
+            f"{installation['family']} {installation['version']} ({installation['soname']}): the ABIs differ",
+            f"use --mpi {prog_abi} or --mode hybrid", other_mpi=prog_abi)
 
     # Every MPI-family soname the program loads (C, C++ and Fortran bindings).
     prog_info = read_elf(host_file)
@@ -264,14 +274,14 @@ def _prepare(req):
     # one they need must be defined by the image's libc.so.6.
     release = glibc_release(image.rootfs)
     if release is None:
-        raise NearmetalError(f"bind mode refused: cannot find glibc in image '{image.name}'")
+        raise BindRefused(f"cannot find glibc in image '{image.name}'")
     missing = glibc_missing(libs.values(), image.rootfs)
     if missing:
         tag, needer = missing[0]
-        raise NearmetalError(
-            f"bind mode refused: host {installation['family']} library {os.path.basename(needer)} needs {tag} "
-            f"but image '{image.name}' has glibc {_fmt_glibc(release)}; use an image whose glibc is at "
-            f"least {tag[len('GLIBC_'):]}, or --mode hybrid")
+        raise BindRefused(
+            f"host {installation['family']} library {os.path.basename(needer)} needs {tag} but image "
+            f"'{image.name}' has glibc {_fmt_glibc(release)}",
+            f"use an image whose glibc is at least {tag[len('GLIBC_'):]}, or --mode hybrid")
 
     staged = stage(installation, libs, aliases, plugins)
     from ..runtimes.base import Mount
