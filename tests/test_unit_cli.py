@@ -272,7 +272,7 @@ def test_io_best_finds_a_named_sweep_where_io_sweep_put_it(tmp_path, monkeypatch
     from nearmetal.io import cli as io_cli
 
     read = []
-    monkeypatch.setattr(best_mod, "run", lambda db, study, metric, as_json=False: read.append(str(db)))
+    monkeypatch.setattr(best_mod, "run", lambda db, study, metric, as_json=False, variant=None: read.append(str(db)))
     for study in ("climio", None):
-        io_cli.best(SimpleNamespace(db=None, study=study, metric="total", json=False))
+        io_cli.best(SimpleNamespace(db=None, study=study, metric="total", json=False, variant=None))
     assert read == ["results/climio/study.db", "results/io-tune/study.db"]
