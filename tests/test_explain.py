@@ -6,6 +6,7 @@ is a one-line error that writes nothing."""
 
 import json
 import os
+import re
 import sqlite3
 from contextlib import closing
 
@@ -108,6 +109,20 @@ def test_explain_again_resumes_and_adds_no_runs(tcp_study):
     assert "Cause:" in out.stdout and "predate" not in out.stderr, out.stderr  # nothing new to report
 
 
+def test_a_spent_budget_says_the_ablation_is_not_measured_yet(tmp_path):
+    """A walk-through's --budget 0.5 left the ablation's runs planned, and the Why said it 'gave
+    no values to compare (see the failed runs)' though none had failed."""
+    db = _study(tmp_path, "budget-tcp", "tcp", 'env = { OMPI_MCA_btl = "self,tcp" }')
+    out = nearmetal("explain", "--db", db, "--budget", "0.5", check=True, timeout=900)
+    words = " ".join(out.stdout.split())
+    assert "the time budget (0.5 s) is spent" in " ".join(out.stderr.split()), out.stderr
+    assert re.search(r"its ablation \(tcp--no-ompi-mca-btl\) is not measured yet \(\d+ of its runs still planned: "
+                     r"run `nearmetal explain` again\)", words), words
+    assert "failed" not in words
+    again = nearmetal("explain", "--db", db, check=True, timeout=900)
+    assert "Cause:" in again.stdout and "not measured yet" not in again.stdout
+
+
 def test_an_aa_pair_gets_no_cause(tmp_path):
     db = _study(tmp_path, "aa", "same", "")
     out = nearmetal("explain", "--db", db, check=True, timeout=900)
@@ -151,7 +166,29 @@ def test_a_study_without_finished_runs(tmp_path):
                     'mpi = ["openmpi"]\n[[benchmark]]\nname = "false"\ncommand = ["/bin/false"]\n')
     db = tmp_path / "fails" / "study.db"
     nearmetal("study", path, "--db", db, "--no-progress", timeout=600)
-    assert "has no finished runs" in _refused(db)
+    # it ran: 'run it first' was wrong; what failed is the report's to say
+    err = _refused(db)
+    assert "has no successful run (2 failed): nothing to explain; see why in its report's failures" in err, err
+
+
+def test_a_study_still_running_with_runs_planned_names_its_runner(tcp_study, tmp_path):
+    """While the study runs, its runs still planned, explain names the runner's PID (as a second
+    `study` does), not 'complete it first (--resume)', which the runner's lock would refuse."""
+    import shutil
+
+    from nearmetal.study.store.lock import lock_for_writing
+
+    _, source = tcp_study
+    db = tmp_path / "running" / "study.db"
+    db.parent.mkdir()
+    shutil.copy(source, db)
+    with closing(sqlite3.connect(db)) as con:
+        con.execute("UPDATE runs SET status = 'planned' WHERE id IN (SELECT id FROM runs ORDER BY position DESC LIMIT 2)")
+        con.commit()
+    assert "is not finished (2 runs still planned): complete it first" in _refused(db)
+    with lock_for_writing(db, "study 'planted-tcp'"):
+        err = _refused(db)
+    assert f"is being run by PID {os.getpid()}" in err or f"written by PID {os.getpid()}" in err, err
 
 
 def test_a_study_still_running_is_refused_by_its_lock(tcp_study):

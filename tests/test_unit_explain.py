@@ -794,6 +794,12 @@ def test_an_ablation_whose_runs_all_failed_is_said_and_offers_no_fix():
            "(Component: vader not found)." in text, text
     only = paragraph({**entry, "causes": [failed], "likely": None})
     assert "gave no values to compare (its 6 runs failed: Component: vader not found)." in only and "Fix:" not in only
+    # a spent --budget left its runs planned: nothing failed, and explain goes on when run again
+    pending = {**failed, "failed": None, "pending": 14}
+    waiting = paragraph({**entry, "causes": [pending], "likely": None})
+    assert ("its ablation (v--shm) is not measured yet (14 of its runs still planned: run `nearmetal explain` "
+            "again). Fix: give the ranks shared memory.") in waiting, waiting
+    assert "failed" not in waiting
 
 
 def test_the_why_says_no_io_layer_of_a_benchmark_the_variant_is_not_slower_on():

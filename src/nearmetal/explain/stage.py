@@ -320,7 +320,16 @@ def check_explainable(db, name):
         row = _study_row(ro, name)
         counts = ro.counts(row["id"])
         plan = stored_plan(ro, row["id"])
+    if counts.get("planned") and plan is None:
+        from ..study.store.lock import refuse_if_held
+
+        refuse_if_held(db, f"explain of study '{row['name']}'")  # its runner's PID, while it runs
     if not counts.get("ok"):
+        ended = {k: v for k, v in counts.items() if k != "planned" and v}
+        if ended:  # it ran, and no run gave a number: what failed is the report's to say
+            said = ", ".join(f"{v} {k}" for k, v in sorted(ended.items()))
+            raise NearmetalError(f"study '{row['name']}' in {db} has no successful run ({said}): nothing to explain; "
+                                 f"see why in its report's failures (nearmetal report --db {db})")
         raise NearmetalError(f"study '{row['name']}' in {db} has no finished runs: run it first "
                              f"(nearmetal study FILE), then explain it")
     if counts.get("planned") and plan is None:

@@ -168,9 +168,13 @@ def paragraph(entry):
                 f"{_pct(best['share']['share'])} of it.")
     elif any(c.get("ablation_id") for c in entry["causes"]):
         c = next(c for c in entry["causes"] if c.get("ablation_id"))
-        text = (f"{head}. Likely cause: {c['fact']}; its ablation ({c['ablation_id']}) gave no values to compare "
-                + (f"(its {c['failed']['runs']} runs failed: {c['failed']['why']})." if c.get("failed") else
-                   f"(see the failed runs). Fix: {c['fix']}."))
+        if c.get("pending"):
+            text = (f"{head}. Likely cause: {c['fact']}; its ablation ({c['ablation_id']}) is not measured yet "
+                    f"({c['pending']} of its runs still planned: run `nearmetal explain` again). Fix: {c['fix']}.")
+        else:
+            text = (f"{head}. Likely cause: {c['fact']}; its ablation ({c['ablation_id']}) gave no values to compare "
+                    + (f"(its {c['failed']['runs']} runs failed: {c['failed']['why']})." if c.get("failed") else
+                       f"(see the failed runs). Fix: {c['fix']}."))
     elif entry["causes"]:
         c = entry["causes"][0]
         text = (f"{head}. Likely cause: {c['fact']} (not tested yet: `nearmetal explain` runs its ablation). "
@@ -274,18 +278,21 @@ def _cpus_of(store, study_id, point):
                         bool(point.get("higher_is_better")))
 
 
-def _failed_ablations(store, study_id, ablations):
-    """{ablation id: {"runs": failed runs, "why": the first one's last error line}} for the
-    ablations none of whose runs gave a value (an image without the factor's transport)."""
+def _ablation_runs(store, study_id, ablations):
+    """({ablation id: {"runs": failed runs, "why": the first one's last error line}} for the
+    ablations none of whose runs gave a value (an image without the factor's transport),
+    {ablation id: its runs still planned} (a spent --budget))."""
     runs = [r for r in store.runs(study_id) if r["variant"] in ablations and not r["warmup"]]
-    out = {}
+    failed, pending = {}, {}
     for a in ablations:
         mine = [r for r in runs if r["variant"] == a]
         bad = [r for r in mine if r["status"] not in ("ok", "planned")]
         if bad and not any(r["status"] == "ok" for r in mine):
             tail = [line for line in str(bad[0]["stderr_tail"] or "").splitlines() if line.strip()]
-            out[a] = {"runs": len(bad), "why": tail[-1][:200] if tail else bad[0]["status"]}
-    return out
+            failed[a] = {"runs": len(bad), "why": tail[-1][:200] if tail else bad[0]["status"]}
+        if any(r["status"] == "planned" for r in mine):
+            pending[a] = sum(r["status"] == "planned" for r in mine)
+    return failed, pending
 
 
 def section(store, study_id, analysis, every_block=None):
@@ -297,7 +304,7 @@ def section(store, study_id, analysis, every_block=None):
     ablations = set(plan.get("ablations") or [])
     evidence = None
     vmeta = {v.get("id"): v for v in analysis.get("variants") or []}
-    failed = _failed_ablations(store, study_id, ablations)
+    failed, pending = _ablation_runs(store, study_id, ablations)
     answers = []
     for entry, benches in slower_answers(analysis, skip=ablations):
         vid, bid = entry["variant"], entry.get("baseline")
@@ -332,6 +339,8 @@ def section(store, study_id, analysis, every_block=None):
                     c["share"] = share_of(every_block or analysis, vid, bid, c["ablation_id"], benches, stated)
                     if c["ablation_id"] in failed and (c["share"] or {}).get("share") is None:
                         c["failed"] = failed[c["ablation_id"]]  # {"runs": n, "why": its first error line}
+                    elif c["ablation_id"] in pending and (c["share"] or {}).get("share") is None:
+                        c["pending"] = pending[c["ablation_id"]]  # its runs a spent budget left planned
             out["causes"].sort(key=lambda c: -((c.get("share") or {}).get("share") or -1e9))
             top = out["causes"][0] if out["causes"] else None
             if top and (top.get("share") or {}).get("share") is not None and top["share"]["share"] >= RECOVERS:

@@ -98,6 +98,24 @@ def lock_for_writing(db_path, what):
     return WriterLock(key, db_path)
 
 
+def refuse_if_held(db_path, what):
+    """A one-line NearmetalError naming the holder when another process holds the writer lock;
+    nothing is created or written (a reader's check: no lock file, no holder)."""
+    path = lock_path(db_path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise NearmetalError(_refusal(path, db_path, what)) from None
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
 def holder(db_path):
     """(pid, what, host) written by the current holder of the lock, or None."""
     path = lock_path(db_path)
