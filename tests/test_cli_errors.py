@@ -30,6 +30,12 @@ from nearmetal.cli import fast_parse_run
     (["bench", "mpi-info", "-n", "2000000"], "-n: must be at most 1000000"),
     (["bench", "mpi-info", "--threads", "4096"], "--threads: must be at most 1024"),
     (["bench", "mpi-info", "--timeout", "99999999999999999999"], "--timeout: must be at most 604800"),
+    (["run", "--mode", "hybrid", "--image", "/etc/passwd", "--", "nm-mpi-info"],
+     "/etc/passwd is not an image: give an image name, an image directory or a file ending in .sqfs, .sif"),
+    (["bench", "coupled", "-n", "2", "--", "--role", "atm", ":", "-n", "2", "--", "--role", "ocn"],
+     "bench launches one program: a lone ':' separates MPMD components, which `nearmetal run` takes"),
+    (["bench", "--command", "-n", "2", "--", "nm-coupled", "--role", "atm", ":", "-n", "2", "--", "nm-coupled"],
+     "bench launches one program: a lone ':' separates MPMD components"),
     (["study", "/dev/zero"], "/dev/zero: not a regular file"),
     (["io", "sweep", "/dev/zero"], "/dev/zero: not a regular file"),
 ])

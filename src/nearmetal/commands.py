@@ -51,6 +51,10 @@ def cmd_bench(args):
     from .evidence import run_dir
 
     refuse_ignored_options(args)  # before anything is built or staged (the evidence library, a staging dir)
+    if ":" in (args.kernel_args or []):  # the launcher would read it as its MPMD separator, past nearmetal's checks
+        raise NearmetalError("bench launches one program: a lone ':' separates MPMD components, which "
+                             "`nearmetal run` takes (run ... -- PROG_A ARGS : -n N -- PROG_B ARGS) and a study "
+                             "measures as a benchmark with components (docs/study-files.md)")
     if args.run_program or args.preset or args.fom or args.success:
         if not args.run_program:
             raise NearmetalError("--preset, --fom and --success read a program's output: add --command")

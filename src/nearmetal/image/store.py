@@ -133,6 +133,10 @@ def _resolve(spec):
                     return image
     from .recipe import build_command
 
+    if spec and path.exists():  # a path that is no image: say what it is, not that none has that name
+        suffixes = ", ".join(formats.get(n).suffix for n in formats.names() if formats.get(n).suffix)
+        raise NearmetalError(f"{spec} is not an image: give an image name, an image directory or a file ending "
+                             f"in {suffixes}")
     how = build_command(spec)
     if how:
         raise NearmetalError(f"no image '{spec}': build it with `{how}`")
