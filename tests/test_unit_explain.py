@@ -835,3 +835,20 @@ def test_the_why_says_no_io_layer_of_a_benchmark_the_variant_is_not_slower_on():
 
     assert why(["lat1k"]) == ["mpi_profile"]
     assert why(["lat1k", "io-nc4"]) == ["io_layer", "mpi_profile"]
+
+
+def test_the_fix_flags_line_is_never_wrapped():
+    """Printed at 80 columns (no terminal) the run flags broke into two lines, which pasted as two
+    commands."""
+    import io
+
+    from rich.console import Console
+
+    from nearmetal.report.why import render_why
+
+    flags = ("nearmetal run --mode hybrid --mpi openmpi --runtime charliecloud --image default "
+             "--env OMPI_MCA_btl=self,vader -- PROGRAM")
+    out = io.StringIO()
+    render_why({"answers": [{"text": "v is slower.", "fix_toml": "[[variant]]\nname = \"v\"\n", "fix_flags": flags}]},
+               Console(file=out, width=60, force_terminal=False))
+    assert "  " + flags in out.getvalue().splitlines()

@@ -16,7 +16,8 @@ def render_why(why, console):
         if a.get("fix_toml"):
             console.print(Text("  the fix as a study variant, and as run flags:", style="dim"))
             console.print(Syntax(a["fix_toml"], "toml", theme="ansi_light", background_color="default"))
-            console.print(Text("  " + a["fix_flags"]))
+            # one line whatever the width: wrapped, a pasted command would be two
+            console.print(Text("  " + a["fix_flags"]), soft_wrap=True)
         others = [c for c in a.get("causes") or [] if c is not a.get("cause") and (c.get("share") or {}).get("share")
                   is not None]
         for c in others[1:] if not a.get("cause") else others:
