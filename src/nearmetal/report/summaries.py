@@ -84,7 +84,9 @@ def variant_summaries(analysis):
             bname = baseline or (compared[0].get("baseline") or "the baseline")
             bname = names.get(bname, bname)
             # every compared point of the answered metrics (each parameter), not the answers' quantities
-            parts = [f"equivalent to {bname}{mtxt} at {counts['equivalent']} of {len(compared)} compared points"]
+            # (no "equivalent ... at 0 of N": with none equivalent, the count of compared points alone)
+            parts = [f"equivalent to {bname}{mtxt} at {counts['equivalent']} of {len(compared)} compared points"
+                     if counts["equivalent"] else f"{_points(len(compared))} compared with {bname}"]
             if counts["slower"]:
                 s = f"slower at {counts['slower']}"
                 if worst:
