@@ -104,6 +104,15 @@ def test_dry_run_prints_every_run_with_argv(tmp_path):
     assert len(argv_lines) == 4 and any("mpirun" in l for l in argv_lines) and any("mpiexec" in l for l in argv_lines)
 
 
+def test_the_quickstart_dry_run_says_each_working_directory_once(tmp_path):
+    """Its I/O benchmarks are one entry per MPI family: the dry run said each one's /dev/shm twice."""
+    out = nearmetal("study", "--dry-run", cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    said = [l for l in out.stdout.splitlines() if ": working directory " in l]
+    assert "# benchmark io-serial: working directory /dev/shm (exists)" in said
+    assert len(said) == len(set(said)), said
+
+
 def _db_rows(db, sql):
     con = sqlite3.connect(db)
     try:

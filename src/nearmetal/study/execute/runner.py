@@ -398,9 +398,11 @@ def dry_run(cfg, out, db_path=None):
             + ("those looks" if cfg.study.adaptive else "the study") + " can call a point equivalent, never slower "
             "or faster")
     _say_left_out(cfg, lambda line: out(f"# {line}"))
+    said = set()  # a label of several entries (one per MPI family) said once
     for bench in cfg.benchmark:  # shown resolved: a relative path was taken from the current directory
         workdir = cfg.workdir_of(bench)
-        if workdir:
+        if workdir and (bench.label, workdir) not in said:
+            said.add((bench.label, workdir))
             state = "exists" if os.path.isdir(workdir) else "created when the study runs; nothing is created now"
             out(f"# benchmark {bench.label}: working directory {workdir} ({state})")
     for r in runs:
