@@ -245,3 +245,15 @@ def test_a_misspelt_option_is_refused_by_its_subcommand_with_the_closest_option(
     top-level help, which has no --mode, and no suggestion (a new user's typo)."""
     err = assert_one_line_error(nearmetal(*argv))
     assert err == said, err
+
+
+@pytest.mark.parametrize("argv, prefix", [
+    (["io", "best", "--db", "/nonexistent/x.db"], "nearmetal io best: error: no results database"),
+    (["trace", "report", "/nonexistent"], "nearmetal trace report: error: /nonexistent is not a trace directory"),
+    (["trace", "--", "/nonexistent"], "nearmetal trace: error: program not found"),
+    (["image", "import", "/nonexistent", "--name", "nm-x"], "nearmetal image import: error: "),
+])
+def test_an_error_names_the_command_with_its_action(argv, prefix):
+    """Errors said 'nearmetal io: error' for io best and 'nearmetal image: error' for image
+    import, while argparse's own errors named the action."""
+    assert assert_one_line_error(nearmetal(*argv)).startswith(prefix)

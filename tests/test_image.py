@@ -272,5 +272,5 @@ def test_extra_packages_are_installed_recorded_and_kept(tmp_path):
                     timeout=900)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     last = bad.stderr.strip().splitlines()[-1]
-    assert last.startswith("nearmetal image: error: apt-get install failed") and "no-such-package-nm" in last
+    assert last.startswith("nearmetal image build: error: apt-get install failed") and "no-such-package-nm" in last
     assert not (image.images_dir() / "nm-test-nopkg").exists()

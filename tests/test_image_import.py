@@ -158,5 +158,5 @@ def test_not_an_image_and_a_taken_name(tmp_path, sources):
     assert "no such file or directory" in assert_one_line_error(
         nearmetal("image", "import", str(tmp_path / "absent"), "--name", "nm-x"))
     assert assert_one_line_error(nearmetal("image", "import", str(junk), "--name", "../evil")) == (
-        "nearmetal image: error: --name '../evil': an image's name is lowercase letters, digits, '.', '_' and '-', "
+        "nearmetal image import: error: --name '../evil': an image's name is lowercase letters, digits, '.', '_' and '-', "
         "starting with a letter or digit, at most 100")

@@ -233,7 +233,7 @@ def test_bad_cluster_directory_is_a_one_line_error(tmp_path, name, expect):
     d = name if name.startswith("/") else tmp_path / name
     out = nearmetal("cluster", "up", "--dir", d, timeout=60)
     err = assert_one_line_error(out)
-    assert out.returncode == 2 and err.startswith("nearmetal cluster: error: ") and expect in err
+    assert out.returncode == 2 and err.startswith("nearmetal cluster up: error: ") and expect in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing created
 
 

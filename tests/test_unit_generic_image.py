@@ -120,7 +120,7 @@ def test_image_build_takes_the_image_options_and_passes_them_on(flag, key, monke
 def test_bad_generic_builds_are_one_line_errors_before_any_build(argv, words, nm_home, capsys):
     assert cli.main(["image", "build", *argv]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("nearmetal image: error:") and words in err, err
+    assert len(err.splitlines()) == 1 and err.startswith("nearmetal image build: error:") and words in err, err
     assert not any(p.name.startswith(".nm-") or p.is_dir() for p in (nm_home / "images").glob("*"))
 
 

@@ -76,6 +76,14 @@ def _slurm_options(args):
     return check_slurm(options)  # the values go into a batch script: nothing may break out
 
 
+def _said_as(args):
+    """The command as the user typed it, its action included ('io best', 'trace report'), as
+    argparse names it in its own errors."""
+    action = next((getattr(args, k) for k in ("io_command", "image_command", "kernels_command", "cluster_command",
+                                             "action") if isinstance(getattr(args, k, None), str)), None)
+    return f"{args.command} {action}" if action else args.command
+
+
 def _split_components(argv):
     """PROGRAM ARGS [: [OPTIONS] -- PROGRAM ARGS]...: split at lone ':' tokens."""
     segments, cur = [], []
@@ -330,7 +338,7 @@ def main(argv=None):
     except NearmetalError as e:
         from .study.config.inputs import one_line  # messages quote user strings: a newline must not split the error
 
-        print(f"nearmetal {args.command}: error: {one_line(str(e))}", file=sys.stderr)
+        print(f"nearmetal {_said_as(args)}: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except ValueError as e:
         # JSON read from files is checked where it is read (safe_read, layouts); in a command that
@@ -339,7 +347,7 @@ def main(argv=None):
         json = sys.modules.get("json")
         if json is None or not isinstance(e, json.JSONDecodeError) or args.command not in DATABASE_COMMANDS:
             raise
-        print(f"nearmetal {args.command}: error: a value stored in the database is not valid JSON ({e.msg}, "
+        print(f"nearmetal {_said_as(args)}: error: a value stored in the database is not valid JSON ({e.msg}, "
               f"character {e.pos}): the file was damaged outside nearmetal; keep a copy and re-run the study",
               file=sys.stderr)
         return 2
@@ -369,7 +377,7 @@ def main(argv=None):
             what = f"writing its output failed: {e.strerror or e}"
         else:  # not a write's: said as what it is
             what = f"{type(e).__name__}: {e.strerror or e}"
-        print(f"nearmetal {args.command}: error: {what}", file=sys.stderr)
+        print(f"nearmetal {_said_as(args)}: error: {what}", file=sys.stderr)
         return 2
     finally:
         console = sys.modules.get("nearmetal.console")
