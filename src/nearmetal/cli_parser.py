@@ -316,9 +316,8 @@ def _add_report(sub):
     r.add_argument("--db", help="results database (default: results/NAME/study.db for --study NAME, else results/quickstart/study.db)")
     r.add_argument("--study", type=study_name_arg, help="study name (needed when the database holds several)")
     r.add_argument("--out", help="output directory (default: beside the database)")
-    r.add_argument("--format", choices=_report_formats(), default=_report_formats()[0],
-                   help=f"report format (default: {_report_formats()[0]}, which also prints the terminal report; "
-                        f"the others print only the file's path)")
+    r.add_argument("--format", choices=_report_formats(), default=_report_formats()[0], help=f"report format (default: "
+                   f"{_report_formats()[0]}, which also prints the terminal report; the others only the file's path)")
 
 
 def _add_explain(sub):
