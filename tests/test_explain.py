@@ -171,17 +171,13 @@ def test_a_study_without_finished_runs(tmp_path):
     assert "has no successful run (2 failed): nothing to explain; see why in its report's failures" in err, err
 
 
-def test_a_study_still_running_with_runs_planned_names_its_runner(tcp_study, tmp_path):
+def test_a_study_still_running_with_runs_planned_names_its_runner(tmp_path):
     """While the study runs, its runs still planned, explain names the runner's PID (as a second
     `study` does), not 'complete it first (--resume)', which the runner's lock would refuse."""
-    import shutil
-
     from nearmetal.study.store.lock import lock_for_writing
 
-    _, source = tcp_study
-    db = tmp_path / "running" / "study.db"
-    db.parent.mkdir()
-    shutil.copy(source, db)
+    db = _study(tmp_path, "running", "same", "")  # its own: one explain has not planned ablations in
+    os.unlink(f"{db}.lock")  # as a copy of the database has none: nothing may create it
     with closing(sqlite3.connect(db)) as con:
         con.execute("UPDATE runs SET status = 'planned' WHERE id IN (SELECT id FROM runs ORDER BY position DESC LIMIT 2)")
         con.commit()
