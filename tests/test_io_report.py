@@ -541,9 +541,15 @@ def test_counts_are_same_or_differs_never_a_verdict(tmp_path):
 
     native = {"mode": "native", "runtime": None, "mpi": "openmpi", "image": None}
     bind = {"mode": "bind", "runtime": "charliecloud", "mpi": "openmpi", "image": "nm-test"}
-    db = synthetic_io_store(tmp_path / "s.db", ["serial/posix read=serial"], variants=[native, bind], reps=4)
+    hinted = "shared/mpiio io=2x1 aggr=1 stripes=4 read=serial"
+    db = synthetic_io_store(tmp_path / "s.db", ["serial/posix read=serial", hinted], variants=[native, bind], reps=4,
+                            not_honoured={hinted: ["striping_factor"]})
     a, html = render(db, tmp_path)
     md = render_markdown(a)
+    # a hint neither variant honoured: 0 in every run of both, where a ratio says nothing
+    rows = [l for l in md.split(f"### {hinted} · hint.striping_factor", 1)[1].split("###", 1)[0].splitlines()
+            if l.startswith("| rank total")]
+    assert "| same |" in rows[1] and "differs" not in rows[1], rows
     for metric in ("bytes", "files"):
         rows = [l for l in md.split(f"### serial/posix read=serial · {metric}", 1)[1].split("###", 1)[0].splitlines()
                 if l.startswith("| rank total")]
@@ -555,8 +561,8 @@ def test_counts_are_same_or_differs_never_a_verdict(tmp_path):
         cell = re.search(r"· " + metric + r"</a></td>\s*<td ([^>]*)>([^<]*)</td>", grid)
         assert cell and cell.group(2) == "same" and "not a cost" in cell.group(1), metric
     # a count that changed in the container says so; a cost keeps its verdict
-    count = {"unit": "count", "kernel": "iobench", "comparison": {"ratio": 2.0, "ci_low": 2.0, "ci_high": 2.0,
-                                                                  "verdict": "slower"}}
+    count = {"unit": "count", "kernel": "iobench", "same_as_baseline": False,
+             "comparison": {"ratio": 2.0, "ci_low": 2.0, "ci_high": 2.0, "verdict": "slower"}}
     assert PT.row_verdict(count, set()) == "differs"
     assert PT.row_verdict(count | {"unit": "s"}, set()) == "slower"
 

@@ -123,6 +123,8 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=(), befor
             elif bid and bid != vid and bid in groups[key]:
                 base = groups[key][bid]
                 entry["baseline"] = bid
+                # one value in every run of both (a count, a hint's 0 or 1): no ratio can say "equal" for 0
+                entry["same_as_baseline"] = bool(values) and bool(base) and len(set(values) | set(base.values())) == 1
                 if looks:  # a planned study: its looks (one for fixed repetitions), study/plan/sequential.py
                     entry["comparison"] = sequential.decide(base, byblock, looks, alpha, study["margin"], hib,
                                                             n_boot=n_boot, final=final)

@@ -180,16 +180,14 @@ def verdict_of(p):
 
 
 def count_verdict(p):
-    """What a table says of a count or check value (bytes, files, a checksum: no cost, so no
-    verdict): "same" where it equals the baseline's in every run (ratio 1, interval [1, 1]),
-    else "differs"; None for a cost or a point without comparison."""
+    """What a table says of a count or check value (bytes, files, a checksum, a hint's 0 or 1:
+    no cost, so no verdict): "same" where it equals the baseline's in every run (the analysis'
+    same_as_baseline), else "differs"; None for a cost or a point without comparison."""
     from ..analysis.answers import is_cost
 
-    c = comparison(p)
-    if c is None or is_cost(p):
+    if comparison(p) is None or is_cost(p):
         return None
-    same = all(F.is_num(c.get(k)) and abs(c[k] - 1) < 1e-12 for k in ("ratio", "ci_low", "ci_high"))
-    return "same" if same else "differs"
+    return "same" if p.get("same_as_baseline") else "differs"  # the analysis compared the values
 
 
 def row_verdict(p, bases):
