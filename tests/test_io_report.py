@@ -530,6 +530,14 @@ def test_io_best_answers_each_variant_and_its_ratio_to_native(tmp_path, capsys):
     assert "(study io-synthetic, " + container + ", metric write)" in (tmp_path / "best.hints").read_text()
     with pytest.raises(NearmetalError, match=r"--variant 'bind' is not a variant of study 'io-synthetic' \(its variants: "):
         B.run(db, metric="write", variant="bind")
+    # one variant at two placements: no "each variant" list (--variant cannot choose a placement)
+    row = lambda conf: {"configuration": conf, "median_s": 1.0}  # noqa: E731
+    group = lambda ranks: {"variant": "native/openmpi", "ranks": ranks, "threads": 1}  # noqa: E731
+    assert B._per_variant([(row("a"), None, group(2)), (row("b"), None, group(4))]) == []
+    two = B._per_variant([(row("a"), None, group(2)), (row("b"), None, group(4)),
+                          (row("c"), None, {"variant": "bind/x", "ranks": 2, "threads": 1})])
+    assert [(r["variant"], r["ranks"], r["configuration"]) for r in two] == [
+        ("native/openmpi", 2, "a"), ("native/openmpi", 4, "b"), ("bind/x", 2, "c")]
 
 
 def test_counts_are_same_or_differs_never_a_verdict(tmp_path):

@@ -74,14 +74,14 @@ def _row(row, group, metric):
 
 
 def _per_variant(found):
-    """The fastest row of each variant x placement, in the order of their medians: where a
-    sweep ran natively and in containers, each one's own answer, with the container's ratio to
-    the same configuration under the baseline variant."""
+    """The fastest row of each variant x placement, in the order of their medians, where the
+    sweep has several variants (natively and in containers): each one's own answer, with the
+    container's ratio to the same configuration under the baseline variant; [] with one."""
     firsts = {}
     for best, _row_, group in found:  # found is sorted: the first of a group is its fastest
         firsts.setdefault((str(group["variant"]), group["ranks"], group["threads"]), best | {
-            "ranks": group["ranks"], "threads": group["threads"]})
-    return list(firsts.values())
+            "variant": str(group["variant"]), "ranks": group["ranks"], "threads": group["threads"]})
+    return list(firsts.values()) if len({v for v, _, _ in firsts}) > 1 else []
 
 
 def analyze(store, study_row, metric="total", variant=None):
@@ -121,7 +121,7 @@ def analyze(store, study_row, metric="total", variant=None):
            "runner_up": None, "distinguishable": None, "runner_up_comparison": None,
            "hints": dict(conf["hints"]), "env": dict(conf["env"]), "hints_status": best["hints_status"],
            "layout": conf["layout"], "vs_baseline": best["vs_baseline"], "chosen_from": variant,
-           "per_variant": per_variant if len(per_variant) > 1 else []}
+           "per_variant": per_variant}
     # Open MPI's default MPI-IO component, OMPIO, reads no hints file: a hint it did not keep was
     # not read, which says nothing of the file system, and the file is for ROMIO only
     from ..families import get as family, names
@@ -312,8 +312,9 @@ def render(result, console):
         files = (f"the files below are for {result['chosen_from']}'s" if result.get("chosen_from")
                  else "the files below are for the first line; choose another with --variant")
         say(f"fastest in each variant (its own answer; {files})")
+        placements = {(p["ranks"], p["threads"]) for p in result["per_variant"]}
         for r in result["per_variant"]:
-            where = r["variant"] + (f", {r['ranks']} ranks" if len({p['ranks'] for p in result['per_variant']}) > 1 else "")
+            where = r["variant"] + (f", {r['ranks']} ranks x {r['threads']} threads" if len(placements) > 1 else "")
             versus = f"; {_versus(r['vs_baseline'])}" if r["vs_baseline"] else ""
             say(f"  {where}: {r['configuration']} {r['median_s']:.4g} s {_fmt_ci(r['ci_low'], r['ci_high'])}{versus}")
     if result["speedup"] is not None and result["best"] != result["reference"]:
