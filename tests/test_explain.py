@@ -168,7 +168,12 @@ def test_a_study_without_finished_runs(tmp_path):
     nearmetal("study", path, "--db", db, "--no-progress", timeout=600)
     # it ran: 'run it first' was wrong; what failed is the report's to say
     err = _refused(db)
-    assert "has no successful run (2 failed): nothing to explain; see why in its report's failures" in err, err
+    assert "has no successful run (2 failed): nothing to explain; see why in its report's failures " \
+           f"(nearmetal report --db {db} --study fails)" in err, err
+    with closing(sqlite3.connect(db)) as con:  # an interrupted one whose first runs failed: not finished
+        con.execute("UPDATE runs SET status = 'planned' WHERE id = (SELECT MAX(id) FROM runs)")
+        con.commit()
+    assert "is not finished (1 run still planned): complete it first" in _refused(db)
 
 
 def test_a_study_still_running_with_runs_planned_names_its_runner(tmp_path):

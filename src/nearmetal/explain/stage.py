@@ -324,17 +324,21 @@ def check_explainable(db, name):
         from ..study.store.lock import refuse_if_held
 
         refuse_if_held(db, f"explain of study '{row['name']}'")  # its runner's PID, while it runs
+    ended = {k: v for k, v in counts.items() if k != "planned" and v}
+    if not counts.get("ok") and ended and not counts.get("planned"):  # it ran to its end; no run gave a number
+        import shlex
+
+        said = ", ".join(f"{v} {k}" for k, v in sorted(ended.items()))
+        report = shlex.join(["nearmetal", "report", "--db", str(db), "--study", row["name"]])
+        raise NearmetalError(f"study '{row['name']}' in {db} has no successful run ({said}): nothing to explain; "
+                             f"see why in its report's failures ({report})")
+    if counts.get("planned") and plan is None:
+        n = counts["planned"]
+        raise NearmetalError(f"study '{row['name']}' in {db} is not finished ({n} run{'s' * (n != 1)} still planned): "
+                             f"complete it first (nearmetal study FILE --resume --db {db})")
     if not counts.get("ok"):
-        ended = {k: v for k, v in counts.items() if k != "planned" and v}
-        if ended:  # it ran, and no run gave a number: what failed is the report's to say
-            said = ", ".join(f"{v} {k}" for k, v in sorted(ended.items()))
-            raise NearmetalError(f"study '{row['name']}' in {db} has no successful run ({said}): nothing to explain; "
-                                 f"see why in its report's failures (nearmetal report --db {db})")
         raise NearmetalError(f"study '{row['name']}' in {db} has no finished runs: run it first "
                              f"(nearmetal study FILE), then explain it")
-    if counts.get("planned") and plan is None:
-        raise NearmetalError(f"study '{row['name']}' in {db} is not finished ({counts['planned']} runs still planned): "
-                             f"complete it first (nearmetal study FILE --resume --db {db})")
     if not row["config_toml"]:
         raise NearmetalError(f"study '{row['name']}' in {db} was imported, not run by nearmetal: there is nothing "
                              f"to launch its ablations with")
