@@ -88,20 +88,24 @@ def cmd_bench(args):
     rc, out, err = outcome.exit_status, outcome.stdout, outcome.stderr  # a batch job's stderr ends with Slurm's reason
     from .bench_program import launch_params
 
+    own = list(dict.fromkeys(_kernel_lines(err, spec.program)))  # every rank may say the same line
+    # The kernel exited with its own reason: that is the error, and the launcher's banners around it
+    # only repeat that a rank exited non-zero (--verbose keeps them). A signal (128 + N) is the
+    # launcher's to tell: then its whole output.
+    said_itself = rc != 0 and bool(own) and rc < 128 and not args.verbose
     try:
         records = kernels.parse(spec, out, launch_params(args, p, req, ranks))
     except (ValueError, KeyError, IndexError) as e:  # output cut short (a rank killed) or not the kernel's
-        why = f"exit status {rc}" if rc != 0 else f"output nearmetal cannot read ({type(e).__name__}: {e})"
-        raise NearmetalError(f"kernel '{spec.name}' failed: {why}") from None
-    if args.json:
+        if rc == 0:
+            raise NearmetalError(f"kernel '{spec.name}' failed: output nearmetal cannot read "
+                                 f"({type(e).__name__}: {e})") from None
+        records = None
+    if records is not None and args.json:
         for r in records:
             print(json.dumps(r))
-    else:
+    elif not args.json:
         sys.stdout.write(out)
-    own = _kernel_lines(err, spec.program)
-    if rc != 0 and own and not args.verbose:
-        # the kernel said why: its own lines, the last one as the error; the launcher's banners
-        # around them only repeat that a rank exited non-zero (--verbose keeps them)
+    if said_itself:
         sys.stderr.write("".join(line + "\n" for line in own[:-1]))
         raise NearmetalError(f"kernel '{spec.name}' failed with exit status {rc}: {own[-1]} "
                              f"(--verbose shows the launcher's whole output)")
