@@ -389,8 +389,7 @@ def cmd_trace(args):
     if args.dry_run:
         print(scheduler.describe(p, req, [req]))
         return 0
-    created = not os.path.isdir(args.out or "")
-    out = tc.out_dir(args.out)
+    out, created = tc.out_dir(args.out)
     meta = {"argv": args.program_argv, "layers": args.layers or list(trace_build.DEFAULT_LAYERS), "mode": args.mode,
             "runtime": req.runtime, "mpi": p.components[0].installation["family"],
             "ranks": args.ranks, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

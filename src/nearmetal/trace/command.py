@@ -44,15 +44,16 @@ def check_program(program, mode):
 
 
 def out_dir(out):
-    """The trace directory: created; refused when it already holds a trace."""
+    """(the trace directory, whether this call created it); refused when it already holds a trace."""
     path = out or time.strftime("trace-%Y%m%d-%H%M%S")
     if os.path.isdir(path) and any(f.endswith(".nmt") or f == META for f in os.listdir(path)):
         raise NearmetalError(f"{path} already holds a trace: choose another --out")
+    created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         raise NearmetalError(f"cannot create trace directory {path}: {e.strerror}") from None
-    return path
+    return path, created
 
 
 def discard_if_empty(out, created):
@@ -60,13 +61,15 @@ def discard_if_empty(out, created):
     program that stopped at its own argument check): True when removed."""
     if not created or any(len(p.events) for p in reader.read(out).processes):
         return False
-    for name in os.listdir(out):
-        if (name.startswith("trace-") and name.endswith(".nmt")) or name == META:
-            os.unlink(os.path.join(out, name))
+    names = os.listdir(out)
+    if not all((n.startswith("trace-") and n.endswith(".nmt")) or n == META for n in names):
+        return False  # something else was put there meanwhile: all kept
+    for name in names:
+        os.unlink(os.path.join(out, name))
     try:
         os.rmdir(out)
-    except OSError:  # something else was put there meanwhile: kept
-        return False
+    except OSError:  # a file arrived since: the directory stays, without the empty trace
+        pass
     return True
 
 
