@@ -133,10 +133,11 @@ def _resolve(spec):
                     return image
     from .recipe import build_command
 
-    if spec and path.exists():  # a path that is no image: say what it is, not that none has that name
-        suffixes = ", ".join(formats.get(n).suffix for n in formats.names() if formats.get(n).suffix)
+    suffixes = [formats.get(n).suffix for n in formats.names() if formats.get(n).suffix]
+    as_path = "/" in spec or spec.startswith((".", "~")) or path.suffix in suffixes
+    if spec and as_path and path.exists():  # a path that is no image: say what it is, not that none has that name
         raise NearmetalError(f"{spec} is not an image: give an image name, an image directory or a file ending "
-                             f"in {suffixes}")
+                             f"in {', '.join(suffixes)}")
     how = build_command(spec)
     if how:
         raise NearmetalError(f"no image '{spec}': build it with `{how}`")
