@@ -138,7 +138,8 @@ def _share(text):
 
 
 def _add_doctor(sub):
-    d = sub.add_parser("doctor", help="report MPI installations, container runtimes, CPU, hazards")
+    d = sub.add_parser("doctor", help="report MPI installations, container runtimes, CPU, hazards", description=(
+        "Starts each runtime's smoke container and one 1-rank nm-iobench -A per MPI with built kernels; builds nothing."))
     d.add_argument("--image", help="also inspect an image (name or path)")
     d.add_argument("--program", action="append", default=[], help="program inside the image to inspect (repeatable)")
     d.add_argument("--json", action="store_true", help="machine-readable output (see docs/doctor-json.md)")

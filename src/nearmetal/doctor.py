@@ -113,9 +113,9 @@ def io_libraries(family):
     if _stale(host_prefix(family)):
         return {"libraries": None, "note": "not known until the kernels are built for it (the first kernel run "
                                            f"builds them: nearmetal run --mpi {family} -n 1 -- nm-iobench -A)"}
-    try:
-        have = library_availability({"mode": "native", "runtime": None, "mpi": family, "image": None})
-    except NearmetalError as e:
+    try:  # doctor's own limit: a launcher that hangs is said, not waited for as long as a study would
+        have = library_availability({"mode": "native", "runtime": None, "mpi": family, "image": None}, timeout=20)
+    except (NearmetalError, OSError) as e:
         return {"libraries": None, "note": str(e)}
     return {"libraries": have}
 
@@ -143,8 +143,8 @@ def image_report(spec, programs=()):
     report = {"name": img.name, "path": str(img.rootfs), "distro": img.distro,
               "glibc": f"{glibc[0]}.{glibc[1]}" if glibc else None, "mpi": [], "programs": [],
               # the parallel I/O libraries the build installed (image.json; imported images: none recorded)
-              "io_packages": dict(img.meta.get("io_packages") or {}),
-              "io_packages_unavailable": list(img.meta.get("io_packages_unavailable") or [])}
+              "io_packages": _strings(img.meta.get("io_packages"), dict),
+              "io_packages_unavailable": _strings(img.meta.get("io_packages_unavailable"), list)}
     named = formats.of_path(spec)
     if named and formats.get(named).stands_for_image and img.location(named):
         # the file the user named; its contents were read from rootfs
@@ -171,6 +171,16 @@ def image_report(spec, programs=()):
         entry["bind"] = [_bind_check(img, path, fam, m) for fam, m in host_mpis.items()]
         report["programs"].append(entry)
     return report
+
+
+def _strings(value, kind):
+    """A dict or list of strings from image.json (an imported image's, written by anyone), or an
+    empty one where it is not that."""
+    if kind is dict and isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return {str(k): v for k, v in value.items()}
+    if kind is list and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return kind()
 
 
 def _bind_check(img, path, family, installation):

@@ -323,7 +323,7 @@ def parse_availability(text):
 _availability_cache = {}
 
 
-def library_availability(variant):
+def library_availability(variant, timeout=120):
     """Which I/O libraries the nm-iobench build of a variant has: one real 1-rank launch of
     `nm-iobench -A` through the same launch path as the study's runs."""
     key = tuple(sorted((k, str(v)) for k, v in variant.items()))
@@ -337,7 +337,7 @@ def library_availability(variant):
     from .. import schedulers
 
     p = plan(req)
-    out = schedulers.get(req.scheduler).run(p, req, [req], timeout=120)
+    out = schedulers.get(req.scheduler).run(p, req, [req], timeout=timeout)
     if out.status in ("timeout", "not started"):
         raise NearmetalError(f"cannot ask nm-iobench which I/O libraries it has for {variant_name(variant)}: "
                              f"{out.reason}")
