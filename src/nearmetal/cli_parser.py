@@ -400,7 +400,6 @@ def _add_cluster(sub):
 
 def _add_io(sub):
     from .io.cli import add_parser
-
     add_parser(sub, _Parser)
 
 
