@@ -250,6 +250,9 @@ def test_startup_share_of_the_gap():
     assert c.fact.startswith("start-up is not slower (MPI_Init ends 50.00 ms earlier per launch than the baseline's): "
                              "its 300.0 ms longer wall time per run is spent in what follows MPI_Init"), c.fact
     assert "0%" not in c.fact
+    hardly = ev(HYBRID, ranks=[[r(0, 0.10001), r(1, 0.11001)]] * 3, wall=[1.3, 1.3, 1.3])
+    [c] = examine("startup", hardly, base)
+    assert "ms later per launch than the baseline's, under 1% of its 300.0 ms longer wall time" in c.fact, c.fact
 
 
 def test_mpi_profile_names_what_grew():

@@ -352,7 +352,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        print(f"nearmetal {args.command}: {_interrupted(e)}", file=sys.stderr)
+        print(f"nearmetal {_said_as(args)}: {_interrupted(e)}", file=sys.stderr)
         return _interrupt_status(e)
     except BrokenPipeError:
         # Output piped into `head` and closed: not an error worth a traceback (console.py)

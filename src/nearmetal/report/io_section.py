@@ -1,5 +1,5 @@
-"""The HTML report's parallel-I/O section, for studies with `iobench` benchmarks: a rendering
-of the analysis dict's "io" entry (the I/O analysis `nearmetal io best` prints from; the
+"""The reports' parallel-I/O section (HTML, and its tables in Markdown: markdown()), for studies
+with `iobench` benchmarks: a rendering of the analysis dict's "io" entry (the I/O analysis `nearmetal io best` prints from; the
 report computes nothing of its own). Figures (drawn by io_plots, each only where the
 analysis found variation):
 

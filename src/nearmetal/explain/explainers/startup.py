@@ -37,12 +37,13 @@ class Startup(Explainer):
             # MPI_Init (a latency, a step time) leaves start-up out
             where = ("start-up, which figures the program measures after MPI_Init do not include" if share >= 0.5
                      else "what follows MPI_Init (the program's own work, MPI_Finalize, the exit)")
-            if startup_gap > 0:
-                fact = (f"{lead}, {share:.0%} of its {gap * 1e3:.1f} ms longer wall time per run: the extra wall "
-                        f"time is spent in {where}")
-            else:  # start-up is not slower: "0% of" an earlier end read as a contradiction
+            if startup_gap <= 0:  # start-up is not slower: "0% of" an earlier end read as a contradiction
                 fact = (f"start-up is not slower ({lead}): its {gap * 1e3:.1f} ms longer wall time per run is spent "
                         f"in {where}")
+            else:  # a share that rounds to 0% is said as under 1%
+                part = f"{share:.0%}" if share >= 0.005 else "under 1%"
+                fact = (f"{lead}, {part} of its {gap * 1e3:.1f} ms longer wall time per run: the extra wall time "
+                        f"is spent in {where}")
             return [self.cause(fact, share, descriptive=True, details={"startup_share": share})]
         if abs(startup_gap) > 1e-4:
             return [self.cause(lead, 0.3, descriptive=True)]

@@ -103,7 +103,7 @@ def refuse_if_held(db_path, what):
     nothing is created or written (a reader's check: no lock file, no holder)."""
     path = lock_path(db_path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
     except OSError:
         return
     try:
