@@ -350,7 +350,7 @@ def test_baselines_outside_the_matrix(content, target, sandbox, capsys):
 def test_malformed_io_study_files(content, target, sandbox, capsys):
     path = write_case(sandbox, content)
     rc, out, err = invoke(["io", "sweep", str(path), "--dry-run"], capsys)
-    judge_file_case(rc, out, err, path, "io", target)
+    judge_file_case(rc, out, err, path, "io sweep", target)
 
 
 @pytest.mark.parametrize("command", [["study"], ["io", "sweep"]])
@@ -368,7 +368,7 @@ def test_unreadable_study_files(command, what, expect, sandbox, capsys):
         path.write_bytes(b"# padding\n" * 600_000)
     rc, out, err = invoke(command + [str(path), "--dry-run"], capsys)
     assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert err.startswith(f"nearmetal {command[0]}: error: cannot read ") and expect in err, err
+    assert err.startswith(f"nearmetal {' '.join(command)}: error: cannot read ") and expect in err, err
 
 
 def test_fuzz_corpus_size():

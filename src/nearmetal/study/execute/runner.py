@@ -41,7 +41,7 @@ def check_resume(db_path, names):
     an I/O sweep's two): the user meant one of those, and without its file another study (the
     built-in one) would start in that database. A one-line NearmetalError; nothing when the
     database is new or holds one of them."""
-    if not Path(db_path).exists():
+    if not Path(db_path).exists() or _being_created(db_path):
         return
     with Store(db_path, readonly=True) as store:
         held = [r["name"] for r in store.studies()]
@@ -49,6 +49,20 @@ def check_resume(db_path, names):
         listed = ", ".join(f"'{n}'" for n in held[:5]) + (", ..." if len(held) > 5 else "")
         raise NearmetalError(f"--resume: study '{names[-1]}' is not in {db_path}, which holds {listed}: give that "
                              f"study's file to resume it, or leave out --resume to add '{names[-1]}' to it")
+
+
+def _being_created(db_path):
+    """An SQLite file without a table yet: a second runner started at the same moment has just
+    created it (the writer lock decides which one runs); it is no other study's database."""
+    import sqlite3
+    from contextlib import closing
+    from urllib.parse import quote
+
+    try:
+        with closing(sqlite3.connect(f"file:{quote(str(Path(db_path).resolve()))}?mode=ro", uri=True)) as con:
+            return con.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
+    except sqlite3.Error:
+        return False
 
 
 def open_study(cfg, text, db_path, resume, builtin=False, say=print):
