@@ -108,9 +108,9 @@ def io_libraries(family):
     None (available) | why not}} or, where the host kernels are not built (doctor builds
     nothing) or the launch fails, {"libraries": None, "note": why}."""
     from .io.config import library_availability
-    from .kernels.build import _stale, host_prefix
+    from .kernels.build import is_built
 
-    if _stale(host_prefix(family)):
+    if not is_built(family):
         return {"libraries": None, "note": "not known until the kernels are built for it (the first kernel run "
                                            f"builds them: nearmetal run --mpi {family} -n 1 -- nm-iobench -A)"}
     try:  # doctor's own limit: a launcher that hangs is said, not waited for as long as a study would

@@ -320,10 +320,6 @@ def check_explainable(db, name):
         row = _study_row(ro, name)
         counts = ro.counts(row["id"])
         plan = stored_plan(ro, row["id"])
-    if counts.get("planned") and plan is None:
-        from ..study.store.lock import refuse_if_held
-
-        refuse_if_held(db, f"explain of study '{row['name']}'")  # its runner's PID, while it runs
     ended = {k: v for k, v in counts.items() if k != "planned" and v}
     if not counts.get("ok") and ended and not counts.get("planned"):  # it ran to its end; no run gave a number
         import shlex
@@ -333,6 +329,9 @@ def check_explainable(db, name):
         raise NearmetalError(f"study '{row['name']}' in {db} has no successful run ({said}): nothing to explain; "
                              f"see why in its report's failures ({report})")
     if counts.get("planned") and plan is None:
+        from ..study.store.lock import refuse_if_held
+
+        refuse_if_held(db, f"explain of study '{row['name']}'")  # its runner's PID, while it runs
         n = counts["planned"]
         raise NearmetalError(f"study '{row['name']}' in {db} is not finished ({n} run{'s' * (n != 1)} still planned): "
                              f"complete it first (nearmetal study FILE --resume --db {db})")

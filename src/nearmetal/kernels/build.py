@@ -20,10 +20,14 @@ def host_prefix(family):
 
 def host_bin(family):
     """The host kernel directory for an MPI family, built on first use or when sources changed."""
-    prefix = host_prefix(family)
-    if _stale(prefix):
+    if not is_built(family):
         build(family)
-    return os.path.join(prefix, "bin")
+    return os.path.join(host_prefix(family), "bin")
+
+
+def is_built(family):
+    """Whether the host kernels of an MPI family are built from the current sources."""
+    return not _stale(host_prefix(family))
 
 
 def _newest_source():

@@ -133,8 +133,9 @@ def _grid(analysis, groups, vorder):
             c = PT.comparison(p)
             if not c or p.get("variant") not in cells:
                 continue
-            if PT.count_verdict(p):
-                counts[p["variant"]].append(PT.count_verdict(p))
+            said = PT.count_verdict(p)
+            if said:
+                counts[p["variant"]].append(said)
                 continue
             cell = cells[p["variant"]]
             verdict = PT.verdict_of(p)

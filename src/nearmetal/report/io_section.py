@@ -95,8 +95,8 @@ def _fmt_versus(v):
     """The write time's ratio to the same configuration under the baseline variant."""
     if not v or not F.is_num(v.get("ratio")):
         return "—"
-    ci = f" [{v['ci'][0]:.3f}–{v['ci'][1]:.3f}]" if v.get("ci") else ""
-    return f"{v['ratio']:.3f}{ci} {v.get('verdict') or ''}".rstrip()
+    lo, hi = v.get("ci") or (None, None)
+    return f"{F.fmt_ratio({'ratio': v['ratio'], 'ci_low': lo, 'ci_high': hi})} {v.get('verdict') or ''}".rstrip()
 
 
 # ---------------------------------------------------------------------- figure inputs
@@ -126,11 +126,6 @@ class Section:
 
     def __bool__(self):
         return bool(self.tables)
-
-
-def plan_tables(analysis, style=None):
-    """The section's tables and notes, without figures (the Markdown report's)."""
-    return plan(analysis, style, fid=None)
 
 
 def plan(analysis, style, fid):
@@ -187,7 +182,7 @@ COLUMNS = (("configuration", "label"), ("n", "n"), ("write s [95% CI]", "write")
 def markdown(analysis, escape):
     """The section as Markdown lines (the HTML's tables and notes, without figures); [] when
     the study has no measured I/O configuration."""
-    sec = plan_tables(analysis)
+    sec = plan(analysis, None, fid=None)  # the tables and notes only
     if not sec:
         return []
     columns = COLUMNS + ((("write vs baseline", "vs_baseline"),) if sec.versus else ())

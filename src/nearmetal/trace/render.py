@@ -153,8 +153,8 @@ def markdown(a):
     out = [f"# I/O trace: {a['directory']}", "",
            f"{len(a['ranks'])} processes; layers seen: {', '.join(a['layers']) or 'none'}; "
            f"{a['omitted_edges']} call paths under {a['threshold']:.0%} of the largest node's time omitted."]
-    if warning(a):
-        out.append(warning(a))
+    said = warning(a)
+    out += [said] if said else []
     out += ["", "## Functions", "", "| layer | function | calls | bytes | ranks | max per rank | total |",
             "|---|---|---|---|---|---|---|"]
     out += [f"| {n['layer']} | {n['function']} | {n['calls']} | {n['bytes']} | {n['ranks']} | "
