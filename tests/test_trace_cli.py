@@ -157,7 +157,7 @@ def test_a_traced_iobench_run_writes_its_trace_and_reports(tmp_path, host_mpis, 
 
 def test_an_interrupted_trace_says_what_it_kept_and_leaves_no_process(tmp_path, host_mpis):
     """^C while the ranks run: the trace directory keeps what the ranks wrote (here nothing: they
-    are ended before their first buffer fills), meta.json says interrupted, and the line says so
+    made no traced call yet), meta.json says interrupted, and the line says so
     instead of a bare 'interrupted' over an empty directory (a new user's 3 s trace)."""
     import signal
     import time
@@ -187,6 +187,39 @@ def test_an_interrupted_trace_says_what_it_kept_and_leaves_no_process(tmp_path, 
     assert not left and "Traceback" not in err, left  # the ranks ended with nearmetal
 
 
+SLOW_WRITER = r"""
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    int fd = open(argv[1], O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    struct timespec pause = {0, 50000000};
+    for (int i = 0; i < 1200; i++) { write(fd, "0123456789", 10); nanosleep(&pause, NULL); } /* 60 s */
+    return 0;
+}
+"""
+
+
+def test_a_timed_out_trace_keeps_its_calls_and_reports_them(tmp_path, host_mpis):
+    """--timeout kills the ranks: their trace up to about a second before is kept (the tracer
+    writes a waiting buffer at the next call), reported, and the error line says where."""
+    (tmp_path / "w.c").write_text(SLOW_WRITER)
+    subprocess.run(["cc", "-O1", "-o", tmp_path / "w", tmp_path / "w.c"], check=True)
+    out = tmp_path / "t"
+    r = nearmetal("trace", "-n", "1", "--mpi", "openmpi", "--timeout", "8", "--out", out, "--", tmp_path / "w",
+                  tmp_path / "w.dat", timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.rstrip().splitlines()[-1].endswith(f"timed out after 8 s; the job's process tree was ended; "
+                                                       f"the trace up to then is in {out}"), r.stderr
+    assert f"report: {out}/report.html" in r.stdout and (out / "report.html").is_file()
+    assert json.loads((out / "meta.json").read_text())["status"] == "timeout"
+    a = json.loads(nearmetal("trace", "report", out, "--format", "json").stdout)
+    writes = [n for n in a["nodes"] if n["function"] == "write"]
+    assert writes and writes[0]["calls"] >= 30, writes  # 8 s at 20 writes a second, less the last second
+    assert len(a["incomplete_ranks"]) == 1
+
+
 def test_bad_input_is_one_line(tmp_path):
     static = tmp_path / "static"
     (tmp_path / "s.c").write_text("int main(void) { return 0; }\n")
@@ -204,10 +237,32 @@ def test_bad_input_is_one_line(tmp_path):
         (["trace", "report", junk], "not an nm-trace file"),
         (["trace"], "no program to trace"),
         (["trace", "report", junk, "--threshold", "1.5"], "expected a share from 0 to below 1"),
+        # a run's options given to a report were ignored without a word
+        (["trace", "report", junk, "--layers", "posix"], "trace report: error: unrecognized arguments: --layers posix"),
+        (["trace", "report", junk, "--", "ls"], "a report runs no program (given: ls)"),
+        (["trace", "--layers", "posix", "report", junk], "trace report: error: --layers is an option of a traced run"),
+        (["trace", "-n", "3", "report", junk], "trace report: error: -n is an option of a traced run, not of a report"),
     ]
     for argv, expect in cases:
         err = assert_one_line_error(nearmetal(*argv, cwd=tmp_path))
         assert expect in err, (argv, err)
+
+
+@pytest.mark.unit
+def test_trace_report_help_shows_the_reports_options_only(capsys):
+    """`trace report --help` printed the whole traced run's help (launch options and all)."""
+    from nearmetal.cli import main
+
+    def helped(*argv):
+        with pytest.raises(SystemExit) as e:
+            main(list(argv))
+        assert e.value.code == 0
+        return capsys.readouterr().out
+
+    said = helped("trace", "report", "--help")
+    assert said.startswith("usage: nearmetal trace report ") and "--format" in said and "--threshold" in said
+    assert "--mode" not in said and "--layers" not in said and "--timeout" not in said
+    assert "nearmetal trace report --help" in " ".join(helped("trace", "--help").split())
 
 
 def test_a_program_that_stops_before_any_traced_call_leaves_no_trace(tmp_path, host_mpis):

@@ -41,10 +41,16 @@ def test_the_markdown_warning_names_the_incomplete_ranks_as_ranks_not_a_count(mo
     a = {"directory": "d", "ranks": [0, 1], "layers": ["posix"], "omitted_edges": 0, "threshold": 0.01,
          "dropped_events": 0, "incomplete_ranks": [0], "nodes": [], "edges": [], "files": [], "hints": [],
          "write_paths": []}
-    assert "Warning: 0 events dropped; rank 0 without a complete trace." in render.markdown(a)
-    assert "<p><b>Warning: 0 events dropped; rank 0 without a complete trace.</b></p>" in render.page(a)
+    said = "Warning: rank 0 without a complete trace (ended before finishing: the last second or so of calls is missing)."
+    assert said in render.markdown(a) and f"<p><b>{said}</b></p>" in render.page(a)
+    assert "\n2 processes; layers seen: posix;" in render.markdown(a)  # not "2 processs"
+    assert "1 process; layers seen" in render.markdown(dict(a, ranks=[0]))
     a.update(incomplete_ranks=[], dropped_events=3)
-    assert "Warning: 3 events dropped; every rank's trace complete." in render.markdown(a)
+    assert "Warning: 3 events dropped (a record the tracer could not keep).\n" in render.markdown(a)
+    a.update(incomplete_ranks=[2, 3], dropped_events=1)
+    assert "Warning: 1 event dropped (a record the tracer could not keep); ranks 2, 3 without a complete" in render.markdown(a)
+    a.update(incomplete_ranks=["pid 41"], dropped_events=0)
+    assert "Warning: pid 41 without a complete trace (" in render.markdown(a)  # not a rank: not "rank pid 41"
     a["write_paths"] = [{"layer": "posix", "function": "pwrite", "calls": 1, "writing_ranks": 1, "per_rank_s": {}}]
     assert "- posix `pwrite` (1 call, 1 rank writes)" in render.markdown(a)  # not "1 calls, 1 ranks write"
 

@@ -479,6 +479,101 @@ def test_posix_forwarding_is_exact(tracer, tmp_path):
     assert run.stderr.splitlines()[0] == f"nm-trace: NM_TRACE_DIR is not a directory, not tracing: {tmp_path}/missing"
 
 
+def _built_with_trace_env(tmp_path, source):
+    """`source` compiled; (program, its work directory, the trace directory, the environment
+    that traces it as a rank: trace.build.rank_env)."""
+    from nearmetal.trace.build import rank_env
+
+    (tmp_path / "p.c").write_text(source)
+    subprocess.run(["cc", "-O1", "-o", tmp_path / "p", tmp_path / "p.c"], check=True, capture_output=True)
+    work, trace_dir = tmp_path / "work", tmp_path / "trace"
+    work.mkdir()
+    trace_dir.mkdir()
+    return tmp_path / "p", work, trace_dir, {**os.environ, **rank_env(trace_dir, env={})}
+
+
+KILLED_PROGRAM = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/k.dat", argv[1]);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    struct timespec pause = {0, 50000000};
+    for (int i = 0; i < 50; i++) { /* 2.5 s of small writes: far from filling a 1 MiB buffer */
+        write(fd, "0123456789", 10);
+        nanosleep(&pause, NULL);
+    }
+    kill(getpid(), SIGKILL); /* as mpirun ends ranks after ^C, or a job's time limit: no exit handlers */
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("choice", ["default", "monotonic"])
+def test_a_killed_process_keeps_all_but_its_last_second(choice, tracer, tmp_path):
+    """A process that is SIGKILLed before its buffer fills still leaves its earlier events:
+    a buffer that has waited a second goes to the file at the thread's next call, whichever
+    clock the tracer uses (the TSC's rate is learnt from the clock pair read at load)."""
+    exe, work, trace_dir, env = _built_with_trace_env(tmp_path, KILLED_PROGRAM)
+    if choice == "monotonic":
+        env["NM_TRACE_CLOCK"] = "monotonic"
+    run = subprocess.run([exe, work], capture_output=True, env=env)
+    assert run.returncode == -9
+    (p,) = reader.read(trace_dir).processes
+    assert not p.complete
+    writes = p.calls("write")
+    assert len(writes) >= 20, len(writes)  # written by 1.5 s at the latest: 30 expected, 50 made
+    assert (writes["result"] == 10).all() and writes["offset"].tolist() == [10 * i for i in range(len(writes))]
+    assert (writes["end_ns"] - writes["start_ns"]).min() >= 0
+
+
+FD_CLOSER_PROGRAM = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    char path[4096];
+    struct timespec pause = {0, 50000000};
+    snprintf(path, sizeof path, "%s/a.dat", argv[1]);
+    int a = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); nanosleep(&pause, NULL); } /* the trace file is open */
+    for (int fd = 3; fd < 1024; fd++) if (fd != a) close(fd); /* as a daemonizing program does */
+    snprintf(path, sizeof path, "%s/b.dat", argv[1]);
+    int b = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);  /* the lowest number: the trace file's, once */
+    int high = fcntl(b, F_DUPFD, 900);                      /* the number the tracer moves its file to */
+    for (int i = 0; i < 30; i++) {
+        write(b, "abcdefghij", 10);
+        write(high, "abcdefghij", 10);
+        write(a, "0123456789", 10);
+        nanosleep(&pause, NULL);
+    }
+    printf("b=%d high=%d\n", b, high);
+    return 0;
+}
+"""
+
+
+def test_a_program_that_closes_the_trace_file_keeps_its_own_data_and_the_trace(tracer, tmp_path):
+    """A program that closes every descriptor and opens its own files gets the trace file's
+    number: the tracer must not write its records there (it wrote them into b.dat), and goes
+    on in its own file."""
+    exe, work, trace_dir, env = _built_with_trace_env(tmp_path, FD_CLOSER_PROGRAM)
+    run = subprocess.run([exe, work], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert (work / "b.dat").read_bytes() == b"abcdefghij" * 60, run.stdout
+    assert (work / "a.dat").read_bytes() == b"0123456789" * 60
+    (p,) = reader.read(trace_dir).processes
+    assert p.complete and len([f for f in map(p.file_of, p.calls("write")) if f == str(work / "a.dat")]) == 60
+
+
 # ------------------------------------------------------------------ the reader (unit)
 
 def _record(rtype, payload):

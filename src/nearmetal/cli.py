@@ -316,16 +316,26 @@ def main(argv=None):
             # argparse's REMAINDER after a positional swallows options: split by hand.
             cut = argv.index("--")
             argv, extra = argv[:cut], argv[cut + 1:]
-        parser = build_parser(only)
-        if only == "trace":  # its optional positional (report) would take a misspelt option's value first
-            _refuse_unknown_options(parser, only, argv[1:])
-        args, unknown = parser.parse_known_args(argv)
-        if unknown:
-            _refuse_unknown(parser, args, unknown)
-        if only == "bench":
-            args.kernel_args = extra
-        elif only == "trace":
-            args.program_argv = extra
+        if only == "trace" and argv[1:2] == ["report"]:  # options of its own, and its own --help
+            from .cli_parser import _Parser
+            from .trace.cli import parse_report
+
+            args = parse_report(argv[2:], extra, _Parser)
+        else:
+            parser = build_parser(only)
+            if only == "trace":  # its optional positional (report) would take a misspelt option's value first
+                _refuse_unknown_options(parser, only, argv[1:])
+            args, unknown = parser.parse_known_args(argv)
+            if unknown:
+                _refuse_unknown(parser, args, unknown)
+            if only == "trace" and args.action == "report":  # `trace --layers posix report DIR`
+                from .trace.cli import refuse_run_options
+
+                refuse_run_options(_subparser(parser, "trace"), args)
+            if only == "bench":
+                args.kernel_args = extra
+            elif only == "trace":
+                args.program_argv = extra
     previous = {}
     if args.command != "run":  # `run` becomes nm-supervise, which ends the job on SIGTERM itself
         import signal

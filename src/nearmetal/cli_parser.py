@@ -143,6 +143,9 @@ def _add_doctor(sub):
     d.add_argument("--image", help="also inspect an image (name or path)")
     d.add_argument("--program", action="append", default=[], help="program inside the image to inspect (repeatable)")
     d.add_argument("--json", action="store_true", help="machine-readable output (see docs/doctor-json.md)")
+    d.add_argument("--clean-shm", action="store_true",
+                   help="first remove your MPI shared-memory segments in /dev/shm that no process uses (left by "
+                        "jobs stopped before MPI_Finalize)")
 
 
 def _add_presets(sub):
@@ -275,26 +278,8 @@ def _add_bench(sub):
 
 
 def _add_trace(sub):
-    from .trace import ALL_LAYERS, DEFAULT_LAYERS
-    from .trace.render import FORMATS
-
-    t = sub.add_parser("trace", help="trace a program's I/O through netCDF, PnetCDF, HDF5, MPI-IO and POSIX",
-                       description="nearmetal trace [OPTIONS] -- PROGRAM [ARGS]: run it as `run` would, with the "
-                                   "tracer preloaded into its ranks, then write the trace and its report. "
-                                   "nearmetal trace report DIR: the report of a trace directory (docs/trace.md).")
-    t.add_argument("action", nargs="?", choices=("report",), help="report: the report of an existing trace directory")
-    t.add_argument("trace_dir", nargs="?", metavar="DIR", help="the trace directory (with report)")
-    t.add_argument("--layers", type=_csv(ALL_LAYERS), metavar="L[,L...]",
-                   help=f"layers to trace (default: {','.join(DEFAULT_LAYERS)}; the layers there are: {','.join(ALL_LAYERS)})")
-    t.add_argument("--out", help="trace directory (default: trace-YYYYmmdd-HHMMSS here)")
-    t.add_argument("--format", choices=FORMATS, default=FORMATS[0],
-                   help="report format (default: html, written into the trace directory; md and json: printed)")
-    t.add_argument("--threshold", type=_share, default=0.01, metavar="SHARE",
-                   help="leave out of the graph the call paths under this share of the largest function's time "
-                        "(default: 0.01; 0: show every path)")
-    t.add_argument("--timeout", type=_TIMEOUT, default=1800, help="seconds before the run is killed (default: 1800)")
-    _launch_options(t)
-    # PROGRAM [ARGS] (after "--") are split off before parsing: see cli.main.
+    from .trace.cli import add_parser
+    add_parser(sub, _Parser)
 
 
 def _add_study(sub):

@@ -94,6 +94,16 @@ def collect(stage, out, meta):
     return moved
 
 
+def kept_line(files, out):
+    """What an interrupted trace kept, and how to read it."""
+    import shlex
+
+    if files:
+        return f"{files} trace files kept in {out} ({shlex.join(['nearmetal', 'trace', 'report', str(out)])})"
+    return (f"the ranks were ended before they wrote any trace (a rank writes its events once a second while it "
+            f"makes traced calls, and when it ends), so none was kept: {out} holds meta.json only")
+
+
 def report(trace_dir, fmt="html", out=None, threshold=callpath.THRESHOLD):
     """Analyse a trace directory; md/json go to `out` (a stream), html to DIR/report.html.
     Returns the path written, or None. threshold: the share of the largest node's time
@@ -122,4 +132,6 @@ def summary_line(trace_dir):
     t = reader.read(trace_dir)
     events = sum(len(p.events) for p in t.processes)
     ranks = sorted(p.rank for p in t.processes if p.rank >= 0)
-    return f"{events} I/O calls traced in {len(t.processes)} processes (ranks {', '.join(map(str, ranks)) or 'none'})"
+    n = len(t.processes)
+    which = f"ranks {', '.join(map(str, ranks))}" if ranks else "not MPI ranks"
+    return f"{events} I/O calls traced in {n} process{'es' * (n != 1)} ({which})"

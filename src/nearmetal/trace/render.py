@@ -141,17 +141,21 @@ def _n(count, word):
 
 def warning(a):
     """The line saying that events were dropped or ranks' traces are incomplete; '' when not."""
-    if not (a["dropped_events"] or a["incomplete_ranks"]):
-        return ""
-    incomplete = a["incomplete_ranks"]
-    return (f"Warning: {a['dropped_events']} events dropped; "
-            + (f"rank{'s' * (len(incomplete) != 1)} {', '.join(map(str, incomplete))} without a complete trace."
-               if incomplete else "every rank's trace complete."))
+    said, incomplete = [], a["incomplete_ranks"]
+    if a["dropped_events"]:
+        said.append(f"{_n(a['dropped_events'], 'event')} dropped (a record the tracer could not keep)")
+    if incomplete:  # ranks by number, processes that were not MPI ranks as "pid N"
+        ranks = [str(r) for r in incomplete if isinstance(r, int)]
+        named = ([f"rank{'s' * (len(ranks) != 1)} {', '.join(ranks)}"] if ranks else []) + \
+            [r for r in incomplete if not isinstance(r, int)]
+        said.append(f"{', '.join(named)} without a complete trace (ended before finishing: the last second or "
+                    f"so of calls is missing)")
+    return f"Warning: {'; '.join(said)}." if said else ""
 
 
 def markdown(a):
     out = [f"# I/O trace: {a['directory']}", "",
-           f"{len(a['ranks'])} processes; layers seen: {', '.join(a['layers']) or 'none'}; "
+           f"{len(a['ranks'])} process{'es' * (len(a['ranks']) != 1)}; layers seen: {', '.join(a['layers']) or 'none'}; "
            f"{a['omitted_edges']} call paths under {a['threshold']:.0%} of the largest node's time omitted."]
     said = warning(a)
     out += [said] if said else []

@@ -2,9 +2,9 @@
  * exit handling; string ids and handle maps are in nm-intern.c, the MPI start and end (rank
  * discovery) in nm-mpi.c. The layers (layer-*.c) only wrap.
  *
- * Nothing is written until a thread's 1 MiB buffer fills, at MPI_Finalize, at thread exit,
- * or at process exit (destructor): then whole buffers go to DIR/trace-HOST-PID.nmt with the
- * real write(). While the tracer works on a thread (guard set), intercepted calls on that
+ * Nothing is written until a thread's 1 MiB buffer fills or has waited a second (checked at
+ * its next call), at MPI_Finalize, at thread exit, or at process exit (destructor): then whole
+ * buffers go to DIR/trace-HOST-PID.nmt with the real write(). While the tracer works on a thread (guard set), intercepted calls on that
  * thread pass straight through, so its own I/O and bookkeeping are never recorded.
  */
 #include "nm-trace.h"
@@ -27,6 +27,9 @@
 #define NM_BUFFER (1 << 20)
 #define NM_DATA (NM_BUFFER - 64)
 #define NM_MAXDEPTH 32
+#define NM_HIGH_FD 900 /* the trace file's descriptor: at or above this where the limit allows */
+#define NM_FLUSH_NS 1000000000LL /* a thread's buffer is written at least this often while it calls */
+#define NM_CHECK_NS 100000000LL  /* how often (in event time) a thread reads the clock to know */
 
 enum { REC_STRING = 1, REC_EVENT = 2, REC_RANK = 3, REC_HINTS = 4, REC_END = 5, REC_CLOCK = 6 };
 enum { CLOCK_NS = 0, CLOCK_TSC = 1 }; /* what event times count: CLOCK_MONOTONIC ns, or TSC ticks */
@@ -74,6 +77,7 @@ typedef struct {
     int active[NM_NLAYERS]; /* calls of each layer in progress: nested ones are the library's own */
     struct { uint64_t seq; int layer; } stack[NM_MAXDEPTH];
     nm_buf *buf;
+    int64_t check_at, window_ns; /* the next clock check (stamp units); the last timed write (ns) */
 } nm_thread;
 
 /* initial-exec: the library is preloaded at start-up, and its TLS costs no __tls_get_addr */
@@ -81,7 +85,10 @@ static __thread nm_thread me __attribute__((tls_model("initial-exec")));
 
 int nm_enabled[NM_NLAYERS];
 static int tracing, closed, trace_fd = -1;
-static char trace_dir[PATH_MAX - 128], host[64];
+static char trace_dir[PATH_MAX - 128], host[64], trace_path[PATH_MAX];
+static dev_t trace_dev;
+static ino_t trace_ino;
+__thread int nm_holding __attribute__((tls_model("initial-exec")));
 static int32_t env_rank = -1, mpi_rank = -1, mpi_size;
 volatile int nm_mpi_phase;
 static uint64_t dropped;
@@ -197,15 +204,48 @@ static void stage_string(int kind, uint32_t id, int layer, const char *s)
 
 static void stage_interned(int kind, uint32_t id, const char *text) { stage_string(kind, id, 0, text); }
 
+/* The trace file's descriptor, moved to a high number (programs dup2 onto low fixed ones),
+ * and its identity, to know it again. */
+static int keep_fd(int fd)
+{
+    int high = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, NM_HIGH_FD);
+    if (high >= 0) {
+        real_close(fd);
+        fd = high;
+    }
+    struct stat st;
+    if (syscall(SYS_fstat, fd, &st) == 0) {
+        trace_dev = st.st_dev;
+        trace_ino = st.st_ino;
+    }
+    return fd;
+}
+
+/* Is trace_fd still the trace file? A program may close descriptors it did not open (a
+ * close loop, close_range) and get the number again for a file of its own: writing there
+ * would put trace records into the program's data. Then the trace file is opened again,
+ * for appending. */
+static int still_ours(void)
+{
+    struct stat st;
+    if (syscall(SYS_fstat, trace_fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino) return 1;
+    int fd = real_open(trace_path, O_WRONLY | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) { warn("the trace file was closed by the program and cannot be opened again: ", trace_path); closed = 1; return 0; }
+    trace_fd = keep_fd(fd);
+    return 1;
+}
+
 /* The file, created on the first flush: header, every function name, every string interned
  * so far (a child after fork starts a new file with its parent's ids), the rank if known. */
 static int ensure_file(void)
 {
-    if (trace_fd >= 0 || closed) return !closed;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/trace-%s-%ld.nmt", trace_dir, host, (long)my_pid);
+    if (closed) return 0;
+    if (trace_fd >= 0) return still_ours();
+    char *path = trace_path;
+    snprintf(path, sizeof trace_path, "%s/trace-%s-%ld.nmt", trace_dir, host, (long)my_pid);
     trace_fd = real_open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (trace_fd < 0) { warn("cannot create ", path); closed = 1; return 0; }
+    trace_fd = keep_fd(trace_fd);
     nm_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, "NMTRACE", 8);
@@ -308,6 +348,32 @@ static void emit(const void *rec, size_t n)
     release_room(b, n);
 }
 
+/* Stamps in `span_ns` at the current rate; 0 (check at the next call) until the rate is known. */
+static int64_t stamps_in(int64_t span_ns, int64_t now_stamp, int64_t ns)
+{
+    if (clock_kind != CLOCK_TSC) return span_ns;
+    int64_t since_load = ns - load_monotonic;
+    if (since_load < 1000000) return 0;
+    return (int64_t)((double)(now_stamp - (int64_t)load_ticks) / (double)since_load * (double)span_ns);
+}
+
+/* Not only a full buffer goes to the file: one that has waited NM_FLUSH_NS does too, at the
+ * thread's next call. A rank killed in the middle (mpirun's SIGKILL after ^C, a job's time
+ * limit) then keeps all but its last second, not nothing. No timer or signal handler: the
+ * check runs in the thread's own calls, where the tracer already takes the buffer's lock. */
+static void flush_if_due(nm_buf *b, int64_t now_stamp)
+{
+    int64_t ns = now_ns(CLOCK_MONOTONIC);
+    if (!me.window_ns) me.window_ns = ns;
+    else if (ns - me.window_ns >= NM_FLUSH_NS) {
+        nm_lock(&b->lock);
+        flush_locked(b);
+        nm_unlock(&b->lock);
+        me.window_ns = ns;
+    }
+    me.check_at = now_stamp + stamps_in(NM_CHECK_NS, now_stamp, ns);
+}
+
 static void thread_exit(void *p)
 {
     nm_buf *b = p;
@@ -323,6 +389,7 @@ static void thread_exit(void *p)
 /* All threads' buffers to the file; final: also the end record, and no more events. */
 static void flush_all(int final)
 {
+    if (nm_holding) return; /* exit() from a signal handler that interrupted the tracer: it would wait forever */
     int saved = errno;
     me.guard++;
     for (nm_buf *b = buffers; b; b = b->next) {
@@ -413,6 +480,7 @@ void nm_end(nm_call *c, uint32_t file, uint32_t var, int64_t offset, int64_t siz
                         (uint32_t)me.tid, c->func, (uint8_t)c->layer, (uint8_t)(failed != 0), file, var};
         b->events++;
         release_room(b, sizeof *e);
+        if (c->end >= me.check_at) flush_if_due(b, c->end);
     }
     me.guard--;
     errno = c->saved_errno;

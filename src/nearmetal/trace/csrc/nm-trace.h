@@ -78,13 +78,21 @@ void nm_emit_string(int kind, uint32_t id, const char *text); /* a string record
 void nm_intern_each(void (*fn)(int kind, uint32_t id, const char *text));
 void nm_intern_after_fork(void);
 
-/* Spin locks: held for a few instructions, or for one buffer write at a flush. */
+/* Spin locks: held for a few instructions, or for one buffer write at a flush. nm_holding
+ * counts the ones this thread holds: a signal handler that calls exit() while it holds one
+ * reaches the exit flush, which must not wait for a lock its own thread will never release. */
+extern __thread int nm_holding __attribute__((tls_model("initial-exec")));
 static inline void nm_lock(volatile int *l)
 {
+    nm_holding++;
     while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
         while (*l) sched_yield(); /* a flush may hold it for a whole buffer write */
 }
-static inline void nm_unlock(volatile int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+static inline void nm_unlock(volatile int *l)
+{
+    __atomic_store_n(l, 0, __ATOMIC_RELEASE);
+    nm_holding--;
+}
 
 /* 0 before MPI_Init, 1 inside it, 2 running, 3 in MPI_Finalize, 4 after (set by nm-mpi.c) */
 extern volatile int nm_mpi_phase;
