@@ -1,6 +1,7 @@
 """`nearmetal doctor`: real discovery, real container smoke runs, a documented JSON schema."""
 
 import json
+import re
 from importlib import resources
 
 import jsonschema
@@ -40,6 +41,11 @@ def test_doctor_reports_hazards(schema):
     assert all(h["fix"] and h["why"] for h in report["hazards"])
     human = nearmetal("doctor", env={"LD_PRELOAD": ""})
     assert human.returncode == 0 and "No environment hazards" in human.stdout
+    assert report["shm"]["path"] == "/dev/shm" and report["shm"]["free_bytes"] > 0
+    cleaned = nearmetal("doctor", "--clean-shm")  # what it removes: tests/test_unit_shm.py
+    assert cleaned.returncode == 0 and re.match(r"removed \d+ stale MPI segments? \([\d.,]+ MiB\) from /dev/shm\n",
+                                                cleaned.stderr), cleaned.stderr
+    assert "Shared memory /dev/shm:" in cleaned.stdout
 
 
 def test_doctor_image_bind_verdicts(schema, default_image, bullseye_image):

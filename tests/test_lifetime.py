@@ -272,3 +272,82 @@ def test_supervisor_passes_exit_status_and_signals(tmp_path):
     assert time.monotonic() - t0 < 2.5
     time.sleep(3.5)
     assert not marker.exists()
+
+
+SHM = "/dev/shm"
+
+
+def _identity(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None  # gone meanwhile: not an orphan
+    return st.st_dev, st.st_ino
+
+
+def _segments():
+    from nearmetal.discovery.shm import SEGMENT_PREFIXES
+
+    return {n for n in os.listdir(SHM) if n.startswith(SEGMENT_PREFIXES)}
+
+
+def test_a_job_that_fails_leaves_no_unused_segment_of_its_own_in_dev_shm(tmp_path):
+    """Segments (by the MPI libraries' names) that a failed job created and nothing uses are
+    removed; one that another process holds (made after the job started, so only its use
+    keeps it), one from before the job, another name and another account's file are kept;
+    a job that exits 0 is not looked at."""
+    from nearmetal import supervise
+
+    sup = supervise.binary()  # built first: a build must not fall between the files and the job
+    tag = f"nmtest{os.getpid()}"
+    old, held, left, other = (f"vader_segment.{tag}.{k}" for k in ("old", "held", "left", "x"))
+    mine = f"{tag}-not-a-segment"
+    paths = {n: os.path.join(SHM, n) for n in (old, held, left, other, mine)}
+    for name in (old, other):
+        open(paths[name], "w").close()
+    time.sleep(0.05)  # file times are coarse (a few ms): the job starts after these were made
+    holder = None
+    try:
+        create = (f"touch {paths[left]} {paths[mine]} && chown 65534 {paths[other]}; "
+                  f"while [ ! -e {paths[held]} ]; do sleep 0.01; done; exit 3")
+        job = subprocess.Popen([sup, "--", "sh", "-c", create])
+        deadline = time.monotonic() + 30
+        while not os.path.exists(paths[left]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # another job's live segment, made while this one runs: open by a process outside the job
+        holder = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'w'); sys.stdin.read()",
+                                   paths[held]], stdin=subprocess.PIPE)
+        assert job.wait(timeout=30) == 3
+        assert sorted(n for n in os.listdir(SHM) if tag in n) == sorted([old, held, other, mine])
+        # the same after a job that exits 0: nothing is removed
+        subprocess.run([sup, "--", "sh", "-c", f"touch {paths[left]}"], check=True, timeout=30)
+        assert os.path.exists(paths[left])
+    finally:
+        if holder:
+            holder.stdin.close()
+            holder.wait()
+        for p in paths.values():
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_a_stopped_run_leaves_no_unused_shared_memory_segment(host_mpis, how):
+    """Open MPI's ranks stopped before MPI_Finalize left their vader segments (4 MiB a rank) in
+    /dev/shm for good (Open MPI issue #7394), ^C or SIGKILL of nearmetal alike: the keeper
+    removes what nothing uses any more. (MPICH unlinks its segments once every rank has
+    attached them: it leaves none to remove.)"""
+    before = _segments()
+    job = Reaped([NEARMETAL, "run", "--mpi", "openmpi", "-n", "2", "--", "nm-latency", *LONG_LATENCY])
+    try:
+        job.wait_for(lambda procs: len(ranks_of(procs, "nm-latency")) >= 2, 60, "two ranks running")
+        time.sleep(1)  # past MPI_Init: the segments are there
+        os.kill(job.target, how)
+        job.wait_for(lambda procs: not procs, 10, "nothing left")
+    finally:
+        job.close()
+    from nearmetal.discovery.shm import in_use
+
+    used = in_use()
+    orphans = [n for n in _segments() - before if (i := _identity(os.path.join(SHM, n))) and i not in used]
+    assert not orphans, orphans

@@ -283,16 +283,20 @@ def _report(store, study_name, out_dir, fmt, failed):
     path = write_report(analysis, out_dir, fmt)
     console.print(f"report: {path}", highlight=False)
     if failed is None or failed:  # report, or a study with failed runs: nothing measured is not a result
-        _require_finished(analysis)
+        _require_finished(analysis, store.path)
     return 0
 
 
-def _require_finished(analysis):
+def _require_finished(analysis, db=None):
     """A one-line error (after the report is written) when no run of the study finished."""
     by = analysis["runs"]["by_status"]
     if by.get("ok"):
         return
     name = analysis["study"]["name"]
+    if db and set(by) <= {"planned"}:  # perhaps running now: its runner's PID, not "run it first"
+        from .study.store.lock import refuse_if_held
+
+        refuse_if_held(db, f"report of study '{name}' (no run finished yet)")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(by.items())) or "no runs"
     why = ("run it first (nearmetal study FILE, or --resume)" if set(by) <= {"planned"}
            else "see why in the report's failures")
@@ -313,6 +317,8 @@ def _kernel_reason(stderr, program):
 def cmd_doctor(args):
     from . import doctor
 
+    if args.clean_shm:
+        print(doctor.clean_shm(), file=sys.stderr)
     report = doctor.collect(image=args.image, programs=args.program)
     if args.json:
         import json
@@ -399,27 +405,24 @@ def cmd_trace(args):
         meta.update(status="interrupted" if isinstance(e, KeyboardInterrupt) else "error", exit_status=None)
         files = tc.collect(stage, out, meta)
         if isinstance(e, KeyboardInterrupt):
-            import shlex
-
-            print(f"nearmetal trace: {files} trace files kept in {out} "
-                  f"({shlex.join(['nearmetal', 'trace', 'report', str(out)])})" if files else
-                  f"nearmetal trace: the ranks were ended before they wrote any trace (a rank writes its events "
-                  f"when its buffer fills and when it ends), so none was kept: {out} holds meta.json only",
-                  file=sys.stderr)
+            print(f"nearmetal trace: {tc.kept_line(files, out)}", file=sys.stderr)
         raise
     meta.update(status=outcome.status, exit_status=outcome.exit_status)
     files = tc.collect(stage, out, meta)
     sys.stdout.write(outcome.stdout)
     sys.stderr.write(outcome.stderr)
-    if outcome.status in ("not started", "timeout"):
+    timed_out = outcome.status == "timeout"
+    if outcome.status == "not started" or (timed_out and not files):
         raise NearmetalError(f"{program}: {outcome.reason}")
     if not files:
         raise NearmetalError(f"no trace was written by {program}'s ranks (is it an MPI program that ran?)")
-    if outcome.exit_status and tc.discard_if_empty(out, created):
+    if outcome.exit_status and not timed_out and tc.discard_if_empty(out, created):
         raise NearmetalError(f"{program} exited with status {outcome.exit_status} before it made any traced call: "
                              f"no trace kept")
     print(f"trace: {tc.summary_line(out)} in {out}")
     print(f"report: {tc.report(out, 'html', threshold=args.threshold)}")
+    if timed_out:  # the ranks were killed: their last second of events is missing, and the report says so
+        raise NearmetalError(f"{program}: {outcome.reason}; the trace up to then is in {out}")
     if outcome.exit_status:
         raise NearmetalError(f"{program} exited with status {outcome.exit_status} (its trace is in {out})")
     return 0

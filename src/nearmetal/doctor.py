@@ -216,6 +216,9 @@ def collect(image=None, programs=()):
     from .gpu import report as gpu_report
 
     report["gpu"] = gpu_report.collect()
+    from .discovery import shm
+
+    report["shm"] = shm.describe()
     slurm = slurm_report()
     if slurm:
         report["slurm"] = slurm
@@ -259,6 +262,37 @@ def render_slurm(slurm, console):
         console.print(f"  [yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}", highlight=False)
 
 
+def clean_shm():
+    """doctor --clean-shm: remove this account's stale MPI segments; the line that says so."""
+    from .discovery.shm import SHM, remove_stale
+
+    removed, freed = remove_stale()
+    return f"removed {removed} stale MPI segment{'s' * (removed != 1)} ({freed / 2**20:,.1f} MiB) from {SHM}"
+
+
+def render_shm(shm, cores, console):
+    """/dev/shm's size and free space; hazards: too little free for a full node's ranks, and
+    segments stopped MPI jobs left."""
+    from .discovery.shm import SEGMENT_BYTES_PER_RANK
+
+    if shm is None:
+        console.print("[yellow]hazard[/] no /dev/shm: MPI ranks on a node have nowhere to share memory", highlight=False)
+        return
+    mib = 2**20
+    console.print(f"[bold]Shared memory[/] {shm['path']}: {shm['total_bytes'] / mib:,.0f} MiB, "
+                  f"{shm['free_bytes'] / mib:,.0f} MiB free", highlight=False)
+    need = cores * SEGMENT_BYTES_PER_RANK
+    if shm["free_bytes"] < need:
+        console.print(f"  [yellow]hazard[/] {shm['free_bytes'] / mib:,.0f} MiB free is less than a full node's ranks "
+                      f"use ({cores} x {SEGMENT_BYTES_PER_RANK // mib} MiB for Open MPI's segments): jobs fail with a "
+                      f"bus error or fall back to slower transports. Fix: free space there, or ask for a larger "
+                      f"/dev/shm", highlight=False)
+    if shm["stale_segments"]:
+        console.print(f"  [yellow]hazard[/] {shm['stale_segments']} MPI segments ({shm['stale_bytes'] / mib:,.1f} MiB) "
+                      f"of yours that no process uses, left by jobs stopped before MPI_Finalize: they hold the node's "
+                      f"memory, and a name clash can fail a new job. Fix: nearmetal doctor --clean-shm", highlight=False)
+
+
 def render(report, console):
     """Human-readable report: short tables for the overview, indented lines for long paths."""
     from rich.table import Table
@@ -287,6 +321,7 @@ def render(report, console):
             console.print(f"[yellow]hazard[/] {h['variable']}={h['value']}: {h['why']}. Fix: {h['fix']}", highlight=False)
     else:
         console.print("No environment hazards (LD_AUDIT, LD_PRELOAD, ...) found.")
+    render_shm(report.get("shm"), report["cpu"]["cores"], console)
     render_slurm(report.get("slurm"), console)
     if "gpu" in report:
         from .gpu import report as gpu_report

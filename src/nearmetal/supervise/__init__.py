@@ -17,7 +17,7 @@ from ..home import home_str
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nm-supervise.c")
 # SOURCE #includes these: one translation unit, one binary
-INCLUDED = tuple(os.path.join(os.path.dirname(SOURCE), f"nm-supervise-{part}.c") for part in ("tree", "view"))
+INCLUDED = tuple(os.path.join(os.path.dirname(SOURCE), f"nm-supervise-{part}.c") for part in ("tree", "view", "shm"))
 GRACE_S = 1.0  # nm-supervise's default --grace-ms, in seconds
 
 

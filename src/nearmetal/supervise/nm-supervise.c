@@ -52,6 +52,9 @@
  * with it; --chroot DIR also mounts /proc and binds /dev at DIR/proc and DIR/dev there, then
  * chroots into DIR: the host never sees a build's mounts, and no killed build leaves one.
  *
+ * A job that did not exit 0 may leave its MPI library's shared-memory segments in /dev/shm:
+ * those nothing uses any more are removed (nm-supervise-shm.c).
+ *
  * Exit status: the job's (a job killed by signal S kills the front with S; a running job
  * stopped by a forwarded signal S, as if killed by S, whatever its launcher exits with). 127 with a
  * one-line message when PROGRAM cannot be started; 125 for bad usage.
@@ -112,6 +115,7 @@ static void exit_like(int status)
 
 #include "nm-supervise-tree.c" /* the process tree, from /proc */
 #include "nm-supervise-view.c" /* the job's account and mount view */
+#include "nm-supervise-shm.c"  /* what a job that did not end cleanly left in /dev/shm */
 
 /* ---- keeper ------------------------------------------------------------------------ */
 
@@ -208,6 +212,8 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
     sigset_t set;
     watched_set(&set); /* already blocked by the front */
     int front_gone = getppid() != front; /* it died before PDEATHSIG was armed */
+    struct timespec started; /* the clock file times are taken from */
+    clock_gettime(CLOCK_REALTIME_COARSE, &started);
 
     int job = fork();
     if (job < 0) {
@@ -278,6 +284,8 @@ static void keeper(char **argv, int front, const sigset_t *job_mask, const struc
      * load is killed after the grace period, which is still the stop that was asked for). */
     if (stopped)
         job_status = asked; /* a wait status: terminated by signal `asked` */
+    if (!WIFEXITED(job_status) || WEXITSTATUS(job_status) != 0)
+        remove_leftover_shm(as->set ? as->uid : getuid(), &started);
     exit_like(job_status);
 }
 
