@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -157,6 +158,18 @@ def test_not_an_image_and_a_taken_name(tmp_path, sources):
         nearmetal("image", "import", str(sources["rootfs"]), "--name", "nm-bullseye-mpich"))
     assert "no such file or directory" in assert_one_line_error(
         nearmetal("image", "import", str(tmp_path / "absent"), "--name", "nm-x"))
+    from nearmetal.image import images_dir
+
+    empty, name = tmp_path / "emptydir", f"nm-empty-{os.getpid()}"
+    empty.mkdir()
+    made = nearmetal("image", "import", str(empty), "--name", name)
+    try:  # said in words, not "; ; no MPI; glibc None"
+        assert made.returncode == 0 and "no MPI; no glibc found: only static programs run in it)" in made.stdout, made
+        assert "None" not in made.stdout and "; ;" not in made.stdout
+        err = assert_one_line_error(nearmetal("run", "--mode", "bind", "--image", name, "--", "nm-mpi-info"))
+        assert f"image '{name}' has no openmpi (it has no MPI)" in err, err
+    finally:
+        shutil.rmtree(images_dir() / name, ignore_errors=True)
     assert assert_one_line_error(nearmetal("image", "import", str(junk), "--name", "../evil")) == (
         "nearmetal image import: error: --name '../evil': an image's name is lowercase letters, digits, '.', '_' and '-', "
         "starting with a letter or digit, at most 100")

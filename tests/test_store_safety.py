@@ -213,6 +213,9 @@ def _imported_runs(variants, n=3, values=None):
     ("variant,metric,ranks,value\nbase,t,1e400,1\nslow,t,4,2\n", "line 2, column 'ranks': '1e400' is not an integer"),
     ("variant,metric,block,value\nbase,t,0,1\nslow,t,1e300,2\n", "line 3, column 'block': 1e300 is out of range"),
     ("variant,metric,value\nbase,t,1\nslow,t,-2\n", "line 3, column 'value': -2 is negative"),
+    # finite but past what the analysis can divide and square: the study could never be reported
+    ("variant,metric,value\nbase,t,5e-324\nslow,t,1\n", "line 2, column 'value': 4.94066e-324 is outside the range"),
+    ("variant,metric,mean,n,std\nbase,t,1,3,1\nslow,t,1e200,3,1\n", "line 3, column 'mean': 1e+200 is outside the range"),
     ("variant,metric,mean,n,std\nbase,t,1,5,0.1\nslow,t,2,0,0.1\n", "line 3, column 'n': 0 is out of range"),
     ("variant,metric,mean,n,std\nbase,t,1,5,-0.1\nslow,t,2,5,0.1\n", "line 2, column 'std': -0.1 is negative"),
     ("variant,metric,unit,value\nbase,t,s,1\nslow,t,ms,2\n",

@@ -15,6 +15,8 @@ from ..errors import NearmetalError
 from ..study.store import codec
 from ..study.plan.analysis_spec import of_stored_file
 from .answers import answers
+from .failure_line import failure_line
+from ..study.records import STDERR_TAIL
 from ..study.store.store import Store
 
 
@@ -142,7 +144,8 @@ def analyze(store: Store, study_name=None, n_boot=2000, later_variants=(), befor
         if r["status"] in ("failed", "timeout", "hung"):  # hung: its processes' state is the tail's end
             failures.append({"run_key": r["run_key"], "variant": r["variant"], "benchmark": r["benchmark"],
                              "status": r["status"], "exit_status": r["exit_status"],
-                             "stderr_tail": (r["stderr_tail"] or "")[-500:]})
+                             "stderr_tail": (r["stderr_tail"] or "")[-500:],
+                             "why": failure_line(r["stderr_tail"], STDERR_TAIL)})  # from all of it: the cause comes first
         elif r["status"] == "skipped":  # one entry per stop (a benchmark's, or one cell's): one reason
             why = _first_line(r["stderr_tail"])
             entry = skipped.setdefault((r["benchmark"], why), {"benchmark": r["benchmark"], "runs": 0, "why": why})

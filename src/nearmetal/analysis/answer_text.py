@@ -219,7 +219,7 @@ def _and(items):
 
 def left_out_words(why):
     words = {"summary": "imported summary rows without repetitions",
-             "unpaired": "fewer than 2 repetitions shared with the baseline", "not_positive": "values ≤ 0"}
+             "unpaired": "fewer than 2 repetitions shared with the baseline", "not_positive": "values ≤ 0 (or past 1e±100)"}
     return ", ".join(f"{n} with {words.get(k, k)}" for k, n in why.items())
 
 

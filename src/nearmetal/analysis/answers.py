@@ -22,6 +22,7 @@ from collections import defaultdict
 import numpy as np
 
 from .. import kernels
+from ..study.records import comparable
 from . import rank_floor, stats
 from .mode_compare import answer_words, for_answer
 from .trimmed import TRIM, trimmed_mean_ci
@@ -262,7 +263,7 @@ def _terms(points, ci_alpha=ALPHA, choice=None):
         if len(pairs) < 2:
             left_out[vid]["unpaired"] += 1
             continue
-        if not all(_num(x) and x > 0 for _, bv, vv in pairs for x in (bv, vv)):
+        if not all(_num(x) and comparable(x) for _, bv, vv in pairs for x in (bv, vv)):
             left_out[vid]["not_positive"] += 1
             continue
         bv, vv = np.asarray([x for _, x, _ in pairs], float), np.asarray([x for _, _, x in pairs], float)

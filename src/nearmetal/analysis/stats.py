@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..study.records import comparable
 from .trimmed import trimmed_mean_ci
 
 __all__ = ["summarize", "compare", "direction_for_unit"]
@@ -333,7 +334,9 @@ def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=Non
     ov = np.argsort(v_data, kind="mergesort")
     sb, sv = b_data[ob], v_data[ov]
     med_b, med_v = _median_sorted(sb), _median_sorted(sv)
-    positive = bool(sb[0] > 0 and sv[0] > 0)
+    # a ratio needs values above 0, within the range the store admits (a database written
+    # before that rule may hold 5e-324 or 1e300: then no ratio, as for a 0, never an overflow)
+    positive = all(comparable(x) for x in (sb[0], sb[-1], sv[0], sv[-1]))
     ratio = (med_v / med_b) if positive else None
 
     # --- the ratio's interval: paired, the trimmed mean's; else a bootstrap of the medians ---

@@ -8,6 +8,7 @@ noise: the ratio is reported and the verdict is "inconclusive".
 
 import math
 
+from ..study.records import comparable
 from .stats import with_overhead
 
 
@@ -23,17 +24,22 @@ def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.0
            "baseline_noise": {"cv": (sb / mb) if mb and nb > 1 else None, "rel_spread": None,
                               "median_ci_halfwidth_rel": None},
            "verdict": "inconclusive", "from_summary": True}
-    if nb < 2 or nv < 2 or mb <= 0 or mv <= 0:
+    if nb < 2 or nv < 2 or not (comparable(mb) and comparable(mv)):
         return with_overhead(out, higher_is_better)
     var_log = (sb / mb) ** 2 / nb + (sv / mv) ** 2 / nv
-    dof_num = ((sb ** 2) / nb + (sv ** 2) / nv) ** 2
-    dof_den = ((sb ** 2 / nb) ** 2 / (nb - 1) if sb else 0) + ((sv ** 2 / nv) ** 2 / (nv - 1) if sv else 0)
-    dof = dof_num / dof_den if dof_den else float(nb + nv - 2)
+    # Welch-Satterthwaite, its two variances scaled by the larger (the dof does not change):
+    # squared twice, a spread of 1e80 would be past a double's range
+    a, c = sb ** 2 / nb, sv ** 2 / nv
+    top = max(a, c) or 1.0
+    a, c = a / top, c / top
+    dof_den = (a ** 2 / (nb - 1)) + (c ** 2 / (nv - 1))
+    dof = (a + c) ** 2 / dof_den if dof_den else float(nb + nv - 2)
     tcrit = st.t.ppf(1 - alpha / 2, dof)
     half = tcrit * math.sqrt(var_log)
     out["ci_low"], out["ci_high"] = math.exp(math.log(ratio) - half), math.exp(math.log(ratio) + half)
     if sb or sv:
-        t = st.ttest_ind_from_stats(mv, sv, nv, mb, sb, nb, equal_var=False)
+        # in units of the baseline's mean: the test is scale-free, scipy's own dof is not
+        t = st.ttest_ind_from_stats(mv / mb, sv / mb, nv, 1.0, sb / mb, nb, equal_var=False)
         out["p_value"], out["test"] = float(t.pvalue), "welch"
     lo, hi = out["ci_low"], out["ci_high"]
     if 1 - margin <= lo and hi <= 1 + margin:

@@ -104,6 +104,10 @@ def number(text, what):
         raise FomError(f"{what}: {text!r:.40} is not a number") from None
     if not math.isfinite(value):
         raise FomError(f"{what}: {text!r:.40} is not a finite number")
+    from ..study.records import out_of_range
+
+    if why := out_of_range(value):
+        raise FomError(f"{what}: {why}")
     return value
 
 

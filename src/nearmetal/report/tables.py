@@ -58,8 +58,9 @@ def render_markdown(analysis):
     head, first = S.failures_summary(analysis)
     out += ["", head, ""]
     if first:
+        why = f" {_md(first['why'])}" if first.get("why") else ""
         out += [f"First failure: `{_md(first.get('run_key'))}` ({first.get('status')}, exit status "
-                f"{first.get('exit_status')}):", "", "```", F.tail_lines(first.get("stderr_tail"), 10), "```", ""]
+                f"{first.get('exit_status')}):{why}", "", "```", F.tail_lines(first.get("stderr_tail"), 10), "```", ""]
     from .io_section import markdown as io_markdown
 
     out += io_markdown(analysis, _md)  # the HTML's Parallel I/O tables, for studies with iobench benchmarks

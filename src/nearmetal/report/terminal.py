@@ -147,7 +147,8 @@ def render_terminal(analysis, console, max_rows=RS.TERMINAL_MAX_KEYS):
     if first:
         code = first.get("exit_status")
         console.print(Text(f"first: {first.get('run_key')} ({first.get('status')}"
-                           + (f", exit status {code}" if code is not None else "") + "), stderr tail:", style="red"))
+                           + (f", exit status {code}" if code is not None else "") + ")"
+                           + (f": {first['why']}" if first.get("why") else "") + "; stderr tail:", style="red"))
         console.print(Text(F.tail_lines(first.get("stderr_tail")), style="dim", overflow="fold"))
     if any_cut:
         console.print(Text("Long tables show representative points only: the full table is in the HTML report "

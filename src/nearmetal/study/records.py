@@ -19,6 +19,24 @@ from .config.ids import key_part, variant_id
 PLANNED, OK, FAILED, TIMEOUT, HUNG, SKIPPED = "planned", "ok", "failed", "timeout", "hung", "skipped"
 NOT_RESULTS = (FAILED, TIMEOUT, HUNG, SKIPPED)
 
+# What a stored measurement may be: 0, or a magnitude from 1e-100 to 1e100. The analysis
+# divides values, squares spreads and takes ratios of ratios; within this range all of
+# that stays inside a double's (1e308), and no real figure of merit is outside it.
+VALUE_MIN, VALUE_MAX = 1e-100, 1e100
+STDERR_TAIL = 2000  # the characters of a failed run's standard error the store keeps (runs.stderr_tail)
+
+
+def comparable(v):
+    """Whether a ratio can be taken of `v`: above 0, within the stored range."""
+    return VALUE_MIN <= v <= VALUE_MAX
+
+
+def out_of_range(v):
+    """Why `v` cannot be stored and compared, or None."""
+    if v != 0 and not comparable(abs(v)):
+        return f"{v:g} is outside the range nearmetal compares (0, or {VALUE_MIN:g} to {VALUE_MAX:g} in magnitude)"
+    return None
+
 
 @dataclass(frozen=True, eq=False)
 class Cell:

@@ -13,7 +13,7 @@ CSV columns (header names, case-insensitive):
   any other column is a point parameter (e.g. cores, size), numbers kept as numbers.
 
 Every row is checked before the database is opened (UTF-8, field counts, finite
-non-negative values, integer n/block/ranks/threads, one unit per metric); the first
+non-negative values within records.VALUE_MIN..VALUE_MAX, integer n/block/ranks/threads, one unit per metric); the first
 problem is a one-line error naming the file, line and column. The study and its rows are
 then stored in one transaction, under the database's writer lock (docs/import.md).
 """
@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 
 from ... import __version__
 from ...errors import NearmetalError
+from ..records import out_of_range
 from .store import Store
 
 RESERVED = {"variant", "metric", "value", "mean", "median", "n", "std", "unit", "benchmark", "block", "repetition",
@@ -63,6 +64,8 @@ def _finite(r, col, *, non_negative=True):
         raise _Bad(col, f"{text!r} is not a finite number")
     if non_negative and v < 0:
         raise _Bad(col, f"{text} is negative")
+    if why := out_of_range(v):
+        raise _Bad(col, why)
     return v
 
 
