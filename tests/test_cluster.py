@@ -162,7 +162,7 @@ def test_heterogeneous_step_shares_comm_world(slurm, family):
     assert parse_ranks(out.stdout) == [(0, 2), (1, 2)], out.stdout
 
 
-def test_cli_up_again_is_a_noop_and_status(slurm):
+def test_cli_up_again_is_a_noop_and_status(slurm, tmp_path_factory):
     before = cluster.status(slurm.dir)
     again = nearmetal("cluster", "up", "--dir", slurm.dir, check=True, timeout=60)
     assert "already up" in again.stdout and f"export SLURM_CONF={slurm.conf}" in again.stdout
@@ -183,6 +183,13 @@ def test_cli_up_again_is_a_noop_and_status(slurm):
 
     other = nearmetal("cluster", "up", "--dir", slurm.dir, "--nodes", "2")
     assert "up with 3 nodes, not 2" in assert_one_line_error(other)
+    huge = tmp_path_factory.mktemp("huge")
+    assert "--nodes 20000: at most 256" in assert_one_line_error(  # refused before 20000 directories are made
+        nearmetal("cluster", "up", "--nodes", "20000", "--dir", huge / "c"))
+    assert not (huge / "c" / "nodes").exists()
+    for command in ("status", "down"):  # a file is no cluster that is "down"
+        assert "the cluster directory /etc/passwd exists and is not a directory" in assert_one_line_error(
+            nearmetal("cluster", command, "--dir", "/etc/passwd"))
 
 
 def test_detect_reports_pmi_and_hetjob(slurm):

@@ -371,7 +371,9 @@ def test_short_calls_are_sampled_and_few_long_ones_timed_each(family, tmp_path):
         assert short["calls"] == 400000
         expected = 64 + (400000 - 64) / _sample_rate()
         assert 0.9 * expected < short["timed_calls"] < 1.1 * expected, short
-        assert 0.2 * loops[rank] < short["time_s"] < 4 * loops[rank], (short, loops[rank])
+        # one sampled call preempted for 0.2 ms adds rate x 0.2 ms (some 50 ms) to the estimate of
+        # a 10 ms loop: CI saw 50 ms against 12 on a busy 2-core machine
+        assert 0.2 * loops[rank] < short["time_s"] < 4 * loops[rank] + _sample_rate() * 0.0002, (short, loops[rank])
         assert barrier["calls"] == barrier["timed_calls"] >= 5, barrier
         if rank == 0:
             assert barrier["time_s"] >= 0.09, barrier  # five waits of 20 ms, each timed

@@ -270,3 +270,59 @@ args = ["-m", "8:8"]
     assert skip.returncode == 0, skip.stderr
     assert "charliecloud is not installed here: its 1 cells are left out of study 'rt'" in skip.stdout
     assert "charliecloud" not in skip.stdout.replace("charliecloud is not installed here", "")
+
+
+def test_the_reports_name_a_failure_by_the_programs_own_line_not_the_launchers_banner(tmp_path):
+    """Open MPI appends 'Primary job terminated normally ... Exit code' to a rank's non-zero
+    exit: the reports showed that banner's last line as why (walk-through 46)."""
+    path = _study(tmp_path, '''
+[[benchmark]]
+name = "broken"
+command = ["/bin/sh", "-c", "echo 'solver: cannot open input.nml: No such file or directory' >&2; exit 3"]
+keep_going = true
+''').read_text().replace('mpi = ["mpich"]', 'mpi = ["openmpi"]').replace("repetitions = 5", "repetitions = 1")
+    (tmp_path / "ff.toml").write_text(path)
+    db = tmp_path / "ff.db"
+    out = nearmetal("study", tmp_path / "ff.toml", "--db", db, "--no-progress", "--out", tmp_path, timeout=600)
+    assert out.returncode == 2, out.stderr
+    (tail,) = [t for (t,) in _rows(db, "SELECT stderr_tail FROM runs")]
+    assert "Primary job  terminated normally" in tail or "Exit code" in tail, tail  # the banner is there
+    why = "solver: cannot open input.nml: No such file or directory"
+    import html
+
+    assert f"<td>{html.escape(why)}</td>" in (tmp_path / "report.html").read_text()
+    said = " ".join((out.stdout + out.stderr).split())
+    assert f"(failed, exit status 3): {why}; stderr tail:" in said, said
+
+
+def test_report_of_a_study_running_now_names_its_runner_not_run_it_first(tmp_path):
+    """`report` while a study's first runs are under way said 'no finished runs ... run it
+    first'; explain named the PID writing the database (walk-through 46)."""
+    import signal
+    import subprocess
+
+    from conftest import NEARMETAL
+
+    path = _study(tmp_path, '''
+[[benchmark]]
+name = "nap"
+command = ["/bin/sh", "-c", "sleep 60; echo 'value: 1'"]
+[[benchmark.fom]]
+name = "value"
+regex = 'value: ([0-9.]+)'
+unit = "s"
+''')
+    db = tmp_path / "ff.db"
+    study = subprocess.Popen([str(NEARMETAL), "study", str(path), "--db", str(db), "--no-progress"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not _alive_with("sleep 60") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        err = assert_one_line_error(nearmetal("report", "--db", db, "--format", "md", "--out", tmp_path / "r"))
+        assert f"report of study 'ff' (no run finished yet) in {db}: the database is being written by PID " \
+               f"{study.pid} (study 'ff')" in err, err
+    finally:
+        study.send_signal(signal.SIGINT)
+        study.wait(timeout=60)

@@ -308,6 +308,7 @@ def test_latency_refuses_three_ranks(host_mpis):
 @pytest.mark.parametrize("program, args, words", [
     ("nm-bw", ["-q"], "invalid option [-q]"),
     ("nm-latency", ["-f"], "invalid option [-f]"),  # -f is for collectives, as in OSU
+    ("nm-latency", ["--bogus"], "invalid option [--bogus]: the kernels take short options only"),  # was [--]
     ("nm-allreduce", ["-m", "64:8"], "invalid message sizes 64:8"),
     ("nm-barrier", ["-m", "8"], "invalid option [-m]"),  # no sizes for the barrier
     ("nm-bcast", ["-i", "0"], "invalid iteration count [-i 0]"),

@@ -12,6 +12,7 @@ import pwd
 import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -248,7 +249,13 @@ def test_an_account_without_subordinate_ids_is_refused_podman(workdir, default_i
     /etc/subuid range): rootless podman is refused in one line; ch-run needs no range."""
     name = "nmnosubid"
     subprocess.run(["userdel", "-r", name], capture_output=True)
-    subprocess.run(["useradd", "--system", "--create-home", "--user-group", name], check=True, capture_output=True)
+    for _ in range(10):  # 1: "cannot lock /etc/passwd; try again later" while another tool holds it
+        made = subprocess.run(["useradd", "--system", "--create-home", "--user-group", name], capture_output=True,
+                              text=True)
+        if made.returncode != 1:
+            break
+        time.sleep(1)
+    assert made.returncode == 0, made.stderr
     try:
         uid = pwd.getpwnam(name).pw_uid
         os.chown(workdir, uid, -1)

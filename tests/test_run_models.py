@@ -145,3 +145,15 @@ def test_mpmd_bad_component_syntax_is_a_clear_error(default_image):
     assert out.returncode != 0 and "Traceback" not in out.stderr
     out = nearmetal("run", "--mpi", "mpich", "-n", "1", "--", "nm-mpi-info", ":", ":", "nm-mpi-info")
     assert "empty MPMD component" in out.stderr and out.returncode != 0
+
+
+@pytest.mark.parametrize("mode", ["native", "bind"])
+def test_the_library_named_is_the_mpi_not_a_preloaded_tool(mode, tmp_path, host_mpis, default_image):
+    """With evidence on (every study, run --evidence, trace) nm-evidence.so is preloaded and
+    defines MPI_Init: nm-mpi-info named it as 'the MPI library', the same for native and bind."""
+    image = ["--runtime", "charliecloud", "--image", default_image.name] if mode == "bind" else []
+    rows = _run("--mode", mode, "--mpi", "openmpi", *image, "--evidence", str(tmp_path / "ev"), "--",
+                "nm-mpi-info", "--json")
+    for r in rows:
+        assert "nm-evidence" not in r["library"] and os.path.basename(r["library"]).startswith("libmpi.so"), r
+        assert r["inode"] == _host_inode(host_mpis["openmpi"]), r

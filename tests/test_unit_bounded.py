@@ -76,6 +76,16 @@ def test_output_that_is_not_utf8_is_still_searched():
     assert linear.last(r"Préf: (\S+)", "Préf: é1\n") == ("é1",)
 
 
+def test_a_fom_past_what_the_analysis_can_compare_fails_the_run():
+    from nearmetal.apps.fom import number
+
+    assert number("1e100", "FOM 'x'") == 1e100 and number("0", "FOM 'x'") == 0
+    with pytest.raises(FomError, match=r"FOM 'x': 1e\+300 is outside the range nearmetal compares"):
+        number("1e300", "FOM 'x'")
+    with pytest.raises(FomError, match="outside the range"):
+        number("1.0D-200", "FOM 'x'")
+
+
 def test_an_optional_group_that_matched_nothing_is_a_fom_error_not_a_crash():
     with pytest.raises(FomError, match="matched nothing"):
         records([Fom(name="t", regex=r"Time:( [0-9]+)?", unit="s")], {"output": "Time:\n"})

@@ -158,7 +158,7 @@ def expand(text, home):
 BWRAP = ("/usr/bin/bwrap --ro-bind /img/nm-test/rootfs / --dev-bind /dev /dev --proc /proc --ro-bind /sys /sys "
          "--bind /tmp /tmp --ro-bind-try /etc/hosts /etc/hosts --die-with-parent")
 PODMAN = ("/usr/bin/podman --root $H/podman/root --runroot $H/podman/runroot --storage-driver overlay run --rm "
-          "--net=host --ipc=host --pid=host --userns=host --env-host --security-opt label=disable -v /tmp:/tmp "
+          "--pull=never --net=host --ipc=host --pid=host --userns=host --env-host --security-opt label=disable -v /tmp:/tmp "
           "--log-driver=none")
 PODMAN_ENV = {"CONTAINERS_CONF": "$H/podman/containers.conf"}
 CH_ENV = {"USER": "tester"}  # ch-run refuses to start without $USER

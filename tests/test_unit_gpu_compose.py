@@ -116,7 +116,7 @@ def launch(machine, mode="hybrid", runtime=None, gpus="all", which=gpu_tree.whic
 BWRAP = ("/usr/bin/bwrap --ro-bind $R / --dev-bind /dev /dev --proc /proc --ro-bind /sys /sys --bind /tmp /tmp "
          "--ro-bind-try /etc/hosts /etc/hosts --die-with-parent")
 PODMAN = ("/usr/bin/podman --root $H/podman/root --runroot $H/podman/runroot --storage-driver overlay run --rm "
-          "--net=host --ipc=host --pid=host --userns=host --env-host --security-opt label=disable -v /tmp:/tmp "
+          "--pull=never --net=host --ipc=host --pid=host --userns=host --env-host --security-opt label=disable -v /tmp:/tmp "
           "--log-driver=none")
 # The driver libraries (compute + utility), each the host's file over its placeholder.
 LIBS = [("/usr/local/nvidia/lib64/libcuda.so.550.54.15", "libcuda.so.1"),

@@ -23,9 +23,10 @@ def command(args):
                            limits=Limits(max_files=args.max_files, max_bytes=args.max_size, keep_modes=args.keep_modes))
         left_out = img.meta["imported"].get("left_out_count", 0)
         mpis = ", ".join(f"{f} {m.get('version') or ''}".strip() for f, m in img.meta.get("mpi", {}).items()) or "no MPI"
-        print(f"image {img.name}: {img.rootfs} (imported {img.meta['imported']['kind']}; {img.meta.get('os') or ''}; "
-              f"{mpis}; glibc {img.meta.get('glibc')}"
-              + (f"; {left_out} special file(s) left out" if left_out else "") + ")")
+        glibc = f"glibc {img.meta['glibc']}" if img.meta.get("glibc") else "no glibc found: only static programs run in it"
+        said = [f"imported {img.meta['imported']['kind']}", img.meta.get("os"), mpis, glibc,
+                f"{left_out} special file(s) left out" if left_out else None]
+        print(f"image {img.name}: {img.rootfs} ({'; '.join(s for s in said if s)})")
         for line in what_changed(img.meta["imported"]):
             print(f"nearmetal: {line}")
     else:

@@ -78,7 +78,8 @@ class Image:
     def kernel_bin(self, mpi: str) -> str:
         """In-container directory of the kernels built against `mpi`."""
         if mpi not in self.mpis:
-            raise NearmetalError(f"image '{self.name}' has no {mpi} (it has: {', '.join(self.mpis)}); "
+            has = f"it has: {', '.join(self.mpis)}" if self.mpis else "it has no MPI"
+            raise NearmetalError(f"image '{self.name}' has no {mpi} ({has}); "
                                  f"build one with `nearmetal image build --mpi {mpi}`")
         return kernel_bin(mpi)
 

@@ -204,8 +204,10 @@ def _check_failures(store, study_id, name, say):
     failed = [r for r in runs if r["status"] in NOT_RESULTS]
     if not failed:
         return
-    tail = (failed[0]["stderr_tail"] or "").strip().splitlines()
-    why = tail[-1] if tail else failed[0]["status"]
+    from ..analysis.failure_line import failure_line
+    from ..study.records import STDERR_TAIL
+
+    why = failure_line(failed[0]["stderr_tail"], STDERR_TAIL) or failed[0]["status"]
     if len(failed) == len(runs):
         raise NearmetalError(f"every run of '{name}' failed; the first ({failed[0]['benchmark']}): {why}")
     say(f"[yellow]{len(failed)} of {len(runs)} runs of '{name}' failed[/]; the first ({failed[0]['benchmark']}): {why}")

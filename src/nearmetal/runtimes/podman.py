@@ -143,7 +143,9 @@ class Podman(Runtime):
         # keep-id runs them as the account inside too. /dev/mqueue: what rootless --ipc=host
         # binds from the host, which may have none (this machine): an empty one instead.
         userns = ["--userns=keep-id", "--tmpfs", "/dev/mqueue"] if self.account is not None else ["--userns=host"]
-        argv = self._base() + ["run", "--rm", "--net=host", "--ipc=host", "--pid=host", *userns,
+        # --pull=never: an image missing from nearmetal's storage is an error at once, never a
+        # registry nearmetal did not name tried three times (a copied or pruned storage)
+        argv = self._base() + ["run", "--rm", "--pull=never", "--net=host", "--ipc=host", "--pid=host", *userns,
                                "--env-host", "--security-opt", "label=disable",
                                "-v", "/tmp:/tmp", "--log-driver=none"]
         for m in spec.mounts:

@@ -28,6 +28,7 @@ from . import cluster_daemons as daemons
 from .cluster_conf import conf_safe
 
 DEFAULT_NODES = 3
+MAX_NODES = 256  # each node is a slurmd (about 10 MB) with a port and a directory on this machine
 READY_TIMEOUT = 30.0
 NAME_MAX, PATH_MAX = 255, 4096
 
@@ -70,6 +71,8 @@ def cluster_dir(dir=None):
     if too_long or len(os.fsencode(str(d))) >= PATH_MAX:
         what = f"a name longer than {NAME_MAX} bytes" if too_long else f"{PATH_MAX} bytes or more"
         raise NearmetalError(f"the cluster directory path has {what}: {str(d)[:80]!r}...")
+    if d.exists() and not d.is_dir():
+        raise NearmetalError(f"the cluster directory {d} exists and is not a directory (it holds the daemons' state)")
     return d
 
 
@@ -90,6 +93,9 @@ def up(nodes=DEFAULT_NODES, dir=None, timeout=READY_TIMEOUT):
     node count is an error: changing it needs `down` first."""
     if nodes is not None and (not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1):
         raise NearmetalError(f"--nodes must be a whole number >= 1, got {nodes!r}")
+    if nodes is not None and nodes > MAX_NODES:  # checked before anything is written
+        raise NearmetalError(f"--nodes {nodes}: at most {MAX_NODES} (each node of the local cluster is a slurmd "
+                             f"on this machine, with a port and a directory)")
     d = cluster_dir(dir)
     conf_safe(d, "the cluster directory")
     daemons.check_tools()

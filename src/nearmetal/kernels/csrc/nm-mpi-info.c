@@ -1,7 +1,8 @@
 /* nm-mpi-info: "which MPI am I really running?"
  * Every rank prints one line: rank, size, host, the MPI library version string and
- * the path of the shared object that actually provides MPI_Init in this process
- * (taken from the loader via dladdr, i.e. what /proc/self/maps shows), with that
+ * the path of the shared object that actually provides PMPI_Comm_rank in this process
+ * (taken from the loader via dladdr, i.e. what /proc/self/maps shows; not MPI_Init, which
+ * a preloaded tool may define: nearmetal's evidence library does, in every study), with that
  * file's inode: a host file bound into a container keeps its host inode, an image's
  * own copy does not, so the inode tells whose library it really is.
  * With --json each line is a JSON object instead. */
@@ -51,7 +52,8 @@ int main(int argc, char **argv)
     MPI_Get_library_version(version, &len);
     first_line(version);
     if (gethostname(host, sizeof host) != 0) strcpy(host, "unknown");
-    if (dladdr((void *)&MPI_Init, &info) && info.dli_fname) library = info.dli_fname;
+    void *provider = dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
+    if (provider && dladdr(provider, &info) && info.dli_fname) library = info.dli_fname;
     struct stat st;
     unsigned long long inode = 0;
     if (stat(library, &st) == 0) inode = (unsigned long long)st.st_ino;

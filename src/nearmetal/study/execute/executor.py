@@ -18,11 +18,10 @@ from ... import proc
 from ...errors import NearmetalError
 from ..store import codec
 from . import hang
-from ..records import FAILED, HUNG, OK, PLANNED, SKIPPED, Launched, RunResult, stored_status
+from ..records import FAILED, HUNG, OK, PLANNED, SKIPPED, STDERR_TAIL, Launched, RunResult, stored_status
 from .run_context import Contexts
 from .stops import Stops, keep_going
 
-STDERR_TAIL = 2000
 
 
 class AllocationEnding(KeyboardInterrupt):

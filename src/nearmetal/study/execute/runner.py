@@ -18,14 +18,14 @@ from ..plan import study_file
 from ..plan.plan import baseline_of, make_plan, variant_id
 from ..store.lock import lock_for_writing
 from ..store.store import Store
+from .same_file import difference
 
 
 def default_db(name):
     """results/NAME/study.db; a name that could reach outside results/ is refused."""
     from ..config.fields import study_name_problem
 
-    problem = study_name_problem(name)
-    if problem:
+    if problem := study_name_problem(name):
         raise NearmetalError(f"study name '{name[:80]}': {problem}")
     return Path("results") / name / "study.db"
 
@@ -102,9 +102,9 @@ def _open_study(opened, cfg, text, db_path, resume, builtin, say, what):
         if not resume:
             raise NearmetalError(f"study '{cfg.study.name}' already exists in {db_path}: use --resume to complete it, "
                                  f"or --db for a new database")
-        if row["config_toml"] != text:
-            raise NearmetalError(f"study '{cfg.study.name}' in {db_path} was planned from a different study file; "
-                                 f"resume needs the same file (or use a new --db)")
+        if (where := difference(row["config_toml"], text)) is not None:
+            raise NearmetalError(f"study '{cfg.study.name}' in {db_path} was planned from a different study file "
+                                 f"(it differs at {where}); resume needs the same file (or use a new --db)")
         return store, row["id"], False
     if resume and not builtin:  # (the quickstart's script resumes on every run: its first starts it)
         say(f"--resume: study '{cfg.study.name}' is not in {db_path} yet: starting it")

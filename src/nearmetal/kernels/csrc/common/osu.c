@@ -178,6 +178,15 @@ int nm_osu_options(int argc, char **argv, struct nm_osu_opts *o)
         case ':':
             return nm_osu_bad_usage(o, "option needs a value", optopt, NULL);
         default:
+            if (optopt == '-' && optind < argc && strncmp(argv[optind], "--", 2) == 0) { /* "--bogus": not [--] */
+                if (o->rank == 0) {
+                    nm_osu_usage(o, stderr);
+                    fprintf(stderr, "%s: invalid option [%s]: the kernels take short options only\n", o->prog,
+                            argv[optind]);
+                    fflush(stderr);
+                }
+                return 2;
+            }
             return nm_osu_bad_usage(o, "invalid option", optopt, NULL);
         }
     }
