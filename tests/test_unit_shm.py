@@ -31,6 +31,22 @@ def test_stale_means_a_segment_name_of_this_account_unused_and_old(tmp_path):
         "held.x", "notes.txt", "open_mpi.0001", "vader_segment.h.1.held", "vader_segment.h.1.link"]
 
 
+def test_a_segment_made_again_after_the_check_is_not_removed(tmp_path, monkeypatch):
+    """Between the check and the unlink a job may remove the stale file and make a new one
+    of the same name: the new job's segment (another inode) stays."""
+    seg = tmp_path / "vader_segment.h.3.0"
+    seg.write_bytes(b"old")
+    st = seg.stat()
+    checked = [(seg.name, 3, (st.st_dev, st.st_ino))]
+    seg.rename(tmp_path / "moved")  # the old inode lives on, so the new file cannot reuse its number
+    seg.write_bytes(b"new job")
+    monkeypatch.setattr(shm, "_stale", lambda directory, uid, now: checked)
+    assert shm.remove_stale(tmp_path) == (0, 0)
+    assert seg.read_bytes() == b"new job"
+    checked[:] = [(seg.name, 7, (seg.stat().st_dev, seg.stat().st_ino))]
+    assert shm.remove_stale(tmp_path) == (1, 7) and not seg.exists()
+
+
 def test_in_use_is_known_by_the_file_not_its_path(tmp_path):
     """Compared as text, a segment held through another path (a /dev/shm that is a link) or
     whose name has a space looked unused, and --clean-shm removed a live job's segment."""

@@ -64,6 +64,11 @@ def in_use():
 def stale_segments(directory=SHM, uid=None, now=None):
     """[(name, bytes)] of this account's MPI segments in `directory` that no process uses
     and that are older than MIN_AGE_S; [] when use cannot be known (in_use)."""
+    return [(name, size) for name, size, _ in _stale(directory, uid, now)]
+
+
+def _stale(directory, uid, now):
+    """stale_segments with each file's (device, inode)."""
     import time
 
     uid = os.getuid() if uid is None else uid
@@ -83,7 +88,7 @@ def stale_segments(directory=SHM, uid=None, now=None):
     used = in_use() if found else set()
     if used is None:
         return []
-    return [(n, size) for n, size, ident in found if ident not in used]
+    return [(n, size, ident) for n, size, ident in found if ident not in used]
 
 
 def describe(directory=SHM):
@@ -101,9 +106,13 @@ def describe(directory=SHM):
 def remove_stale(directory=SHM, now=None):
     """Remove this account's stale segments (stale_segments): (count, bytes) removed."""
     removed, freed = 0, 0
-    for name, size in stale_segments(directory, now=now):
+    for name, size, ident in _stale(directory, None, now):
+        path = os.path.join(directory, name)
         try:
-            os.unlink(os.path.join(directory, name))
+            st = os.lstat(path)
+            if (st.st_dev, st.st_ino) != ident:  # removed and made again since it was checked: a new job's
+                continue
+            os.unlink(path)
         except OSError:
             continue
         removed, freed = removed + 1, freed + size
