@@ -40,3 +40,20 @@ def test_values_past_the_stored_range_give_no_ratio_not_an_overflow():
             assert c["ratio"] is None and c["ci_low"] is None and c["verdict"] == "inconclusive", (base, var, pairs)
     c = compare_summary({"n": 3, "mean": 1e-200, "std": 1e-200}, {"n": 3, "mean": 1e200, "std": 1e200})
     assert c["ci_low"] is None and c["verdict"] == "inconclusive"
+
+
+def test_spreads_within_the_stored_range_but_past_a_doubles_give_no_interval_not_an_overflow():
+    """Values inside 1e-100..1e100 can still overflow once squared or exponentiated: an imported
+    std of 1000 on a mean of 1 beside 0.1 on 1, or paired runs alternating 1e-100 and 1e100,
+    raised OverflowError in report and explain."""
+    from nearmetal.analysis.stats import compare
+
+    for base, var in (({"n": 3, "mean": 1.0, "std": 1000.0}, {"n": 3, "mean": 1.0, "std": 0.1}),
+                      ({"n": 3, "mean": 1e-60, "std": 1e60}, {"n": 3, "mean": 1.0, "std": 1.0}),
+                      ({"n": 3, "mean": 1e-100, "std": 1e100}, {"n": 3, "mean": 1e100, "std": 1e100})):
+        c = compare_summary(base, var)
+        assert c["ci_low"] is None and c["ci_high"] is None and c["verdict"] == "inconclusive", (base, var)
+        assert c["ratio"] == pytest.approx(var["mean"] / base["mean"])
+    b, v = [1e-100, 1e100, 1e-100, 1e100], [1e100, 1e-100, 1e100, 1e-100]
+    c = compare(b, v, pairs=list(zip(b, v)))
+    assert c["ci_low"] is None and c["verdict"] == "inconclusive" and math.isfinite(c["ratio"])

@@ -343,7 +343,8 @@ def compare(baseline, variant, *, higher_is_better=False, margin=0.03, pairs=Non
     ci_low = ci_high = None
     boot_base_meds = None               # bootstrap medians of b_data, reused for baseline_noise
     if nb >= 2 and nv >= 2 and positive and paired:
-        ratio, ci_low, ci_high = map(math.exp, trimmed_mean_ci(np.log(v_data) - np.log(b_data), alpha))
+        center, low, high = trimmed_mean_ci(np.log(v_data) - np.log(b_data), alpha)
+        ratio, (ci_low, ci_high) = math.exp(center), exp_interval(low, high)
     elif nb >= 2 and nv >= 2:
         boot_base_meds = _boot_medians(sb, rng.integers(0, nb, size=(n_boot, nb), dtype=_index_dtype(nb)))
         mv = _boot_medians(sv, rng.integers(0, nv, size=(n_boot, nv), dtype=_index_dtype(nv)))
@@ -390,6 +391,16 @@ def overhead_of(ratio, higher_is_better):
     if ratio is None or (higher_is_better and ratio <= 0):
         return None
     return ((1.0 / ratio) - 1.0) * 100.0 if higher_is_better else (ratio - 1.0) * 100.0
+
+
+def exp_interval(log_low, log_high):
+    """An interval of log ratios as ratios; (None, None) where an end is past a double's range
+    (values near the stored limits, spread over 200 decades): no interval, never an overflow."""
+    try:
+        low, high = math.exp(log_low), math.exp(log_high)
+    except OverflowError:
+        return None, None
+    return (low, high) if math.isfinite(high) and not math.isnan(low) else (None, None)
 
 
 def with_overhead(c, higher_is_better):

@@ -9,7 +9,7 @@ noise: the ratio is reported and the verdict is "inconclusive".
 import math
 
 from ..study.records import comparable
-from .stats import with_overhead
+from .stats import exp_interval, with_overhead
 
 
 def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.05):
@@ -26,7 +26,8 @@ def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.0
            "verdict": "inconclusive", "from_summary": True}
     if nb < 2 or nv < 2 or not (comparable(mb) and comparable(mv)):
         return with_overhead(out, higher_is_better)
-    var_log = (sb / mb) ** 2 / nb + (sv / mv) ** 2 / nv
+    rb, rv = sb / mb, sv / mv  # relative spreads; x * x is inf past a double's range, x ** 2 raises
+    var_log = rb * rb / nb + rv * rv / nv
     # Welch-Satterthwaite, its two variances scaled by the larger (the dof does not change):
     # squared twice, a spread of 1e80 would be past a double's range
     a, c = sb ** 2 / nb, sv ** 2 / nv
@@ -36,7 +37,9 @@ def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.0
     dof = (a + c) ** 2 / dof_den if dof_den else float(nb + nv - 2)
     tcrit = st.t.ppf(1 - alpha / 2, dof)
     half = tcrit * math.sqrt(var_log)
-    out["ci_low"], out["ci_high"] = math.exp(math.log(ratio) - half), math.exp(math.log(ratio) + half)
+    out["ci_low"], out["ci_high"] = exp_interval(math.log(ratio) - half, math.log(ratio) + half)
+    if out["ci_low"] is None:  # spreads past a double's range: nothing can be decided
+        return with_overhead(out, higher_is_better)
     if sb or sv:
         # in units of the baseline's mean: the test is scale-free, scipy's own dof is not
         t = st.ttest_ind_from_stats(mv / mb, sv / mb, nv, 1.0, sb / mb, nb, equal_var=False)
