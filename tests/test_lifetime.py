@@ -341,7 +341,10 @@ def test_a_stopped_run_leaves_no_unused_shared_memory_segment(host_mpis, how):
     job = Reaped([NEARMETAL, "run", "--mpi", "openmpi", "-n", "2", "--", "nm-latency", *LONG_LATENCY])
     try:
         job.wait_for(lambda procs: len(ranks_of(procs, "nm-latency")) >= 2, 60, "two ranks running")
-        time.sleep(1)  # past MPI_Init: the segments are there
+        deadline = time.monotonic() + 30  # past MPI_Init: a segment a rank (else the test tests nothing)
+        while len([n for n in _segments() - before if n.startswith("vader_segment.")]) < 2:
+            assert time.monotonic() < deadline, "the ranks made no vader segments in /dev/shm"
+            time.sleep(0.05)
         os.kill(job.target, how)
         job.wait_for(lambda procs: not procs, 10, "nothing left")
     finally:

@@ -33,18 +33,22 @@ def test_stale_means_a_segment_name_of_this_account_unused_and_old(tmp_path):
 
 def test_a_segment_made_again_after_the_check_is_not_removed(tmp_path, monkeypatch):
     """Between the check and the unlink a job may remove the stale file and make a new one
-    of the same name: the new job's segment (another inode) stays."""
+    of the same name, or open and truncate it: the new job's segment stays."""
     seg = tmp_path / "vader_segment.h.3.0"
     seg.write_bytes(b"old")
     st = seg.stat()
-    checked = [(seg.name, 3, (st.st_dev, st.st_ino))]
+    checked = [(seg.name, 3, (st.st_dev, st.st_ino, st.st_ctime_ns))]
     seg.rename(tmp_path / "moved")  # the old inode lives on, so the new file cannot reuse its number
     seg.write_bytes(b"new job")
     monkeypatch.setattr(shm, "_stale", lambda directory, uid, now: checked)
     assert shm.remove_stale(tmp_path) == (0, 0)
     assert seg.read_bytes() == b"new job"
-    checked[:] = [(seg.name, 7, (seg.stat().st_dev, seg.stat().st_ino))]
-    assert shm.remove_stale(tmp_path) == (1, 7) and not seg.exists()
+    st = seg.stat()
+    checked[:] = [(seg.name, 7, (st.st_dev, st.st_ino, st.st_ctime_ns))]
+    os.truncate(seg, 0)  # the same file, truncated since the check (a new job of the same name): it stays
+    assert shm.remove_stale(tmp_path) == (0, 0) and seg.exists()
+    checked[:] = [(seg.name, 0, (st.st_dev, st.st_ino, seg.stat().st_ctime_ns))]
+    assert shm.remove_stale(tmp_path) == (1, 0) and not seg.exists()
 
 
 def test_in_use_is_known_by_the_file_not_its_path(tmp_path):
@@ -70,7 +74,8 @@ def test_describe_gives_size_free_space_and_stale_count(tmp_path):
 
 
 def test_the_keeper_removes_the_same_names_doctor_reports():
-    """nm-supervise's keeper (C) and doctor (Python) name the same segments."""
+    """nm-supervise's keeper (C) and doctor (Python) name the same MPI segments (doctor also
+    ch-run's join files, which only an age tells from a live job's)."""
     from nearmetal import supervise
 
     c = Path(supervise.__file__).with_name("nm-supervise-shm.c").read_text()

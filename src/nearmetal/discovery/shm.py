@@ -4,16 +4,20 @@ segments that MPI jobs stopped before MPI_Finalize left there.
 Every MPI keeps its intra-node segments in /dev/shm (Open MPI's vader: about 4 MiB a rank).
 When it is small or full, jobs fail with a bus error or fall back to a slower path; a stale
 segment holds node memory until removed, and can clash with a new job's (Open MPI #7308).
-The names are the ones nm-supervise's keeper removes after a job of nearmetal's that did
-not end cleanly (supervise/nm-supervise-shm.c): the same list, kept in step by a test.
+SEGMENT_PREFIXES are the names nm-supervise's keeper removes after a job of nearmetal's that
+did not end cleanly (supervise/nm-supervise-shm.c): the same list, kept in step by a test.
 """
 
 import os
 import stat
 
 SHM = "/dev/shm"
-SEGMENT_PREFIXES = ("vader_segment.", "sm_segment.", "ucx_shm_posix_", "mpich_shar_tmp", "open_mpi.", "ch-run_shm-",
-                    "sem.ch-run_sem-")
+SEGMENT_PREFIXES = ("vader_segment.", "sm_segment.", "ucx_shm_posix_", "mpich_shar_tmp", "open_mpi.")
+# ch-run --join's files: unused by design while a job's peers join (each unmaps them before the
+# last arrives), so only the minimum age tells an old one from a live job's; the keeper,
+# which has no age to go by, leaves them to the Charliecloud runtime and to doctor
+JOIN_PREFIXES = ("ch-run_shm-", "sem.ch-run_sem-")
+NAMES = SEGMENT_PREFIXES + JOIN_PREFIXES
 SEGMENT_BYTES_PER_RANK = 4 * 2**20  # Open MPI's vader segment, the largest of the defaults
 MIN_AGE_S = 60  # a segment younger than this may belong to a job still starting: never called stale
 
@@ -29,7 +33,7 @@ def _pid_namespace_nested():
 
 
 def in_use():
-    """{(device, inode)} of the files live processes have open or mapped (each process's
+    """{(device, inode)} of the segments live processes have open or mapped (each process's
     descriptors first, then its mappings: a segment is opened, mapped and closed, so one in
     neither was not in use); None where /proc is missing or shows only a PID namespace. A
     process whose /proc entries this account cannot read (another account's, a non-dumpable
@@ -46,7 +50,10 @@ def in_use():
             fds = os.listdir(f"/proc/{pid}/fd")
             for fd in fds:
                 try:
-                    st = os.stat(f"/proc/{pid}/fd/{fd}")  # follows the link: the open file itself
+                    # the link's text first: a stat of every open file would wait on a hung NFS mount
+                    if not os.path.basename(os.readlink(f"/proc/{pid}/fd/{fd}")).startswith(NAMES):
+                        continue
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")  # followed: the open file itself, not its path
                 except OSError:
                     continue
                 used.add((st.st_dev, st.st_ino))
@@ -68,13 +75,13 @@ def stale_segments(directory=SHM, uid=None, now=None):
 
 
 def _stale(directory, uid, now):
-    """stale_segments with each file's (device, inode)."""
+    """stale_segments with each file's (device, inode, ctime in ns), checked again before removal."""
     import time
 
     uid = os.getuid() if uid is None else uid
     now = time.time() if now is None else now
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(SEGMENT_PREFIXES)]
+        names = [n for n in os.listdir(directory) if n.startswith(NAMES)]
     except OSError:
         return []
     found = []
@@ -84,11 +91,11 @@ def _stale(directory, uid, now):
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and st.st_uid == uid and now - st.st_ctime >= MIN_AGE_S:
-            found.append((name, st.st_size, (st.st_dev, st.st_ino)))
+            found.append((name, st.st_size, (st.st_dev, st.st_ino, st.st_ctime_ns)))
     used = in_use() if found else set()
     if used is None:
         return []
-    return [(n, size, ident) for n, size, ident in found if ident not in used]
+    return [(n, size, ident) for n, size, ident in found if ident[:2] not in used]
 
 
 def describe(directory=SHM):
@@ -110,7 +117,7 @@ def remove_stale(directory=SHM, now=None):
         path = os.path.join(directory, name)
         try:
             st = os.lstat(path)
-            if (st.st_dev, st.st_ino) != ident:  # removed and made again since it was checked: a new job's
+            if (st.st_dev, st.st_ino, st.st_ctime_ns) != ident:  # made again or truncated since: a new job's
                 continue
             os.unlink(path)
         except OSError:

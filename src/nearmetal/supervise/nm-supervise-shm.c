@@ -20,8 +20,9 @@ static const char *const leftover_prefixes[] = {
     "ucx_shm_posix_",  /* UCX's posix transport (Open MPI's pml ucx) */
     "mpich_shar_tmp",  /* MPICH's shared-memory segments */
     "open_mpi.",       /* Open MPI's shmem posix component */
-    "ch-run_shm-",     /* ch-run --join, beside its semaphore */
-    "sem.ch-run_sem-",
+    /* Not ch-run --join's ch-run_shm-TAG and sem.ch-run_sem-TAG: a joining job's peers unmap
+     * them before the last one arrives, so they are unused while that job runs; the
+     * Charliecloud runtime removes its own job's (after_job), doctor --clean-shm old ones. */
     NULL,
 };
 
@@ -31,6 +32,7 @@ static struct leftover {
     char name[NAME_MAX + 1];
     dev_t dev;
     ino_t ino;
+    struct timespec ctime; /* changed again before the removal (a new job truncating it): kept */
     char used;
 } leftovers[MAX_LEFTOVERS];
 
@@ -74,9 +76,16 @@ static void mark_process(int pid, int n)
     if (!fds)
         return; /* gone, or not readable by this account */
     struct dirent *f;
+    char target[PATH_MAX];
     while ((f = readdir(fds))) {
-        if (fstatat(dirfd(fds), f->d_name, &st, 0) == 0) /* follows the link: the open file itself */
-            mark_used(st.st_dev, st.st_ino, n);
+        /* the link's text first: a stat of every open file would wait on a hung NFS mount */
+        ssize_t len = readlinkat(dirfd(fds), f->d_name, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        const char *base = strrchr(target, '/');
+        if (base && is_leftover_name(base + 1) && fstatat(dirfd(fds), f->d_name, &st, 0) == 0)
+            mark_used(st.st_dev, st.st_ino, n); /* followed: the open file itself, not its path */
     }
     closedir(fds);
     snprintf(path, sizeof path, "/proc/%d/maps", pid);
@@ -128,6 +137,7 @@ static void remove_leftover_shm(uid_t owner, const struct timespec *started)
         snprintf(leftovers[n].name, sizeof leftovers[n].name, "%s", e->d_name);
         leftovers[n].dev = st.st_dev;
         leftovers[n].ino = st.st_ino;
+        leftovers[n].ctime = st.st_ctim;
         leftovers[n++].used = 0;
     }
     if (n && mark_in_use(n) == 0) {
@@ -137,7 +147,8 @@ static void remove_leftover_shm(uid_t owner, const struct timespec *started)
             setfsuid(owner);
         for (int i = 0; i < n; i++)
             if (!leftovers[i].used && fstatat(dirfd(shm), leftovers[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                st.st_dev == leftovers[i].dev && st.st_ino == leftovers[i].ino)
+                st.st_dev == leftovers[i].dev && st.st_ino == leftovers[i].ino &&
+                st.st_ctim.tv_sec == leftovers[i].ctime.tv_sec && st.st_ctim.tv_nsec == leftovers[i].ctime.tv_nsec)
                 unlinkat(dirfd(shm), leftovers[i].name, 0);
         if (as_owner)
             setfsuid(0);
