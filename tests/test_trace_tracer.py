@@ -574,6 +574,44 @@ def test_a_program_that_closes_the_trace_file_keeps_its_own_data_and_the_trace(t
     assert p.complete and len([f for f in map(p.file_of, p.calls("write")) if f == str(work / "a.dat")]) == 60
 
 
+LOST_TRACE_PROGRAM = r"""
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+    char path[4096];
+    struct timespec pause = {0, 50000000};
+    snprintf(path, sizeof path, "%s/a.dat", argv[1]);
+    int a = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); nanosleep(&pause, NULL); } /* the trace file is open */
+    DIR *d = opendir(argv[2]);                               /* ... and then removed: it cannot be opened again */
+    for (struct dirent *e; (e = readdir(d));) if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    for (int fd = 3; fd < 1024; fd++) if (fd != a) close(fd);
+    snprintf(path, sizeof path, "%s/b.dat", argv[1]);
+    int b = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    FILE *out = fdopen(fcntl(b, F_DUPFD, 900), "w");         /* the trace file's number, through stdio */
+    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); fputs("abcdefghij", out); nanosleep(&pause, NULL); }
+    return 0; /* exit(): the tracer's last flush runs before stdio writes what `out` buffered */
+}
+"""
+
+
+def test_a_trace_file_that_cannot_be_opened_again_never_costs_the_program_its_descriptor(tracer, tmp_path):
+    """When the program had closed the trace file and it could not be opened again, the tracer
+    kept the number and closed it at exit: the program's own file there, whose buffered
+    output stdio writes after the tracer's last flush, lost it."""
+    exe, work, trace_dir, env = _built_with_trace_env(tmp_path, LOST_TRACE_PROGRAM)
+    run = subprocess.run([exe, work, trace_dir], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    assert "cannot be opened again" in run.stderr
+    assert (work / "b.dat").read_bytes() == b"abcdefghij" * 30
+    assert (work / "a.dat").read_bytes() == b"0123456789" * 60
+
+
 # ------------------------------------------------------------------ the reader (unit)
 
 def _record(rtype, payload):

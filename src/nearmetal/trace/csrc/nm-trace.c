@@ -88,6 +88,7 @@ static int tracing, closed, trace_fd = -1;
 static char trace_dir[PATH_MAX - 128], host[64], trace_path[PATH_MAX];
 static dev_t trace_dev;
 static ino_t trace_ino;
+static off_t trace_size; /* what it holds: a removed trace file's inode number can come back for a program's file */
 __thread int nm_holding __attribute__((tls_model("initial-exec")));
 static int32_t env_rank = -1, mpi_rank = -1, mpi_size;
 volatile int nm_mpi_phase;
@@ -183,6 +184,7 @@ static void write_all(const void *p, size_t n)
         if (k <= 0) { warn("cannot write the trace file: events are lost", ""); closed = 1; return; }
         c += k;
         n -= (size_t)k;
+        trace_size += k;
     }
 }
 
@@ -217,18 +219,35 @@ static int keep_fd(int fd)
     if (syscall(SYS_fstat, fd, &st) == 0) {
         trace_dev = st.st_dev;
         trace_ino = st.st_ino;
+        trace_size = st.st_size;
     }
     return fd;
+}
+
+/* sized: also holding what was written to it (a child after fork does not know what its
+ * parent has written since) */
+static int is_trace_file(int fd, int sized)
+{
+    struct stat st;
+    return fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino &&
+           (!sized || st.st_size == trace_size);
+}
+
+/* Close the trace file, never the program's file that took its number. */
+static void close_trace_file(int sized)
+{
+    if (is_trace_file(trace_fd, sized)) real_close(trace_fd);
+    trace_fd = -1;
 }
 
 /* Is trace_fd still the trace file? A program may close descriptors it did not open (a
  * close loop, close_range) and get the number again for a file of its own: writing there
  * would put trace records into the program's data. Then the trace file is opened again,
- * for appending. */
+ * for appending; where it cannot be, tracing stops and the number is left to the program. */
 static int still_ours(void)
 {
-    struct stat st;
-    if (syscall(SYS_fstat, trace_fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino) return 1;
+    if (is_trace_file(trace_fd, 1)) return 1;
+    trace_fd = -1; /* the number is the program's now: never written to or closed */
     int fd = real_open(trace_path, O_WRONLY | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) { warn("the trace file was closed by the program and cannot be opened again: ", trace_path); closed = 1; return 0; }
     trace_fd = keep_fd(fd);
@@ -407,8 +426,7 @@ static void flush_all(int final)
                 write_all(&e, sizeof e);
             }
         }
-        if (trace_fd >= 0) real_close(trace_fd);
-        trace_fd = -1;
+        close_trace_file(1);
         closed = 1;
         nm_unlock(&file_lock);
     }
@@ -520,8 +538,7 @@ static void after_fork_child(void)
         dropped = 0;
         if (b != me.buf) b->free = 1;
     }
-    if (trace_fd >= 0) real_close(trace_fd);
-    trace_fd = -1;
+    close_trace_file(0);
 }
 
 static void enable_layers(const char *list)
