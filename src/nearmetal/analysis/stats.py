@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..study.records import comparable
-from .trimmed import trimmed_mean_ci
+from .trimmed import exp_interval, trimmed_mean_ci
 
 __all__ = ["summarize", "compare", "direction_for_unit"]
 
@@ -391,16 +391,6 @@ def overhead_of(ratio, higher_is_better):
     if ratio is None or (higher_is_better and ratio <= 0):
         return None
     return ((1.0 / ratio) - 1.0) * 100.0 if higher_is_better else (ratio - 1.0) * 100.0
-
-
-def exp_interval(log_low, log_high):
-    """An interval of log ratios as ratios; (None, None) where an end is past a double's range
-    (values near the stored limits, spread over 200 decades): no interval, never an overflow."""
-    try:
-        low, high = math.exp(log_low), math.exp(log_high)
-    except OverflowError:
-        return None, None
-    return (low, high) if math.isfinite(high) and not math.isnan(low) else (None, None)
 
 
 def with_overhead(c, higher_is_better):

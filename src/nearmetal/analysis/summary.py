@@ -9,7 +9,8 @@ noise: the ratio is reported and the verdict is "inconclusive".
 import math
 
 from ..study.records import comparable
-from .stats import exp_interval, with_overhead
+from .stats import with_overhead
+from .trimmed import exp_interval
 
 
 def compare_summary(base, var, *, higher_is_better=False, margin=0.03, alpha=0.05):

@@ -1,5 +1,6 @@
 """The paired comparison's estimator: the trimmed mean of the per-block log ratios and its
-interval (stats.compare; answers.py bootstraps the same estimate over points)."""
+interval (stats.compare; answers.py bootstraps the same estimate over points), and intervals
+of log ratios as ratios."""
 
 import math
 
@@ -27,3 +28,13 @@ def trimmed_mean_ci(x, alpha):
     se = math.sqrt((n - 1) * float(np.var(w, ddof=1)) / (h * (h - 1)))
     q = float(stdtrit(h - 1, 1 - alpha / 2))
     return est, est - q * se, est + q * se
+
+
+def exp_interval(log_low, log_high):
+    """An interval of log ratios as ratios; (None, None) where an end is past a double's range
+    (values near the stored limits, spread over 200 decades): no interval, never an overflow."""
+    try:
+        low, high = math.exp(log_low), math.exp(log_high)
+    except OverflowError:
+        return None, None
+    return (low, high) if math.isfinite(high) and not math.isnan(low) else (None, None)
