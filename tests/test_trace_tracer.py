@@ -612,6 +612,42 @@ def test_a_trace_file_that_cannot_be_opened_again_never_costs_the_program_its_de
     assert (work / "a.dat").read_bytes() == b"0123456789" * 60
 
 
+SIGNAL_EXIT_PROGRAM = r"""
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+static void leave(int sig) { (void)sig; exit(0); } /* as programs' ^C handlers do: not async-signal-safe */
+int main(int argc, char **argv)
+{
+    char host[64] = "", path[4096];
+    gethostname(host, sizeof host - 1);
+    snprintf(path, sizeof path, "%s/trace-%s-%ld.nmt", argv[2], host, (long)getpid());
+    mkfifo(path, 0600); /* the tracer's file: opening it to flush waits, holding the tracer's lock */
+    signal(SIGALRM, leave);
+    alarm(3);
+    snprintf(path, sizeof path, "%s/a.dat", argv[1]);
+    int a = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    struct timespec pause = {0, 50000000};
+    for (int i = 0; i < 100; i++) { write(a, "0123456789", 10); nanosleep(&pause, NULL); }
+    return 1; /* not reached: the first flush waits until the alarm */
+}
+"""
+
+
+def test_exit_from_a_signal_handler_while_the_tracer_holds_its_lock_does_not_hang(tracer, tmp_path):
+    """A program's signal handler that calls exit() while the tracer is inside a flush (here:
+    opening a trace file that is a FIFO, which waits) ran the tracer's exit flush on the same
+    thread, which waited for the lock that thread held: for ever."""
+    exe, work, trace_dir, env = _built_with_trace_env(tmp_path, SIGNAL_EXIT_PROGRAM)
+    run = subprocess.run([exe, work, trace_dir], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert (work / "a.dat").read_bytes().startswith(b"0123456789" * 10)
+
+
 # ------------------------------------------------------------------ the reader (unit)
 
 def _record(rtype, payload):
