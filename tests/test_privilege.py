@@ -150,6 +150,51 @@ def test_the_schedulers_run_as_the_account_as_bench_and_studies_do(runtime, acco
     assert not account_processes(account)
 
 
+# As the account: a traced write, and in the shared staging directory a link to a file only root
+# may read and a FIFO, both named as trace files (what a hostile account could leave there).
+HOSTILE_TRACED = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void)
+{
+    char path[4096];
+    const char *stage = getenv("NM_TRACE_DIR");
+    snprintf(path, sizeof path, "%s/trace-link.nmt", stage);
+    symlink("/etc/shadow", path);
+    snprintf(path, sizeof path, "%s/trace-fifo.nmt", stage);
+    mkfifo(path, 0600);
+    int f = open("by-account", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    write(f, "traced\n", 7);
+    close(f);
+    return 0;
+}
+"""
+
+
+def test_trace_runs_the_ranks_as_the_account_and_collects_only_their_regular_files(account, workdir, tmp_path):
+    """`trace --user` staged into a directory only root could write: the ranks wrote no trace and
+    the command said none was written. The account's files are copied, not renamed, and only
+    regular ones, opened without following a link."""
+    (tmp_path / "hostile.c").write_text(HOSTILE_TRACED)
+    subprocess.run(["cc", "-O1", "-o", workdir / "hostile", tmp_path / "hostile.c"], check=True, capture_output=True)
+    out_dir = tmp_path / "tr"
+    out = nearmetal("trace", "--user", NAME, "--workdir", workdir, "--out", out_dir, "-n", "1", "--",
+                    workdir / "hostile", timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert (workdir / "by-account").stat().st_uid == account.pw_uid
+    files = sorted(p.name for p in out_dir.iterdir() if p.suffix == ".nmt")
+    assert len(files) == 1 and files[0] not in ("trace-link.nmt", "trace-fifo.nmt"), files
+    assert (out_dir / files[0]).lstat().st_uid == 0 and (out_dir / files[0]).is_file()
+    from nearmetal.trace import reader
+
+    (proc,) = reader.read(out_dir).processes
+    assert [proc.file_of(c) for c in proc.calls("write")] == [str(workdir / "by-account")]
+    assert not account_processes(account)
+
+
 STUDY = """[study]
 name = "as-account"
 repetitions = 1

@@ -389,7 +389,7 @@ def cmd_trace(args):
 
     refuse_ignored_options(args)  # before the tracer is staged
     tc.check_program(program, args.mode)
-    stage = os.path.join(os.path.dirname(trace_build.library()), "trace-DIR") if args.dry_run else tc.staging()
+    stage = os.path.join(os.path.dirname(trace_build.library()), "trace-DIR") if args.dry_run else tc.staging(bool(args.user))
     args.env = list(trace_build.rank_env(stage, args.layers, dict(args.env)).items())
     req, p, scheduler = _planned(args, program, program_args, args.ranks)
     if args.dry_run:

@@ -73,11 +73,16 @@ def discard_if_empty(out, created):
     return True
 
 
-def staging():
+def staging(other_account=False):
+    """A fresh directory for the ranks' trace files; writable by any account (sticky, not
+    listable) when the ranks run as another one (`trace --user`): else they could write none."""
     shared = os.path.dirname(build.library())  # /tmp/nearmetal-<uid>, checked to be this user's
     from ..supervise import stage_dir
 
-    return stage_dir("trace", shared)
+    stage = stage_dir("trace", shared)
+    if other_account:
+        os.chmod(stage, 0o1733)
+    return stage
 
 
 def collect(stage, out, meta):
@@ -86,12 +91,35 @@ def collect(stage, out, meta):
     try:
         for name in sorted(os.listdir(stage)):
             if name.startswith("trace-") and name.endswith(".nmt"):
-                safe_write.move_into(os.path.join(stage, name), os.path.join(out, name), "trace file")
+                src, dest = os.path.join(stage, name), os.path.join(out, name)
+                if os.lstat(src).st_uid == os.geteuid():
+                    safe_write.move_into(src, dest, "trace file")
+                elif not _copy_other_accounts(src, dest):
+                    continue
                 moved += 1
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     safe_write.write_text(os.path.join(out, META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     return moved
+
+
+def _copy_other_accounts(src, dest):
+    """A trace file written by ranks run as another account (`trace --user`) into the shared
+    staging directory: copied into a file of nearmetal's own only when it is a regular file,
+    opened without following a link (that account could have put a link to a file only root
+    may read in its place) or waiting on a FIFO. False when it is not one."""
+    import stat
+
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with safe_write.replacing(dest, "trace file") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+    return True
 
 
 def kept_line(files, out):
