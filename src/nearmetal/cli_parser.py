@@ -141,7 +141,7 @@ def _add_doctor(sub):
     d = sub.add_parser("doctor", help="report MPI installations, container runtimes, CPU, hazards", description=(
         "Starts each runtime's smoke container and one 1-rank nm-iobench -A per MPI with built kernels; builds nothing."))
     d.add_argument("--image", help="also inspect an image (name or path)")
-    d.add_argument("--program", action="append", default=[], help="program inside the image to inspect (repeatable)")
+    d.add_argument("--program", action="append", default=[], help="a program to inspect: its MPI and libraries, inside --image or else on the host (repeatable)")
     d.add_argument("--json", action="store_true", help="machine-readable output (see docs/doctor-json.md)")
     d.add_argument("--clean-shm", action="store_true",
                    help="first remove your MPI shared-memory segments in /dev/shm that no process uses (left by "
@@ -200,7 +200,7 @@ def _launch_options(r):
     """Options shared by `run` and `bench`: how ranks are launched."""
     r.add_argument("--mode", choices=_modes(), default=_modes()[0], help=f"MPI model (default: {_modes()[0]})")
     r.add_argument("--runtime", choices=_runtimes(), help=f"container runtime (default: {_runtimes()[0]})")
-    r.add_argument("--image", help="image name, directory, or .sqfs (default: the host distro's default image)")
+    r.add_argument("--image", help="image name, directory, .sqfs or .sif (default: the host distro's default image)")
     r.add_argument("--mpi", type=_mpi_spec, metavar="{" + ",".join(_mpis()) + "}[@PREFIX]",
                    help="host MPI family (default: what the program was built with); FAMILY@PREFIX: the "
                         "installation whose wrapper and launcher are in PREFIX/bin")
@@ -250,7 +250,8 @@ def _add_run(sub):
     _launch_options(r)
     r.add_argument("program_argv", nargs=argparse.REMAINDER, metavar="-- PROGRAM [ARGS...] [: [-n N ...] -- PROGRAM [ARGS...]]...",
                    help="MPMD: components separated by a lone ':', each with optional -n, --mode, --runtime, "
-                        "--image, --threads, --env before its own '--'; unset options come from the first component")
+                        "--image, --threads, --env before its own '--'; a component's -n is 1 unless given, its other "
+                        "unset options come from the first component, and --mpi is the job's")
 
 
 def _add_bench(sub):
@@ -272,6 +273,10 @@ def _add_bench(sub):
                    "(a study's evidence = false), so no check that the launch was one MPI job")
     _launch_options(b)
     b.set_defaults(ranks=None)
+    from . import kernels
+
+    one = sorted(k.name for k in kernels.REGISTRY.values() if k.min_ranks == 1 and k.program)
+    b._option_string_actions["-n"].help = f"number of ranks (default: 2; 1 for {', '.join(one)})"
     b.add_argument("--json", action="store_true", help="one JSON record per measured point")
     b.add_argument("--timeout", type=_TIMEOUT, default=1800, help="seconds before the run is killed (default: 1800)")
     # KERNEL_ARGS (after "--") are split off before parsing: see cli.main.
