@@ -122,6 +122,16 @@ def test_one_file_per_rank_is_chosen_and_normalised(tmp_path):
     assert got[-1]["launch_ns"] == 1_000_000_000
 
 
+def test_a_fifo_or_a_link_named_as_a_ranks_file_is_skipped_without_waiting(tmp_path):
+    """Ranks run as another account (`--user`) write into a directory any account may write:
+    a FIFO named as their file made the read wait for ever, holding nearmetal."""
+    put(tmp_path, "ev-h-10.json", raw(10, mpi_rank=0))
+    os.mkfifo(tmp_path / "ev-h-11.json")
+    os.symlink(tmp_path / "ev-h-10.json", tmp_path / "ev-h-12.json")
+    assert [r["pid"] for r in collect.read_files(str(tmp_path))] == [10]
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_value_that_is_not_utf8_is_replaced_not_the_file_lost(tmp_path):
     text = json.dumps(raw(1, mpi_rank=0, ld_preload="/opt/XX.so")).replace("XX", "\\u00ff")
     (tmp_path / "ev-h-1.json").write_bytes(text.encode().replace(b"\\u00ff", b"\xff"))

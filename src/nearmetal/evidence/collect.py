@@ -11,6 +11,7 @@ launcher variable) is left out.
 
 import json
 import os
+import stat
 
 from . import cgroup
 
@@ -80,8 +81,12 @@ def read_files(stage, remove=True, names=None):
         path = os.path.join(stage, name)
         if name.startswith("ev-") and name.endswith(".json"):
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                # not a link, and never a wait: ranks run as another account write into a shared
+                # directory, where a FIFO named as their file would hold nearmetal for ever
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 with os.fdopen(fd, "rb") as f:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise ValueError("not a regular file")
                     data = f.read(MAX_FILE + 1)
                 # a path or variable that is not UTF-8 (the rank copies bytes): replaced, the file still read
                 raw = json.loads(data.decode("utf-8", "replace")) if len(data) <= MAX_FILE else None
