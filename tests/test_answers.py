@@ -457,3 +457,19 @@ def test_the_cost_per_launch_spans_the_modes_that_the_answer_rescales():
     cell = next(c for c in answers(data)["by_benchmark"] if c["metric"] == "to_after_init")
     assert cell["per_launch"]["delta_s"] == pytest.approx(_trimmed(base) * (ratio - 1) / 1e3)
     assert cell["per_launch"]["delta_s"] > 0.0009  # the fast mode alone would say ~0.6 ms
+
+
+@pytest.mark.unit
+def test_a_point_whose_interval_is_past_a_doubles_range_answers_inconclusive_not_an_overflow():
+    """Paired runs alternating 1e-100 and 1e100 (inside the stored range): compare() gives no
+    interval, and the answer recomputed it unguarded and raised OverflowError (report, explain)."""
+    a = build([("t", "command", "time", "s", [({}, 1.0)])], reps=4)
+    b, v = [1e-100, 1e100, 1e-100, 1e100], [1e100, 1e-100, 1e100, 1e-100]
+    for e in a["points"]:
+        e["values"] = b if e["comparison"] is None else v
+        e["stats"] = stats.summarize(e["values"])
+        if e["comparison"] is not None:
+            e["comparison"] = stats.compare(b, v, pairs=list(zip(b, v)), n_boot=200)
+            assert e["comparison"]["ci_low"] is None
+    row = only(answers(a))
+    assert row["ci_low"] is None and row["overhead_ci"] is None and row["verdict"] == "inconclusive"

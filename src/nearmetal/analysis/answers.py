@@ -25,7 +25,7 @@ from .. import kernels
 from ..study.records import comparable
 from . import rank_floor, stats
 from .mode_compare import answer_words, for_answer
-from .trimmed import TRIM, trimmed_mean_ci
+from .trimmed import TRIM, exp_interval, trimmed_mean_ci
 from .answer_text import (ESTIMATOR_ONE, bench_words, cell_phrase, left_out_words, level_words, sentence,
                           variant_words)
 from .per_launch import STARTUP_METRICS, per_launch
@@ -108,7 +108,8 @@ def answers(analysis, n_boot=N_BOOT, seed=SEED):
         elif len(members) == 1 and len(blocks) >= 2:  # a point without an interval of its own: compare()'s
             t = terms[members[0]]
             cost = (np.log(t["var"]) - np.log(t["base"])) * (-1.0 if t["hib"] else 1.0)
-            gm, lo, hi = (float(math.exp(x)) for x in trimmed_mean_ci(cost, ci_alpha))
+            center, log_lo, log_hi = trimmed_mean_ci(cost, ci_alpha)
+            gm, (lo, hi) = float(math.exp(center)), exp_interval(log_lo, log_hi)  # None: past a double's range
             estimator = ESTIMATOR_ONE
         noises = [terms[i]["noise"] for i in members if terms[i]["noise"] is not None]
         out = {"n_points": len(members), "n_blocks": len(blocks), "cost_ratio": gm, "ci_low": lo, "ci_high": hi,
