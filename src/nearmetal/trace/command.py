@@ -91,35 +91,56 @@ def collect(stage, out, meta):
     try:
         for name in sorted(os.listdir(stage)):
             if name.startswith("trace-") and name.endswith(".nmt"):
-                src, dest = os.path.join(stage, name), os.path.join(out, name)
-                if os.lstat(src).st_uid == os.geteuid():
-                    safe_write.move_into(src, dest, "trace file")
-                elif not _copy_other_accounts(src, dest):
-                    continue
-                moved += 1
+                why = _take(os.path.join(stage, name), os.path.join(out, name))
+                if why:
+                    print(f"nearmetal trace: {name} left out: {why}", file=sys.stderr)
+                else:
+                    moved += 1
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     safe_write.write_text(os.path.join(out, META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     return moved
 
 
-def _copy_other_accounts(src, dest):
-    """A trace file written by ranks run as another account (`trace --user`) into the shared
-    staging directory: copied into a file of nearmetal's own only when it is a regular file,
-    opened without following a link (that account could have put a link to a file only root
-    may read in its place) or waiting on a FIFO. False when it is not one."""
+SPARSE_FROM = 64 << 20  # a trace file this large with under half its bytes on disk is a hole, not a trace
+
+
+def _take(src, dest):
+    """One rank's trace file into `dest`: None, or why it was left out. Ranks run as another
+    account (`trace --user`) write into a directory any account may write, where that account
+    could leave a link to a file only root may read, a hard link to one, a FIFO, a directory or
+    a sparse file of terabytes: only a regular file with one link is taken, through a
+    descriptor opened without following a link or waiting, and another account's is copied
+    (the size it had when opened, if it fits) into a file of nearmetal's own."""
     import stat
 
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return False
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        with safe_write.replacing(dest, "trace file") as out:
-            shutil.copyfileobj(f, out, 1 << 20)
-    return True
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        return e.strerror
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return "not a regular file with one link"
+        if st.st_uid == os.geteuid():  # nearmetal's own: no other account can make one, or rebind its name
+            os.close(fd)
+            fd = -1
+            safe_write.move_into(src, dest, "trace file")
+            return None
+        if st.st_size >= SPARSE_FROM and st.st_blocks * 512 < st.st_size // 2:
+            return f"a sparse file of {st.st_size} bytes"
+        free = os.statvfs(os.path.dirname(dest))
+        if st.st_size > free.f_bavail * free.f_frsize:
+            return f"{st.st_size} bytes, more than the free space in {os.path.dirname(dest)}"
+        with os.fdopen(os.dup(fd), "rb") as f, safe_write.replacing(dest, "trace file") as copy:
+            left = st.st_size
+            while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+                copy.write(chunk)
+                left -= len(chunk)
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def kept_line(files, out):
