@@ -37,17 +37,17 @@ def test_a_segment_made_again_after_the_check_is_not_removed(tmp_path, monkeypat
     seg = tmp_path / "vader_segment.h.3.0"
     seg.write_bytes(b"old")
     st = seg.stat()
-    checked = [(seg.name, 3, (st.st_dev, st.st_ino, st.st_ctime_ns))]
+    checked = [(seg.name, 3, shm._identity(st))]
     seg.rename(tmp_path / "moved")  # the old inode lives on, so the new file cannot reuse its number
     seg.write_bytes(b"new job")
     monkeypatch.setattr(shm, "_stale", lambda directory, uid, now: checked)
     assert shm.remove_stale(tmp_path) == (0, 0)
     assert seg.read_bytes() == b"new job"
     st = seg.stat()
-    checked[:] = [(seg.name, 7, (st.st_dev, st.st_ino, st.st_ctime_ns))]
+    checked[:] = [(seg.name, 7, shm._identity(st))]
     os.truncate(seg, 0)  # the same file, truncated since the check (a new job of the same name): it stays
     assert shm.remove_stale(tmp_path) == (0, 0) and seg.exists()
-    checked[:] = [(seg.name, 0, (st.st_dev, st.st_ino, seg.stat().st_ctime_ns))]
+    checked[:] = [(seg.name, 0, shm._identity(seg.stat()))]
     assert shm.remove_stale(tmp_path) == (1, 0) and not seg.exists()
 
 

@@ -68,6 +68,13 @@ def in_use():
     return used
 
 
+def _identity(st):
+    """A file as found: device and inode first (what in_use compares), then its size and times,
+    which a new job's truncation or write changes (its size too, where the kernel's times are
+    coarser than the two steps)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns
+
+
 def stale_segments(directory=SHM, uid=None, now=None):
     """[(name, bytes)] of this account's MPI segments in `directory` that no process uses
     and that are older than MIN_AGE_S; [] when use cannot be known (in_use)."""
@@ -75,7 +82,7 @@ def stale_segments(directory=SHM, uid=None, now=None):
 
 
 def _stale(directory, uid, now):
-    """stale_segments with each file's (device, inode, ctime in ns), checked again before removal."""
+    """stale_segments with each file's _identity, checked again before removal."""
     import time
 
     uid = os.getuid() if uid is None else uid
@@ -91,7 +98,7 @@ def _stale(directory, uid, now):
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and st.st_uid == uid and now - st.st_ctime >= MIN_AGE_S:
-            found.append((name, st.st_size, (st.st_dev, st.st_ino, st.st_ctime_ns)))
+            found.append((name, st.st_size, _identity(st)))
     used = in_use() if found else set()
     if used is None:
         return []
@@ -117,7 +124,7 @@ def remove_stale(directory=SHM, now=None):
         path = os.path.join(directory, name)
         try:
             st = os.lstat(path)
-            if (st.st_dev, st.st_ino, st.st_ctime_ns) != ident:  # made again or truncated since: a new job's
+            if _identity(st) != ident:  # made again, truncated or written since: a new job's
                 continue
             os.unlink(path)
         except OSError:

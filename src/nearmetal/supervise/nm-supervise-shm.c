@@ -32,9 +32,16 @@ static struct leftover {
     char name[NAME_MAX + 1];
     dev_t dev;
     ino_t ino;
-    struct timespec ctime; /* changed again before the removal (a new job truncating it): kept */
+    off_t size;            /* size and times changed before the removal (a new job truncating */
+    struct timespec ctime; /* or writing it): kept; the size as well, where the kernel's times */
+    struct timespec mtime; /* are coarser than the two steps */
     char used;
 } leftovers[MAX_LEFTOVERS];
+
+static int same_time(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
 
 static int is_leftover_name(const char *name)
 {
@@ -137,7 +144,9 @@ static void remove_leftover_shm(uid_t owner, const struct timespec *started)
         snprintf(leftovers[n].name, sizeof leftovers[n].name, "%s", e->d_name);
         leftovers[n].dev = st.st_dev;
         leftovers[n].ino = st.st_ino;
+        leftovers[n].size = st.st_size;
         leftovers[n].ctime = st.st_ctim;
+        leftovers[n].mtime = st.st_mtim;
         leftovers[n++].used = 0;
     }
     if (n && mark_in_use(n) == 0) {
@@ -148,7 +157,8 @@ static void remove_leftover_shm(uid_t owner, const struct timespec *started)
         for (int i = 0; i < n; i++)
             if (!leftovers[i].used && fstatat(dirfd(shm), leftovers[i].name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                 st.st_dev == leftovers[i].dev && st.st_ino == leftovers[i].ino &&
-                st.st_ctim.tv_sec == leftovers[i].ctime.tv_sec && st.st_ctim.tv_nsec == leftovers[i].ctime.tv_nsec)
+                st.st_size == leftovers[i].size && same_time(&st.st_ctim, &leftovers[i].ctime) &&
+                same_time(&st.st_mtim, &leftovers[i].mtime))
                 unlinkat(dirfd(shm), leftovers[i].name, 0);
         if (as_owner)
             setfsuid(0);

@@ -224,19 +224,19 @@ static int keep_fd(int fd)
     return fd;
 }
 
-/* sized: also holding what was written to it (a child after fork does not know what its
- * parent has written since) */
-static int is_trace_file(int fd, int sized)
+/* exact: holding what was written to it; else at least that (a child after fork does not
+ * know what its parent has written since, only that the file grows) */
+static int is_trace_file(int fd, int exact)
 {
     struct stat st;
     return fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == trace_dev && st.st_ino == trace_ino &&
-           (!sized || st.st_size == trace_size);
+           (exact ? st.st_size == trace_size : st.st_size >= trace_size);
 }
 
 /* Close the trace file, never the program's file that took its number. */
-static void close_trace_file(int sized)
+static void close_trace_file(int exact)
 {
-    if (is_trace_file(trace_fd, sized)) real_close(trace_fd);
+    if (is_trace_file(trace_fd, exact)) real_close(trace_fd);
     trace_fd = -1;
 }
 
