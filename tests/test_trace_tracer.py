@@ -532,19 +532,31 @@ def test_a_killed_process_keeps_all_but_its_last_second(choice, tracer, tmp_path
     assert (writes["end_ns"] - writes["start_ns"]).min() >= 0
 
 
-FD_CLOSER_PROGRAM = r"""
+# The start of the programs below: a.dat in the work directory (argv[1]) written for 1.5 s,
+# so that the trace file is open (a buffer is flushed once it has waited a second).
+TRACE_FILE_OPEN = r"""
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
+static const struct timespec nap = {0, 50000000};
+static int write_a_while_traced(const char *work)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/a.dat", work);
+    int a = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); nanosleep(&nap, NULL); }
+    return a;
+}
+"""
+
+FD_CLOSER_PROGRAM = TRACE_FILE_OPEN + r"""
 int main(int argc, char **argv)
 {
     char path[4096];
-    struct timespec pause = {0, 50000000};
-    snprintf(path, sizeof path, "%s/a.dat", argv[1]);
-    int a = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); nanosleep(&pause, NULL); } /* the trace file is open */
+    int a = write_a_while_traced(argv[1]);
     for (int fd = 3; fd < 1024; fd++) if (fd != a) close(fd); /* as a daemonizing program does */
     snprintf(path, sizeof path, "%s/b.dat", argv[1]);
     int b = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);  /* the lowest number: the trace file's, once */
@@ -553,7 +565,7 @@ int main(int argc, char **argv)
         write(b, "abcdefghij", 10);
         write(high, "abcdefghij", 10);
         write(a, "0123456789", 10);
-        nanosleep(&pause, NULL);
+        nanosleep(&nap, NULL);
     }
     printf("b=%d high=%d\n", b, high);
     return 0;
@@ -574,27 +586,19 @@ def test_a_program_that_closes_the_trace_file_keeps_its_own_data_and_the_trace(t
     assert p.complete and len([f for f in map(p.file_of, p.calls("write")) if f == str(work / "a.dat")]) == 60
 
 
-LOST_TRACE_PROGRAM = r"""
-#include <dirent.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <time.h>
-#include <unistd.h>
+LOST_TRACE_PROGRAM = TRACE_FILE_OPEN + r"""
 int main(int argc, char **argv)
 {
     char path[4096];
-    struct timespec pause = {0, 50000000};
-    snprintf(path, sizeof path, "%s/a.dat", argv[1]);
-    int a = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
-    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); nanosleep(&pause, NULL); } /* the trace file is open */
-    DIR *d = opendir(argv[2]);                               /* ... and then removed: it cannot be opened again */
+    int a = write_a_while_traced(argv[1]);
+    DIR *d = opendir(argv[2]);                               /* the trace file removed: it cannot be opened again */
     for (struct dirent *e; (e = readdir(d));) if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
     closedir(d);
     for (int fd = 3; fd < 1024; fd++) if (fd != a) close(fd);
     snprintf(path, sizeof path, "%s/b.dat", argv[1]);
     int b = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
     FILE *out = fdopen(fcntl(b, F_DUPFD, 900), "w");         /* the trace file's number, through stdio */
-    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); fputs("abcdefghij", out); nanosleep(&pause, NULL); }
+    for (int i = 0; i < 30; i++) { write(a, "0123456789", 10); fputs("abcdefghij", out); nanosleep(&nap, NULL); }
     return 0; /* exit(): the tracer's last flush runs before stdio writes what `out` buffered */
 }
 """
