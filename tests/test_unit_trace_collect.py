@@ -50,3 +50,13 @@ def test_another_accounts_file_is_copied_into_one_of_nearmetals_own_and_a_sparse
     copied = out / "trace-h-1.nmt"
     assert copied.read_bytes() == b"x" * 3000 and not copied.is_symlink()
     assert "trace-h-2.nmt left out: a sparse file of" in capsys.readouterr().err
+
+
+def test_a_studys_traced_run_keeps_its_files_and_says_what_was_left_out(tmp_path):
+    from nearmetal.study.config.traced import _move
+
+    stage, out = _stage(tmp_path)
+    (stage / "trace-h-1.nmt").write_bytes(b"rank one")
+    os.mkfifo(stage / "trace-h-2.nmt")
+    assert _move(str(stage), str(out)) == (1, {"trace-h-2.nmt": "not a regular file with one link"})
+    assert [p.name for p in out.iterdir()] == ["trace-h-1.nmt"]

@@ -91,7 +91,7 @@ def collect(stage, out, meta):
     try:
         for name in sorted(os.listdir(stage)):
             if name.startswith("trace-") and name.endswith(".nmt"):
-                why = _take(os.path.join(stage, name), os.path.join(out, name))
+                why = take(os.path.join(stage, name), os.path.join(out, name))
                 if why:
                     print(f"nearmetal trace: {name} left out: {why}", file=sys.stderr)
                 else:
@@ -105,7 +105,7 @@ def collect(stage, out, meta):
 SPARSE_FROM = 64 << 20  # a trace file this large with under half its bytes on disk is a hole, not a trace
 
 
-def _take(src, dest):
+def take(src, dest):
     """One rank's trace file into `dest`: None, or why it was left out. Ranks run as another
     account (`trace --user`) write into a directory any account may write, where that account
     could leave a link to a file only root may read, a hard link to one, a FIFO, a directory or

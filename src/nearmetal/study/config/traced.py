@@ -69,8 +69,10 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
     meta = {"study": study, "run_key": row["run_key"], "benchmark": row["benchmark"], "variant": row["variant"],
             "block": row["block"], "status": status, "exit_status": exit_status,
             "layers": list(layers or DEFAULT_LAYERS)}
-    files = _move(stage, dest)
+    files, left_out = _move(stage, dest)
     meta["trace_files"] = files
+    if left_out:  # not a regular file with one link (trace/command.py take)
+        meta["left_out"] = left_out
     write_text(os.path.join(dest, command.META), json.dumps(meta, indent=1, sort_keys=True), "trace metadata")
     if files:
         try:
@@ -82,14 +84,18 @@ def keep(stage, db_path, study, row, status, exit_status, layers):
 
 
 def _move(stage, dest):
-    import shutil
+    """(files moved, {name: why} of those left out) from a cell's staging directory."""
+    from ...trace.command import take
 
-    n = 0
+    n, left_out = 0, {}
     for name in sorted(os.listdir(stage)) if os.path.isdir(stage) else ():
         if name.startswith("trace-") and name.endswith(".nmt"):
-            shutil.move(os.path.join(stage, name), os.path.join(dest, name))
-            n += 1
-    return n
+            why = take(os.path.join(stage, name), os.path.join(dest, name))
+            if why:
+                left_out[name] = why
+            else:
+                n += 1
+    return n, left_out
 
 
 def listing(db_path, study):
