@@ -155,6 +155,30 @@ def test_a_traced_iobench_run_writes_its_trace_and_reports(tmp_path, host_mpis, 
     assert a["run"]["argv"][0] == kernel
 
 
+POSIX_WRITER = r"""
+#include <fcntl.h>
+#include <unistd.h>
+int main(void) { int f = open("out.dat", O_CREAT | O_WRONLY | O_TRUNC, 0644); write(f, "abc", 3); close(f); return 0; }
+"""
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_a_traced_run_prints_the_report_in_the_format_asked(tmp_path, fmt):
+    """`trace --format md|json -- PROGRAM` wrote the HTML page only and printed its path: the
+    format asked for was ignored. Now the report is printed (stdout is the report's alone) and
+    the page is still written."""
+    (tmp_path / "w.c").write_text(POSIX_WRITER)
+    subprocess.run(["cc", "-O1", "-o", tmp_path / "w", tmp_path / "w.c"], check=True)
+    out = tmp_path / "t"
+    r = nearmetal("trace", "-n", "1", "--format", fmt, "--out", out, "--", tmp_path / "w", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"report: {out}/report.html" in r.stderr and (out / "report.html").exists()
+    if fmt == "json":
+        assert json.loads(r.stdout)["run"]["argv"] == [str(tmp_path / "w")]
+    else:
+        assert r.stdout.startswith("#") and "out.dat" in r.stdout, r.stdout[:300]
+
+
 def test_an_interrupted_trace_says_what_it_kept_and_leaves_no_process(tmp_path, host_mpis):
     """^C while the ranks run: the trace directory keeps what the ranks wrote (here nothing: they
     made no traced call yet), meta.json says interrupted, and the line says so
