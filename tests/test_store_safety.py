@@ -218,6 +218,8 @@ def _imported_runs(variants, n=3, values=None):
     ("variant,metric,mean,n,std\nbase,t,1,3,1\nslow,t,1e200,3,1\n", "line 3, column 'mean': 1e+200 is outside the range"),
     ("variant,metric,mean,n,std\nbase,t,1,5,0.1\nslow,t,2,0,0.1\n", "line 3, column 'n': 0 is out of range"),
     ("variant,metric,mean,n,std\nbase,t,1,5,-0.1\nslow,t,2,5,0.1\n", "line 2, column 'std': -0.1 is negative"),
+    ("variant,metric,mean,n,std\nbase,t,1,5,0.1\nslow,t,2,5,0.1\nbase,t,1.1,5,0.1\n",
+     "line 4, column 'variant': a second summary row for variant 'base' at this point and metric 't' (the first is line 2)"),
     ("variant,metric,unit,value\nbase,t,s,1\nslow,t,ms,2\n",
      "line 3, column 'unit': metric 't' is in 'ms' here but in 's' on line 2"),
     ("variant,metric,value,value\nbase,t,1,1\n", "line 1: column 'value' appears twice"),

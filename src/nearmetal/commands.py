@@ -419,11 +419,7 @@ def cmd_trace(args):
     if outcome.exit_status and not timed_out and tc.discard_if_empty(out, created):
         raise NearmetalError(f"{program} exited with status {outcome.exit_status} before it made any traced call: "
                              f"no trace kept")
-    said = sys.stdout if args.format == "html" else sys.stderr  # md or json: stdout is the report's
-    print(f"trace: {tc.summary_line(out)} in {out}", file=said)
-    print(f"report: {tc.report(out, 'html', threshold=args.threshold)}", file=said)
-    if args.format != "html":
-        tc.report(out, args.format, threshold=args.threshold)
+    tc.report_done(out, args.format, args.threshold)
     if timed_out:  # the ranks were killed: their last second of events is missing, and the report says so
         raise NearmetalError(f"{program}: {outcome.reason}; the trace up to then is in {out}")
     if outcome.exit_status:

@@ -177,6 +177,16 @@ def report(trace_dir, fmt="html", out=None, threshold=callpath.THRESHOLD):
     return path
 
 
+def report_done(out, fmt, threshold):
+    """After a traced run: its summary line and the page's path (on stderr when md or json is
+    asked: stdout is then that report's alone, after the program's own output), and that report."""
+    said = sys.stdout if fmt == "html" else sys.stderr
+    print(f"trace: {summary_line(out)} in {out}", file=said)
+    print(f"report: {report(out, 'html', threshold=threshold)}", file=said)
+    if fmt != "html":
+        report(out, fmt, threshold=threshold)
+
+
 def summary_line(trace_dir):
     t = reader.read(trace_dir)
     events = sum(len(p.events) for p in t.processes)

@@ -186,7 +186,7 @@ def import_csv(csv_path, db_path, study, baseline, metric=None, unit="s", margin
 
 def _parse_rows(csv_path, rows, study, metric, unit, summary):
     planned, results = [], []
-    counters = {}
+    counters, summaries = {}, {}
     point_texts = {}   # one JSON text per distinct point: 100,000 rows share a few thousand
     units = {}         # (benchmark, metric) -> (unit, first line)
     for i, r in rows:
@@ -218,7 +218,12 @@ def _parse_rows(csv_path, rows, study, metric, unit, summary):
             counters[key_base] = counters.get(key_base, -1) + 1
             blk_col = "block" if r.get("block") else "repetition" if r.get("repetition") else None
             block = _integer(r, blk_col, 0) if blk_col else counters[key_base]
-            if summary:
+            if summary:  # one row describes all runs of its cell: a second one would be dropped unseen
+                first = summaries.setdefault(key_base + (m,), i)
+                if first != i:
+                    raise _Bad("variant", f"a second summary row for variant '{r['variant'][:80]}' at this point and "
+                                          f"metric '{m[:80]}' (the first is line {first}): one row per variant, "
+                                          f"point and metric")
                 mean_col = "mean" if r.get("mean") or "median" not in r else "median"
                 rec = {"value": _finite(r, mean_col), "n": _integer(r, "n", 1), "std": _finite(r, "std")}
             else:
