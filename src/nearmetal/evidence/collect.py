@@ -11,8 +11,9 @@ launcher variable) is left out.
 
 import json
 import os
-import stat
 
+from ..errors import NearmetalError
+from ..safe_read import read_regular
 from . import cgroup
 
 NS_NAMES = ("user", "ipc", "net", "pid", "mnt")
@@ -81,18 +82,14 @@ def read_files(stage, remove=True, names=None):
         path = os.path.join(stage, name)
         if name.startswith("ev-") and name.endswith(".json"):
             try:
-                # not a link, and never a wait: ranks run as another account write into a shared
-                # directory, where a FIFO named as their file would hold nearmetal for ever
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                with os.fdopen(fd, "rb") as f:
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):
-                        raise ValueError("not a regular file")
-                    data = f.read(MAX_FILE + 1)
+                # a regular file only: ranks run as another account write into a shared directory,
+                # where a FIFO named as their file would hold nearmetal for ever
+                data = read_regular(path, MAX_FILE, "evidence file")
                 # a path or variable that is not UTF-8 (the rank copies bytes): replaced, the file still read
-                raw = json.loads(data.decode("utf-8", "replace")) if len(data) <= MAX_FILE else None
+                raw = json.loads(data.decode("utf-8", "replace"))
                 if isinstance(raw, dict):
                     found.append(raw)
-            except (OSError, ValueError):
+            except (NearmetalError, ValueError):
                 pass  # not a complete file of ours: nothing to read
         if remove:
             try:
